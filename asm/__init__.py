@@ -1,0 +1,1 @@
+"""A Python-embedded assembler for the VideoCore IV QPU."""

@@ -1,0 +1,1 @@
+"""vc4nn: QPU programs on the Raspberry Pi's VideoCore IV, and what is built on them."""

@@ -1,0 +1,254 @@
+"""The device interface: one small abstraction, one execution path for every backend.
+
+A backend (the emulator, the Raspberry Pi) provides four primitives: allocate device memory,
+free it, view it as bytes, and launch a control list the way the firmware's ``execute_qpu``
+mailbox call does. Everything else (buffers as numpy arrays, placing code and uniforms in device
+memory, building the control list, checking arguments) lives here, once.
+"""
+
+import abc
+import dataclasses
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from asm import isa
+
+from .errors import DeviceError
+
+# Bus addresses: bits 31:30 select the cache alias of the same memory and are ignored for
+# addressing (fact sheet section 3).
+BUS_ALIAS_MASK = 0xC0000000
+BUS_ADDRESS_MASK = 0x3FFFFFFF
+# execute_qpu's (uniforms address, code address) pairs; the control list is an array of them.
+CONTROL_ENTRY_WORDS = 2
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class Buffer(np.ndarray):
+    """A numpy array living in device memory. ``address`` is its bus address.
+
+    Slicing keeps the device and recomputes the address of the first element, so a view of a
+    contiguous part of a buffer can be handed to a kernel too.
+    """
+
+    def __new__(cls, device, allocation, shape, dtype, offset=0):
+        array = np.ndarray.__new__(cls, shape, dtype=dtype, buffer=allocation.memory, offset=offset)
+        array.device = device
+        array.allocation = allocation
+        return array
+
+    def __array_finalize__(self, obj):
+        self.device = getattr(obj, "device", None)
+        self.allocation = getattr(obj, "allocation", None)
+
+    @property
+    def address(self):
+        """Bus address of element 0 (as the GPU sees it, alias bits included)."""
+        if self.allocation is None:
+            raise DeviceError("this array is not in device memory")
+        offset = self.__array_interface__["data"][0] - self.allocation.memory.ctypes.data
+        return self.allocation.bus_address + offset
+
+    def __reduce__(self):
+        # Pickling a device buffer copies it to the host.
+        return np.asarray(self).copy().__reduce__()
+
+
+@dataclasses.dataclass
+class Allocation:
+    """A block of device memory: bus address, size and a writable host view (uint8 ndarray)."""
+
+    bus_address: int
+    size: int
+    memory: np.ndarray
+    handle: object = None
+    freed: bool = False
+
+
+@dataclasses.dataclass
+class QpuStats:
+    instructions: int = 0
+    cycles: Optional[int] = None
+    # stall cause -> cycles (cycle-model estimate; empty on real hardware)
+    stalls: Dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What a launch reports. Cycle figures are estimates of the cycle model (None on a Pi)."""
+
+    num_qpus: int
+    host_interrupts: int
+    qpus: List[QpuStats]
+    cycles: Optional[int] = None          # estimate: total V3D clocks from launch to last thrend
+    seconds: Optional[float] = None       # estimate at the board's V3D clock, or measured on a Pi
+    board: Optional[str] = None
+    clock_hz: Optional[float] = None
+    estimated: bool = True
+
+    @property
+    def instructions(self):
+        return sum(q.instructions for q in self.qpus)
+
+
+class Device(abc.ABC):
+    """Base of every backend. Use as a context manager to free all allocations on exit."""
+
+    name = "device"
+
+    def __init__(self):
+        self._allocations = []
+
+    # -- backend primitives ------------------------------------------------------------------
+    @abc.abstractmethod
+    def _allocate(self, nbytes, align) -> Allocation:
+        """Reserve ``nbytes`` of device memory aligned to ``align`` bytes."""
+
+    @abc.abstractmethod
+    def _release(self, allocation):
+        """Give an allocation back."""
+
+    @abc.abstractmethod
+    def _launch(self, num_qpus, control_address, timeout) -> RunResult:
+        """Run ``num_qpus`` programs listed by a control list in device memory, as execute_qpu."""
+
+    # -- memory ------------------------------------------------------------------------------
+    def alloc(self, shape, dtype=np.uint32, align=4096):
+        """A zero-filled device buffer of the given shape and dtype."""
+        dtype = np.dtype(dtype)
+        shape = (shape,) if np.isscalar(shape) else tuple(shape)
+        if any(int(s) < 0 for s in shape):
+            raise DeviceError(f"buffer shape {shape} has a negative dimension")
+        nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
+        if align <= 0 or align & (align - 1):
+            raise DeviceError(f"alignment {align} is not a power of two")
+        allocation = self._allocate(nbytes, align)
+        allocation.memory[:] = 0
+        self._allocations.append(allocation)
+        return Buffer(self, allocation, shape, dtype)
+
+    def array(self, data, dtype=None, align=4096):
+        """Copy a host array (or anything numpy accepts) into a new device buffer."""
+        data = np.asarray(data, dtype=dtype)
+        buf = self.alloc(data.shape, data.dtype, align)
+        buf[...] = data
+        return buf
+
+    def free(self, buf):
+        allocation = buf.allocation if isinstance(buf, Buffer) else buf
+        if allocation is None or allocation.freed:
+            return
+        if allocation not in self._allocations:
+            raise DeviceError("buffer belongs to another device")
+        self._allocations.remove(allocation)
+        allocation.freed = True
+        self._release(allocation)
+
+    def close(self):
+        """Free every allocation of this device."""
+        while self._allocations:
+            allocation = self._allocations.pop()
+            allocation.freed = True
+            self._release(allocation)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def owns(self, buf):
+        return isinstance(buf, Buffer) and buf.device is self and not buf.allocation.freed
+
+    # -- execution ---------------------------------------------------------------------------
+    def execute(self, program, num_qpus=1, uniforms=None, timeout=DEFAULT_TIMEOUT_S):
+        """Run a program on ``num_qpus`` QPUs and wait for it.
+
+        program: an ``asm`` Program, raw code (numpy uint32/uint64 words or bytes), or a device
+            Buffer already holding the code.
+        uniforms: one entry per QPU; each a sequence of 32-bit values (ints, or floats which are
+            stored as float32 bits) or a device Buffer holding them. None = no uniforms.
+        timeout: seconds; on the Pi the firmware's timeout, in the emulator the modelled time.
+        """
+        if not 1 <= int(num_qpus) <= isa.NUM_QPUS:
+            raise DeviceError(f"num_qpus must be 1..{isa.NUM_QPUS}, got {num_qpus}")
+        num_qpus = int(num_qpus)
+        temporaries = []
+        try:
+            code = program if self.owns(program) else self._place(code_bytes(program), temporaries)
+            uniform_buffers = []
+            per_qpu = [None] * num_qpus if uniforms is None else list(uniforms)
+            if len(per_qpu) != num_qpus:
+                raise DeviceError(f"uniforms given for {len(per_qpu)} QPUs but num_qpus is {num_qpus}")
+            for qpu, values in enumerate(per_qpu):
+                if values is None:
+                    values = [0]
+                if isinstance(values, Buffer):
+                    if not self.owns(values):
+                        raise DeviceError(f"uniforms of QPU {qpu} are in another device's memory")
+                    uniform_buffers.append(values)
+                else:
+                    uniform_buffers.append(self._place(uniform_words(values, qpu), temporaries))
+            control = np.zeros((num_qpus, CONTROL_ENTRY_WORDS), dtype=np.uint32)
+            for qpu, ubuf in enumerate(uniform_buffers):
+                control[qpu] = (ubuf.address, code.address)
+            control_buf = self._place(control.tobytes(), temporaries)
+            return self._launch(num_qpus, control_buf.address, timeout)
+        finally:
+            for buf in temporaries:
+                self.free(buf)
+
+    def execute_control_list(self, num_qpus, control_address, timeout=DEFAULT_TIMEOUT_S):
+        """Launch exactly as the mailbox's execute_qpu does, from a control list already in memory."""
+        if not 1 <= int(num_qpus) <= isa.NUM_QPUS:
+            raise DeviceError(f"num_qpus must be 1..{isa.NUM_QPUS}, got {num_qpus}")
+        return self._launch(int(num_qpus), int(control_address), timeout)
+
+    def _place(self, data, temporaries):
+        raw = np.frombuffer(bytes(data), dtype=np.uint8)
+        buf = self.array(raw)
+        temporaries.append(buf)
+        return buf
+
+
+def code_bytes(program):
+    """Bytes of code from a Program, numpy words (uint32 pairs or uint64) or raw bytes."""
+    if hasattr(program, "to_bytes"):
+        return program.to_bytes()
+    if isinstance(program, (bytes, bytearray, memoryview)):
+        data = bytes(program)
+    else:
+        words = np.asarray(program)
+        if words.dtype == np.uint64:
+            data = words.astype("<u8").tobytes()
+        elif words.dtype == np.uint32:
+            data = words.astype("<u4").tobytes()
+        else:
+            raise DeviceError(f"code must be uint32 or uint64 words, bytes or a Program; "
+                              f"got an array of {words.dtype}")
+    if len(data) == 0 or len(data) % isa.INSTRUCTION_BYTES:
+        raise DeviceError(f"code is {len(data)} bytes; it must be a non-empty multiple of 8")
+    return data
+
+
+def uniform_words(values, qpu=0):
+    """32-bit uniform words from ints (signed or unsigned) and floats (stored as float32)."""
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, (float, np.floating)):
+            out.append(int(np.array(v, dtype=np.float32).view(np.uint32)))
+        elif isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+            if not -(1 << 31) <= int(v) < (1 << 32):
+                raise DeviceError(f"uniform {i} of QPU {qpu} = {v} does not fit in 32 bits")
+            out.append(int(v) & 0xFFFFFFFF)
+        elif isinstance(v, Buffer):
+            out.append(v.address)
+        else:
+            raise DeviceError(f"uniform {i} of QPU {qpu} is {type(v).__name__}; "
+                              f"give ints, floats or device buffers (their address)")
+    if not out:
+        out = [0]
+    return np.asarray(out, dtype="<u4").tobytes()
+

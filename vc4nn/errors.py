@@ -1,0 +1,9 @@
+"""Typed errors of vc4nn. Each names where the problem is (QPU, PC, unit, address, file)."""
+
+
+class Vc4nnError(Exception):
+    """Base of every error raised by vc4nn."""
+
+
+class DeviceError(Vc4nnError):
+    """A device call was given something it cannot use (bad buffer, shape, argument)."""
