@@ -220,6 +220,25 @@ BRANCH_DELAY_SLOTS = 3
 INSTRUCTION_BYTES = 8
 
 # ---------------------------------------------------------------------------------------------
+# Pipeline rules (fact sheet section 2), as distances in instructions: "latency n" means the
+# dependent instruction may come n instructions after the one that starts it, not sooner. The
+# static checker (asm/hazards.py) reads these; docs/hardware-choices.md "Hazard checker".
+# ---------------------------------------------------------------------------------------------
+
+# r4 is readable 3 instructions after an SFU write, with no other r4 writer in between.
+SFU_RESULT_LATENCY = 3
+UNIF_ADDR_LATENCY = 3           # after a uniforms-address write, the next 2 must not read uniforms
+THREAD_SWITCH_DELAY_SLOTS = 2
+THREAD_END_DELAY_SLOTS = 2
+# Branch spacing (fact sheet 5.5): Linux rejects a branch anywhere in another branch's delay
+# slots, vc4asm allows one in the last slot. We follow Linux: the stricter rule costs one nop.
+BRANCH_MIN_DISTANCE = BRANCH_DELAY_SLOTS + 1
+# tmu_noswap (fact sheet 5.6): the guide's example writes the TMU 3 instructions later, the
+# validators in effect require 4. We follow the validators, which accept every program we emit.
+TMU_NOSWAP_LATENCY = 4
+THREAD_END_RESERVED_REGFILE = 14    # regfile A/B address the last 3 instructions must not touch
+
+# ---------------------------------------------------------------------------------------------
 # Register addresses (6 bits). 0-31 are the physical regfile locations ra0-31 / rb0-31.
 # Reads and writes, A side and B side, each have their own map (fact sheet section 1).
 # ---------------------------------------------------------------------------------------------
@@ -366,6 +385,12 @@ VDW_SETUP = _frozen({
     "vpmbase": (3, 11), "modew": (0, 3),
 })
 VDW_SETUP_ID = 2
+# DMA MODEW (VDW bits 2:0, VDR bits 30:28): element width -> base code; 16-bit adds the half
+# offset (0..1), 8-bit the byte offset (0..3). VDR never uses code 1: id bits 1001 would make the
+# word an extended-pitch setup (fact sheet section 3).
+DMA_MODEW = _frozen({32: 0, 16: 2, 8: 4})
+# VDR MPITCH n (1..15) means a memory pitch of VDR_MPITCH_BYTES << n bytes; 0 selects MPITCHB.
+VDR_MPITCH_BYTES = 8
 # The stride is 16 bits wide per the errata (fact sheet 5.14) rather than the guide's 13.
 VDW_STRIDE = _frozen({"id": (30, 2), "blockmode": (16, 1), "stride": (0, 16)})
 VDW_STRIDE_ID = 3

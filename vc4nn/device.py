@@ -32,6 +32,10 @@ class Buffer(np.ndarray):
     contiguous part of a buffer can be handed to a kernel too.
     """
 
+    # numpy 2 gives ndarray a read-only ``device`` property (array API); a plain class attribute
+    # shadows it, so that a Buffer can carry its vc4nn device.
+    device = None
+
     def __new__(cls, device, allocation, shape, dtype, offset=0):
         array = np.ndarray.__new__(cls, shape, dtype=dtype, buffer=allocation.memory, offset=offset)
         array.device = device
@@ -86,6 +90,7 @@ class RunResult:
     board: Optional[str] = None
     clock_hz: Optional[float] = None
     estimated: bool = True
+    warnings: List[str] = dataclasses.field(default_factory=list)   # dynamic checks in "warn" mode
 
     @property
     def instructions(self):

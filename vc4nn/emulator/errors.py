@@ -44,3 +44,8 @@ class DeadlockError(EmulatorError):
 
 class EmulatorTimeout(EmulatorError):
     """The run exceeded its timeout (modelled time) or instruction budget."""
+
+
+class UnsupportedInstruction(EmulatorError):
+    """An instruction uses something the emulator does not model or the hardware leaves
+    undefined for compute programs: a reserved opcode or mode, the tile buffer, varyings."""

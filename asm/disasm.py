@@ -1,0 +1,440 @@
+"""Disassembler: instruction words -> the text syntax of docs/asm-syntax.md.
+
+Every line it prints assembles back to exactly the word it came from. That holds by
+construction: each word's rendering is re-assembled by ``asm.parser`` and compared; a word whose
+text does not reproduce it (a reserved code, junk in an unused field, a field combination the
+assembler never produces) is printed as a raw ``.quad`` line, with the best-effort decoding and
+the reason in a comment.
+
+Accepted inputs: a Program, a sequence of 64-bit words, or a file (``read_words``): raw
+little-endian ``.bin`` or a hex listing (see ``words_from_hex``).
+"""
+
+import collections
+import re
+
+import numpy as np
+
+from . import encoding, isa
+from .errors import AsmError, EncodingError, ParseError
+
+# ---------------------------------------------------------------------------------------------
+# Rendering one instruction. ``Spelling`` says whether I/O registers read (``reads``) or written
+# (``writes``) are spelled by side and address (ra32, rb39...) instead of by name: needed for
+# words whose natural spelling assembles to the other side (the assembler picks a free side).
+# ---------------------------------------------------------------------------------------------
+
+Spelling = collections.namedtuple("Spelling", "reads writes")
+SPELLINGS = (Spelling(False, False), Spelling(True, False), Spelling(False, True), Spelling(True, True))
+
+MOV_OPS = {"add": "or", "mul": "v8min"}     # ``mov d, s`` is ``or d, s, s`` / ``v8min d, s, s``
+
+
+def _signed32(value):
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def _read_name(side, addr, forced):
+    name = isa.READ[side].get(addr)
+    if addr < isa.REGFILE_SIZE or forced.reads or name in (None, "nop"):
+        return f"r{side}{addr}"
+    return name
+
+
+def _write_name(side, addr, forced):
+    name = isa.WRITE[side][addr] if addr >= isa.REGFILE_SIZE else None
+    if name is None or (forced.writes and name not in ("r5quad", "r5rep")):
+        return f"r{side}{addr}"
+    return "null" if addr == isa.NOP_ADDR else name
+
+
+def _small_immediate(code):
+    kind, value = isa.SMALL_IMMEDIATES[code]
+    if kind == "float":
+        return repr(value)
+    # A rotation code read as an operand supplies -16..-1 (errata); the assembler refuses it, so
+    # such a word falls back to .quad, but the best-effort text shows what the operand sees.
+    return str(value if kind == "int" else _signed32(isa.small_imm_operand_value(code)))
+
+
+def _source(ins, mux, forced):
+    if mux == isa.MUX_B and ins.sig == isa.SIG_SMALL_IMM:
+        return _small_immediate(ins.raddr_b)
+    if mux == isa.MUX_A:
+        text, unpacked = _read_name("a", ins.raddr_a, forced), not ins.pm
+    elif mux == isa.MUX_B:
+        text, unpacked = _read_name("b", ins.raddr_b, forced), False
+    else:
+        text, unpacked = isa.MUX_NAMES[mux], ins.pm and mux == isa.MUX_ACC["r4"]
+    if unpacked and ins.unpack:
+        text += "." + isa.UNPACK_NAMES[ins.unpack]
+    return text
+
+
+def _side(ins, unit):
+    """Regfile side an ALU (or the ldi/branch write port of that ALU) writes."""
+    return "ab"[ins.ws ^ (unit == "mul")]
+
+
+def _destination(ins, unit, waddr, forced):
+    side = _side(ins, unit)
+    text = _write_name(side, waddr, forced)
+    if ins.pack and not ins.pm and side == "a":
+        text += "." + isa.PACK_A_NAMES[ins.pack]
+    elif ins.pack and ins.pm and unit == "mul":
+        text += "." + isa.PACK_MUL_NAMES.get(ins.pack, f"pack{ins.pack}")
+    return text
+
+
+def _flag_unit(ins):
+    """The ALU whose result sets the flags (facts §1: ADD unless its op is nop)."""
+    if not ins.sf:
+        return None
+    return "add" if ins.op_add or not ins.op_mul else "mul"
+
+
+def _alu_part(ins, unit, forced):
+    code = getattr(ins, "op_" + unit)
+    table = isa.ADD_OPS_BY_CODE if unit == "add" else isa.MUL_OPS_BY_CODE
+    op = table.get(code)
+    name, arity = (op.name, op.arity) if op else (f"{unit}_op{code}", 2)
+    if arity == 0:
+        return name
+    modifiers = []
+    cond = getattr(ins, "cond_" + unit)
+    if cond != isa.CONDITIONS["always"]:
+        modifiers.append(isa.CONDITION_NAMES[cond])
+    if _flag_unit(ins) == unit:
+        modifiers.append("sf")
+    rotation = isa.rotation_of(ins.raddr_b) if ins.sig == isa.SIG_SMALL_IMM else None
+    if unit == "mul" and rotation is not None:
+        modifiers.append(f"rot{rotation}")
+    mux_a, mux_b = getattr(ins, unit + "_a"), getattr(ins, unit + "_b")
+    sources = [_source(ins, mux_a, forced), _source(ins, mux_b, forced)]
+    if name == MOV_OPS[unit] and mux_a == mux_b:
+        name, arity = "mov", 1
+    operands = [_destination(ins, unit, getattr(ins, "waddr_" + unit), forced)] + sources[:arity]
+    return ".".join([name] + modifiers) + " " + ", ".join(operands)
+
+
+def _used_muxes(ins, unit):
+    op = (isa.ADD_OPS_BY_CODE if unit == "add" else isa.MUL_OPS_BY_CODE).get(getattr(ins, "op_" + unit))
+    arity = op.arity if op else 2
+    return [getattr(ins, unit + "_a"), getattr(ins, unit + "_b")][:arity]
+
+
+def _bare_reads(ins, forced):
+    """Read addresses no operand uses: reads kept for their side effect (``read uniform``)."""
+    used = set(_used_muxes(ins, "add") + _used_muxes(ins, "mul"))
+    reads = []
+    if ins.raddr_a != isa.NOP_ADDR and isa.MUX_A not in used:
+        unpack = "." + isa.UNPACK_NAMES[ins.unpack] if ins.unpack and not ins.pm else ""
+        reads.append(_read_name("a", ins.raddr_a, forced) + unpack)
+    if ins.raddr_b != isa.NOP_ADDR and isa.MUX_B not in used and ins.sig != isa.SIG_SMALL_IMM:
+        reads.append(_read_name("b", ins.raddr_b, forced))
+    return reads
+
+
+def _render_alu(ins, forced):
+    add, mul = _alu_part(ins, "add", forced), _alu_part(ins, "mul", forced)
+    parts = [add, mul] if mul != "nop" else [add] if add != "nop" else []
+    reads = _bare_reads(ins, forced)
+    if reads:
+        parts.append("read " + ", ".join(reads))
+    if ins.sig not in (isa.SIG_NONE, isa.SIG_SMALL_IMM):
+        parts.append(isa.SIGNAL_NAMES[ins.sig])
+    return " ; ".join(parts) or "nop"
+
+
+def per_element_values(immediate, mode):
+    """The 16 small values of a per-element load immediate (facts §1)."""
+    values = [((immediate >> (16 + i)) & 1) * 2 + ((immediate >> i) & 1) for i in range(16)]
+    return [v - 4 if mode == "signed" and v >= 2 else v for v in values]
+
+
+def _render_load_imm(ins, forced):
+    mode = isa.LOAD_IMM_MODE_NAMES.get(ins.ldi_mode, f"mode{ins.ldi_mode}")
+    if mode == "semaphore":
+        number = isa.field_get(ins.immediate, isa.SEMAPHORE_FIELDS["number"])
+        acquire = isa.field_get(ins.immediate, isa.SEMAPHORE_FIELDS["acquire"])
+        return f"{'sacq' if acquire else 'srel'} {number}"
+    # Destinations: ADD write first, MUL write second; none when neither port writes (the
+    # assembler leaves an unused port at nop with condition never, and ws at 0).
+    never = isa.CONDITIONS["never"]
+    used = [ins.waddr_add != isa.NOP_ADDR or ins.cond_add != never or ins.ws or (ins.pack and not ins.pm),
+            ins.waddr_mul != isa.NOP_ADDR or ins.cond_mul != never or (ins.pm and ins.pack)]
+    units = ("add", "mul")[:2 if used[1] else 1 if used[0] else 0]
+    destinations = [_destination(ins, unit, getattr(ins, "waddr_" + unit), forced) for unit in units]
+    modifiers = [] if mode == "32" else [mode]
+    if units and ins.cond_add != isa.CONDITIONS["always"]:
+        modifiers.append(isa.CONDITION_NAMES[ins.cond_add])
+    if ins.sf:
+        modifiers.append("sf")
+    if mode in ("signed", "unsigned"):
+        value = "[" + ", ".join(map(str, per_element_values(ins.immediate, mode))) + "]"
+    else:
+        value = f"{ins.immediate:#010x}"
+    return ".".join(["ldi"] + modifiers) + " " + ", ".join(destinations + [value])
+
+
+def branch_target(ins, address):
+    """Byte address a relative branch at ``address`` goes to (facts §1), or None if absolute."""
+    if not ins.rel:
+        return None
+    delay = (isa.BRANCH_DELAY_SLOTS + 1) * isa.INSTRUCTION_BYTES
+    return address + delay + _signed32(ins.immediate)
+
+
+def _render_branch(ins, address, target_labels, forced):
+    modifiers = []
+    if ins.cond_br != isa.BRANCH_CONDITIONS["always"]:
+        modifiers.append(isa.BRANCH_CONDITION_NAMES.get(ins.cond_br, f"cond{ins.cond_br}"))
+    target = branch_target(ins, address)
+    if target is None:
+        modifiers.append("abs")
+        text = f"{ins.immediate:#x}"
+    elif target in target_labels:
+        text = target_labels[target]
+    else:
+        offset = target - address
+        text = f"pc{'-' if offset < 0 else '+'}{abs(offset):#x}"
+    if ins.reg:
+        text += f" + ra{ins.raddr_a}"
+    if ins.waddr_add != isa.NOP_ADDR or ins.ws:     # the assembler writes the link through ADD only
+        text += ", link=" + _write_name(_side(ins, "add"), ins.waddr_add, forced)
+    return ".".join(["branch"] + modifiers) + " " + text
+
+
+def render(ins, address=0, target_labels=None, forced=SPELLINGS[0]):
+    """Best-effort text of one instruction (not verified; see ``disassemble_word``)."""
+    if ins.format == "branch":
+        return _render_branch(ins, address, target_labels or {}, forced)
+    if ins.format == "load_imm":
+        return _render_load_imm(ins, forced)
+    return _render_alu(ins, forced)
+
+
+# ---------------------------------------------------------------------------------------------
+# Canonical check: why a word cannot be written as an instruction.
+# ---------------------------------------------------------------------------------------------
+
+
+def reserved_codes(ins):
+    """Reasons a word uses a reserved encoding (empty if none)."""
+    reasons = []
+    if ins.format == "alu":
+        if ins.op_add in isa.ADD_OP_RESERVED:
+            reasons.append(f"ADD opcode {ins.op_add} is reserved")
+        if ins.pm and ins.pack and ins.pack not in isa.PACK_MUL_NAMES:
+            reasons.append(f"MUL pack code {ins.pack} (pm=1) is reserved")
+    elif ins.format == "load_imm":
+        if ins.ldi_mode not in isa.LOAD_IMM_MODE_NAMES:
+            reasons.append(f"load-immediate mode {ins.ldi_mode} is reserved")
+        elif ins.pm and ins.pack and ins.pack not in isa.PACK_MUL_NAMES:
+            reasons.append(f"MUL pack code {ins.pack} (pm=1) is reserved")
+    else:
+        if ins.cond_br in isa.BRANCH_CONDITION_RESERVED:
+            reasons.append(f"branch condition {ins.cond_br} is reserved")
+        if ins.branch_unused:
+            reasons.append(f"unused branch bits 59:56 hold {ins.branch_unused:#x}")
+    return reasons
+
+
+def _field_differences(word, other):
+    mine, theirs = encoding.decode(word), encoding.decode(other)
+    return ", ".join(f"{name}={value} (text gives {getattr(theirs, name)})"
+                     for name, value in mine.items() if getattr(theirs, name) != value)
+
+
+class Line:
+    """One disassembled word: ``text`` (an instruction or a ``.quad``) and, if non-canonical,
+    ``best_effort`` (the closest instruction text) and ``reason``."""
+
+    __slots__ = ("word", "address", "text", "best_effort", "reason")
+
+    def __init__(self, word, address, text, best_effort=None, reason=None):
+        self.word, self.address, self.text = word, address, text
+        self.best_effort, self.reason = best_effort, reason
+
+    @property
+    def canonical(self):
+        return self.reason is None
+
+    def __str__(self):
+        if self.canonical:
+            return self.text
+        return f"{self.text}  # {self.best_effort}  -- non-canonical: {self.reason}"
+
+
+def disassemble_word(word, address=0, target_labels=None):
+    """Disassemble one 64-bit word at byte ``address`` -> Line.
+
+    ``target_labels`` maps byte addresses to label names; branch targets found there are written
+    as the label (the verification resolves the label to the same address).
+    """
+    from . import parser     # the parser imports the builder, which may import this module
+
+    word = int(word)
+    ins = encoding.decode(word)
+    labels = {name: target for target, name in (target_labels or {}).items()}
+    candidates = [render(ins, address, target_labels, spelling) for spelling in SPELLINGS]
+    reasons = reserved_codes(ins)
+    if not reasons:
+        failures = []
+        for text in dict.fromkeys(candidates):      # natural spelling first, then side-forced
+            try:
+                got = parser.assemble_line(text, address, labels)
+            except AsmError as error:
+                failures.append(f"`{text}` does not assemble ({error.message})")
+                continue
+            if got == word:
+                return Line(word, address, text)
+            failures.append(_field_differences(word, got))
+        reasons = [failures[0]]
+    return Line(word, address, f".quad {word:#018x}", candidates[0], "; ".join(reasons))
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole programs.
+# ---------------------------------------------------------------------------------------------
+
+
+def _label_name_taken(name, taken):
+    while name in taken:
+        name += "_"
+    return name
+
+
+def _target_labels(words, labels):
+    """address -> label name for every branch target inside the code, plus the given labels."""
+    by_address = {}
+    for name, address in sorted(labels.items(), key=lambda item: (item[1], item[0])):
+        by_address.setdefault(address, name)
+    end = len(words) * isa.INSTRUCTION_BYTES
+    taken = set(labels)
+    for index, word in enumerate(words):
+        ins = encoding.decode(word)
+        if ins.format != "branch" or ins.branch_unused or ins.cond_br in isa.BRANCH_CONDITION_RESERVED:
+            continue
+        target = branch_target(ins, index * isa.INSTRUCTION_BYTES)
+        if target is not None and 0 <= target <= end and target % isa.INSTRUCTION_BYTES == 0 \
+                and target not in by_address:
+            by_address[target] = _label_name_taken(f"L{target}", taken)
+            taken.add(by_address[target])
+    return by_address
+
+
+def _code(code):
+    """(words, labels, waivers) of a Program, a sequence of words or little-endian bytes."""
+    if hasattr(code, "words"):
+        return [int(w) for w in code.words], dict(code.labels), list(code.waivers)
+    words = encoding.words_from_bytes(code) if isinstance(code, (bytes, bytearray, memoryview)) \
+        else [int(w) for w in code]
+    return words, {}, [()] * len(words)
+
+
+def disassemble(code):
+    """Text listing of a Program, a sequence of 64-bit words or little-endian bytes.
+
+    Labels (the Program's, and ``L<byte offset>`` for other branch targets in the code) stand
+    on lines of their own; each instruction line ends with a comment giving its byte offset and,
+    for a branch, its target's. A Program's waivers are written as ``waive`` parts. The listing
+    assembles back to the same words (and labels and waivers).
+    """
+    words, labels, waivers = _code(code)
+    target_labels = _target_labels(words, labels)
+    placed = {}
+    for name, address in labels.items():
+        placed.setdefault(address, []).append(name)
+    for address, name in target_labels.items():
+        if name not in labels:
+            placed.setdefault(address, []).append(name)
+    out = []
+    for index, (word, waive) in enumerate(zip(words, waivers)):
+        address = index * isa.INSTRUCTION_BYTES
+        out.extend(f"{name}:" for name in sorted(placed.pop(address, [])))
+        line = disassemble_word(word, address, target_labels)
+        statement = line.text + (" ; waive " + ", ".join(sorted(waive)) if waive else "")
+        comment = f"0x{address:04x}"
+        if not line.canonical:
+            comment += f": {line.best_effort}  -- non-canonical: {line.reason}"
+        elif word >> 60 == isa.SIG_BRANCH and encoding.decode(word).rel:
+            comment += f" -> 0x{branch_target(encoding.decode(word), address):04x}"
+        out.append(f"    {statement:<48} # {comment}")
+    for address in sorted(placed):                 # labels past the end
+        out.extend(f"{name}:" for name in sorted(placed[address]))
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading code files.
+# ---------------------------------------------------------------------------------------------
+
+_HEX_TOKEN = re.compile(r"^(?:0[xX])?([0-9a-fA-F]+)$")
+
+
+def words_from_hex(text, source="<hex>"):
+    """64-bit words of a hex listing.
+
+    Each line holds, after removing ``#`` or ``//`` comments and commas, either one 64-bit word
+    (up to 16 hex digits, optional ``0x``) or two 32-bit words, low then high (up to 8 hex
+    digits each, optional ``0x``). Blank lines are skipped.
+    """
+    from .errors import SourceLocation
+
+    words = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = re.split(r"#|//", raw, maxsplit=1)[0].replace(",", " ").split()
+        if not line:
+            continue
+        where = SourceLocation(source, number, raw)
+        matches = [_HEX_TOKEN.match(token) for token in line]
+        bad = [token for token, m in zip(line, matches) if m is None]
+        if bad:
+            raise ParseError(f"{bad[0]!r} is not a hex number", where)
+        digits = [m.group(1) for m in matches]
+        if len(digits) == 1 and len(digits[0]) <= 16:
+            words.append(int(digits[0], 16))
+        elif len(digits) == 2 and all(len(d) <= 8 for d in digits):
+            words.append(int(digits[0], 16) | int(digits[1], 16) << 32)
+        else:
+            raise ParseError("expected one 64-bit word (up to 16 hex digits) or two 32-bit words "
+                             "'low high' (up to 8 hex digits each)", where)
+    return words
+
+
+def _looks_like_hex_listing(data):
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError:
+        return False
+    return all(ch.isprintable() or ch in "\r\n\t" for ch in text)
+
+
+def read_words(path, fmt="auto"):
+    """Words of a code file as a uint64 array. ``fmt``: "bin", "hex" or "auto" (by the file
+    extension: .bin raw, .hex/.txt listing; otherwise text that is printable ASCII is a listing)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if fmt == "auto":
+        lower = str(path).lower()
+        if lower.endswith(".bin"):
+            fmt = "bin"
+        elif lower.endswith((".hex", ".txt")):
+            fmt = "hex"
+        else:
+            fmt = "hex" if _looks_like_hex_listing(data) else "bin"
+    if fmt == "bin":
+        try:
+            words = encoding.words_from_bytes(data)
+        except EncodingError as error:
+            raise EncodingError(f"{path}: {error.message}") from None
+    elif fmt == "hex":
+        try:
+            text = data.decode("ascii")
+        except UnicodeDecodeError:
+            raise ParseError(f"{path}: not a hex listing (not ASCII text)") from None
+        words = words_from_hex(text, str(path))
+    else:
+        raise ValueError(f"unknown code format {fmt!r}")
+    return np.array(words, dtype=np.uint64)

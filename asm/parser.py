@@ -1,0 +1,484 @@
+"""Text syntax -> Program (the syntax is described in docs/asm-syntax.md).
+
+The parser only reads text. Each statement becomes calls on the same ``Assembler`` the Python
+DSL uses (``a.fadd(...).fmul(...)``, ``a.ldi``, ``a.branch``...), with the text file and line as
+the source location, so operand conflicts, label errors and hazard reports are the DSL's own and
+point at the text line. Errors in the text itself are ``ParseError``s giving the column and what
+was expected.
+"""
+
+import difflib
+import keyword
+import re
+
+from . import isa, registers
+from .errors import ParseError, SourceLocation
+from .kernel import Assembler
+
+_TOKEN = re.compile(r"""
+    (?P<space>\s+)
+  | (?P<number>0[xX][0-9a-fA-F]+|0[bB][01]+|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)
+  | (?P<word>[A-Za-z_.][\w.$/]*)
+  | (?P<punct>[,;:\[\]+\-=])
+""", re.VERBOSE)
+
+_CONDITION_LIST = ", ".join(isa.CONDITIONS)
+_ROTATE = re.compile(r"^rot(r5|\d+)$")
+# Parts of an ALU statement after the ops: a signal name, ``read SRC...`` or ``waive RULE...``.
+_READ, _WAIVE = "read", "waive"
+_SINGLE_FORMS = ("ldi", "sacq", "srel", "branch", ".quad")
+
+
+def _method(op_name):
+    return op_name + "_" if keyword.iskeyword(op_name) else op_name
+
+
+class _Token:
+    __slots__ = ("kind", "text", "column")
+
+    def __init__(self, kind, text, column):
+        self.kind, self.text, self.column = kind, text, column
+
+    def describe(self):
+        return "end of line" if self.kind == "end" else repr(self.text)
+
+
+def _suggest(name, known):
+    close = difflib.get_close_matches(name, list(known), n=3)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
+class _Tokens:
+    """The tokens of one statement part, with a cursor."""
+
+    def __init__(self, tokens, location, end_column):
+        self.tokens, self.location, self.index = tokens, location, 0
+        self.end = _Token("end", "", end_column)
+
+    def peek(self, ahead=0):
+        i = self.index + ahead
+        return self.tokens[i] if i < len(self.tokens) else self.end
+
+    def next(self):
+        token = self.peek()
+        self.index += 1
+        return token
+
+    def accept(self, text):
+        if self.peek().kind in ("punct", "word") and self.peek().text == text:
+            return self.next()
+        return None
+
+    def error(self, message, token=None):
+        token = token or self.peek()
+        return ParseError(f"column {token.column}: {message}", self.location)
+
+    def expected(self, what, token=None):
+        token = token or self.peek()
+        return self.error(f"expected {what}, found {token.describe()}", token)
+
+    def expect(self, text, what=None):
+        if not self.accept(text):
+            raise self.expected(what or repr(text))
+
+    def at_end(self):
+        return self.peek().kind == "end"
+
+    def finish(self):
+        if not self.at_end():
+            raise self.expected("end of statement")
+
+
+def _tokenize(text, location):
+    tokens, pos = [], 0
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            raise ParseError(f"column {pos + 1}: unexpected character {text[pos]!r}", location)
+        if match.lastgroup != "space":
+            tokens.append(_Token(match.lastgroup, match.group(), pos + 1))
+        pos = match.end()
+    return tokens
+
+
+# ---------------------------------------------------------------------------------------------
+# Operands.
+# ---------------------------------------------------------------------------------------------
+
+
+def _number(tokens, what="a number"):
+    sign = -1 if tokens.accept("-") else 1
+    if sign == 1:
+        tokens.accept("+")
+    token = tokens.peek()
+    if token.kind != "number":
+        raise tokens.expected(what)
+    tokens.next()
+    text = token.text
+    try:
+        if text[:2].lower() in ("0x", "0b") or not re.search(r"[.eE]", text):
+            return sign * int(text, 0)
+        return sign * float(text)
+    except ValueError:
+        raise tokens.error(f"{text!r} is not a number (write hex as 0x...)", token) from None
+
+
+def _register(tokens, token, modifiers):
+    """Register named by ``token`` plus its ``.modifier``: unpack (sources) or pack
+    (destinations, returned separately). ``modifiers``: "unpack" or "pack"."""
+    name, _, modifier = token.text.partition(".")
+    if name not in registers.REGISTERS:
+        raise tokens.error(f"unknown register {name!r}{_suggest(name, registers.REGISTERS)}", token)
+    register = registers.REGISTERS[name]
+    if not modifier:
+        return register, None
+    if modifiers == "unpack":
+        if modifier not in isa.UNPACK:
+            raise tokens.error(f"unknown unpack mode {modifier!r} (known: {', '.join(isa.UNPACK)})", token)
+        return register.unpack(modifier), None
+    known = {**isa.PACK_A, **isa.PACK_MUL}
+    if modifier not in known:
+        raise tokens.error(f"unknown pack mode {modifier!r} (known: {', '.join(known)})", token)
+    return register, modifier
+
+
+def _destination(tokens):
+    token = tokens.peek()
+    if token.kind != "word":
+        raise tokens.expected("a destination register")
+    return _register(tokens, tokens.next(), "pack")
+
+
+def _source(tokens):
+    token = tokens.peek()
+    if token.kind == "word":
+        return _register(tokens, tokens.next(), "unpack")[0]
+    return _number(tokens, "a register or a number")
+
+
+def _comma_list(tokens, item):
+    values = [item(tokens)]
+    while tokens.accept(","):
+        values.append(item(tokens))
+    return values
+
+
+# ---------------------------------------------------------------------------------------------
+# Statements -> a list of calls: the first on the Assembler, the rest on the handle it returns.
+# A branch target stays a _Target until the caller knows where the branch is.
+# ---------------------------------------------------------------------------------------------
+
+
+class _Target:
+    """A relative branch target: a label name, or ``pc`` plus a byte offset."""
+
+    __slots__ = ("label", "offset")
+
+    def __init__(self, label=None, offset=0):
+        self.label, self.offset = label, offset
+
+
+def _mnemonic(tokens):
+    token = tokens.peek()
+    if token.kind != "word":
+        raise tokens.expected("an instruction")
+    tokens.next()
+    name, *modifiers = token.text.split(".") if not token.text.startswith(".") else [token.text]
+    return token, name, modifiers
+
+
+def _alu_part(tokens, alu):
+    """``op[.cond][.sf][.rotN] dst, src...`` of one ALU -> (method, args, kwargs), or None for nop."""
+    token, name, modifiers = _mnemonic(tokens)
+    ops = isa.ADD_OPS if alu == "add" else isa.MUL_OPS
+    if name not in ops and name != "mov":
+        other = isa.MUL_OPS if alu == "add" else isa.ADD_OPS
+        hint = ""
+        if name in other:
+            hint = (f"; {name} is a MUL op: write `nop ; {name} ...`" if alu == "add"
+                    else f"; {name} is an ADD op and goes first")
+        raise tokens.error(f"unknown {alu.upper()} op {name!r}{hint or _suggest(name, list(ops) + ['mov'])}",
+                           token)
+    if name == "nop":
+        if modifiers:
+            raise tokens.error("nop takes no modifiers", token)
+        tokens.finish()
+        return None
+    kwargs = {}
+    for modifier in modifiers:
+        rotation = _ROTATE.match(modifier) if alu == "mul" else None
+        if modifier in isa.CONDITIONS and "cond" not in kwargs:
+            kwargs["cond"] = modifier
+        elif modifier == "sf" and "sf" not in kwargs:
+            kwargs["sf"] = True
+        elif rotation and "rotate" not in kwargs:
+            amount = rotation.group(1)
+            kwargs["rotate"] = registers.REGISTERS["r5"] if amount == "r5" else int(amount)
+        else:
+            allowed = f"a condition ({_CONDITION_LIST}), sf" + (", rotN (1..15) or rotr5" if alu == "mul" else "")
+            raise tokens.error(f"{name}: modifier {modifier!r} is unknown or repeated; "
+                               f"allowed once each: {allowed}", token)
+    dst, pack = _destination(tokens)
+    if pack:
+        kwargs["pack"] = pack
+    sources = []
+    while tokens.accept(","):
+        sources.append(_source(tokens))
+    tokens.finish()
+    # Chained onto the ADD half (or a nop), ops of both ALUs (mov, v8adds, v8subs) go to MUL.
+    return _method(name), [dst] + sources, kwargs
+
+
+def _extras(parts, allow_alu_extras):
+    """Signal, ``read`` and ``waive`` parts -> (sig, reads, waive)."""
+    sig, reads, waive = None, [], []
+    for tokens in parts:
+        token, name, modifiers = _mnemonic(tokens)
+        if modifiers:
+            raise tokens.error(f"{name} takes no modifiers", token)
+        if name == _WAIVE:
+            waive.extend(_comma_list(tokens, _rule_name))
+        elif not allow_alu_extras:
+            raise tokens.expected("`waive RULE` (this instruction has no signal or read ports)", token)
+        elif name == _READ:
+            reads.extend(_comma_list(tokens, _source))
+        elif name in isa.USER_SIGNALS and sig is None:
+            sig = name
+        else:
+            what = "a second signal" if name in isa.USER_SIGNALS else repr(name)
+            raise tokens.error(f"{what} here: after the ops come a signal "
+                               f"({', '.join(isa.USER_SIGNALS)}), `read SRC` or `waive RULE`", token)
+        tokens.finish()
+    return sig, reads, tuple(waive)
+
+
+def _rule_name(tokens):
+    token = tokens.next()
+    if token.kind != "word":
+        raise tokens.expected("a hazard rule name", token)
+    return token.text
+
+
+def _is_extra(tokens):
+    name = tokens.peek().text
+    return name in (_READ, _WAIVE) or name in isa.USER_SIGNALS
+
+
+def _mul_only(tokens):
+    name = tokens.peek().text.split(".")[0]
+    return name in isa.MUL_OPS and name not in isa.ADD_OPS
+
+
+def _alu_statement(parts):
+    # ``fmul ...`` alone (an op only the MUL ALU has) is short for ``nop ; fmul ...``.
+    ops = [None] if _mul_only(parts[0]) else []
+    while parts and not _is_extra(parts[0]) and len(ops) < 2:
+        ops.append(_alu_part(parts.pop(0), ("add", "mul")[len(ops)]))
+    sig, reads, waive = _extras(parts, allow_alu_extras=True)
+    add, mul = (ops + [None, None])[:2]
+    first = {"sig": sig, "waive": waive}
+    if add is not None:
+        calls = [(add[0], add[1], {**add[2], **first})]
+    elif reads and mul is None:
+        return [("read", reads, first)]
+    else:
+        calls = [("nop", [], first)]
+    if mul is not None:
+        calls.append(mul)
+    if reads:
+        calls.append(("read", reads, {}))
+    return calls
+
+
+def _ldi_statement(tokens, modifiers, token):
+    kwargs = {}
+    for modifier in modifiers:
+        if modifier in ("signed", "unsigned") and "mode" not in kwargs:
+            kwargs["mode"] = modifier
+        elif modifier in isa.CONDITIONS and "cond" not in kwargs:
+            kwargs["cond"] = modifier
+        elif modifier == "sf" and "sf" not in kwargs:
+            kwargs["sf"] = True
+        else:
+            raise tokens.error(f"ldi: modifier {modifier!r} is unknown or repeated; allowed once each: "
+                               f"signed or unsigned, a condition ({_CONDITION_LIST}), sf", token)
+    items = []
+    while True:
+        if tokens.peek().kind == "word":
+            items.append(("dst", tokens.peek(), _destination(tokens)))
+        elif tokens.accept("["):
+            values = _comma_list(tokens, _number)
+            tokens.expect("]", "']' closing the per-element values")
+            items.append(("value", None, values))
+        else:
+            items.append(("value", None, _number(tokens, "a destination or a value")))
+        if not tokens.accept(","):
+            break
+    tokens.finish()
+    *dsts, value = items
+    if value[0] != "value":
+        raise tokens.error("ldi: the last operand is the value (a number or [16 per-element values])",
+                           value[1])
+    if len(dsts) > 2 or any(kind != "dst" for kind, _, _ in dsts):
+        raise tokens.error("ldi takes up to two destinations (ADD then MUL write) and one value", token)
+    for position, (_, dst_token, (_, pack)) in enumerate(dsts):
+        if pack is None:
+            continue
+        # The first destination is the ADD write (a pm=0 pack packs it), the second the MUL
+        # write (the colour pack, pm=1, packs it): the text puts the pack where it applies.
+        home = 1 if pack in isa.PACK_MUL and pack not in isa.PACK_A else 0
+        if position != home or "pack" in kwargs:
+            which = "second (MUL)" if home else "first (ADD)"
+            raise tokens.error(f"ldi pack {pack}: it applies to the {which} destination, one pack "
+                               f"per instruction", dst_token)
+        kwargs["pack"] = pack
+    return "ldi", [tuple(reg for _, _, (reg, _) in dsts), value[2]], kwargs
+
+
+def _branch_statement(tokens, modifiers, token):
+    kwargs = {}
+    for modifier in modifiers:
+        if modifier in isa.BRANCH_CONDITIONS and "cond" not in kwargs:
+            kwargs["cond"] = modifier
+        elif modifier == "abs" and "absolute" not in kwargs:
+            kwargs["absolute"] = True
+        else:
+            raise tokens.error(f"branch: modifier {modifier!r} is unknown or repeated; allowed once "
+                               f"each: a branch condition ({', '.join(isa.BRANCH_CONDITIONS)}), abs", token)
+    where = tokens.peek()
+    if kwargs.get("absolute"):
+        target = _number(tokens, "an absolute address")
+    elif where.kind == "word" and where.text == "pc":
+        tokens.next()
+        offset = 0
+        if tokens.peek().text in ("+", "-") and tokens.peek(1).kind == "number":
+            offset = _number(tokens)
+        target = _Target(offset=offset)
+    elif where.kind == "word":
+        target = _Target(label=tokens.next().text)
+    else:
+        raise tokens.expected("a label or pc+OFFSET (an absolute address needs branch.abs)")
+    if tokens.accept("+"):
+        kwargs["reg"] = _source(tokens)
+    if tokens.accept(","):
+        tokens.expect("link", "'link=REGISTER'")
+        tokens.expect("=", "'=' after link")
+        kwargs["link"], pack = _destination(tokens)
+        if pack:
+            raise tokens.error("a branch link cannot be packed")
+    tokens.finish()
+    return "branch", [target], kwargs
+
+
+def _single_statement(parts):
+    tokens = parts[0]
+    token, name, modifiers = _mnemonic(tokens)
+    _, _, waive = _extras(parts[1:], allow_alu_extras=False)
+    if name == "ldi":
+        method, args, kwargs = _ldi_statement(tokens, modifiers, token)
+    elif name == "branch":
+        method, args, kwargs = _branch_statement(tokens, modifiers, token)
+    else:
+        if modifiers:
+            raise tokens.error(f"{name} takes no modifiers", token)
+        what = "a 64-bit instruction word" if name == ".quad" else "a semaphore number"
+        args, kwargs = [_number(tokens, what)], {}
+        tokens.finish()
+        method = {"sacq": "sema_acquire", "srel": "sema_release", ".quad": "raw"}[name]
+    return [(method, args, {**kwargs, "waive": waive})]
+
+
+def parse_line(text, location):
+    """One line -> (label names, calls or None). ``location`` is the line's SourceLocation."""
+    code = text.split("#", 1)[0]
+    tokens = _tokenize(code, location)
+    labels = []
+    while len(tokens) >= 2 and tokens[0].kind == "word" and tokens[1].text == ":":
+        labels.append(tokens[0].text)
+        tokens = tokens[2:]
+    if not tokens:
+        return labels, None
+    parts, current = [], []
+    for token in tokens + [_Token("punct", ";", len(code) + 1)]:
+        if token.text == ";" and token.kind == "punct":
+            if not current:
+                raise ParseError(f"column {token.column}: expected an instruction part before ';'",
+                                 location)
+            end = token.column
+            parts.append(_Tokens(current, location, end))
+            current = []
+        else:
+            current.append(token)
+    first = parts[0].peek().text
+    if (first if first.startswith(".") else first.split(".")[0]) in _SINGLE_FORMS:
+        return labels, _single_statement(parts)
+    return labels, _alu_statement(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Driving the Assembler.
+# ---------------------------------------------------------------------------------------------
+
+
+def _apply(calls, assembler, resolve_target):
+    target = assembler
+    for method, args, kwargs in calls:
+        args = [resolve_target(arg) if isinstance(arg, _Target) else arg for arg in args]
+        result = getattr(target, method)(*args, **kwargs)
+        target = result if result is not None else target
+
+
+class _TextAssembler:
+    """An Assembler whose source locations are lines of a text."""
+
+    def __init__(self):
+        self.location = None
+        self.assembler = Assembler(location_provider=lambda: self.location)
+
+
+def assemble_text(text, filename="<text>", check=True):
+    """Assemble program text -> Program (hazard-checked unless ``check`` is False)."""
+    front = _TextAssembler()
+    a = front.assembler
+    for number, line in enumerate(text.splitlines(), 1):
+        front.location = SourceLocation(filename, number, line.strip() or None)
+        labels, calls = parse_line(line, front.location)
+        for name in labels:
+            a.label(name)
+        if calls:
+            # ``pc+N`` counts from the branch itself, which is the next instruction appended.
+            _apply(calls, a, lambda t: t.label if t.label is not None else a.pc + t.offset)
+    return a.assemble(check=check)
+
+
+def assemble_file(path, check=True):
+    """Assemble a text file -> Program. The source map holds the file's lines."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as error:
+        raise ParseError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    return assemble_text(text, str(path), check)
+
+
+def assemble_line(text, address=0, labels=None):
+    """The word of one statement placed at byte ``address``; branch labels are looked up in
+    ``labels`` (name -> byte offset). Used by the disassembler to verify what it prints."""
+    front = _TextAssembler()
+    front.location = SourceLocation("<line>", 1, text)
+    line_labels, calls = parse_line(text, front.location)
+    if line_labels or not calls:
+        raise ParseError("expected exactly one statement and no label", front.location)
+    known = labels or {}
+
+    def resolve(target):
+        # Assembled alone the branch sits at 0, so its target moves by -address with it.
+        if target.label is None:
+            return target.offset
+        if target.label not in known:
+            raise ParseError(f"undefined label {target.label!r}", front.location)
+        return known[target.label] - address
+
+    _apply(calls, front.assembler, resolve)
+    return front.assembler.assemble(check=False).words[0]
+

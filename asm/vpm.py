@@ -1,0 +1,188 @@
+"""VPM and DMA setup words (fact sheet section 3), and the assembler macros that load them.
+
+The word functions take real quantities (counts 1..16 or 1..128, strides, byte pitches, VPM row
+``y`` and column ``x``) and pack them with the field tables in ``asm.isa``; a count field whose
+full range does not fit stores the maximum as 0 (NUM 16, STRIDE 64, UNITS/DEPTH 128...).
+Out-of-range values raise AssemblerError naming the parameter and its range.
+
+Element sizes are 32, 16 or 8 bits; ``offset`` picks the half-word (0..1) or byte (0..3) within a
+32-bit word for the narrower sizes.
+"""
+
+import numbers
+
+from . import isa
+from . import registers as regs
+from .errors import AssemblerError
+
+
+def _check(name, value, low, high):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+        raise AssemblerError(f"{name}={value!r} is out of range {low}..{high}")
+    return int(value)
+
+
+def _put(table, **values):
+    word = 0
+    for name, value in values.items():
+        word |= isa.field_put(int(value), table[name])
+    return word
+
+
+def _count(name, value, table, field=None):
+    """A count 1..2**width for a field that stores the maximum as 0."""
+    width = table[field or name][1]
+    return _check(name, value, 1, 1 << width) % (1 << width)
+
+
+def _elements_per_word(size):
+    if size not in isa.VPM_SIZES:
+        raise AssemblerError(f"size={size!r}: element size is one of {', '.join(map(str, isa.VPM_SIZES))} bits")
+    return 32 // size
+
+
+def _size_code(size):
+    _elements_per_word(size)
+    return isa.VPM_SIZES[size]
+
+
+def _offset(size, offset):
+    return _check("offset", offset, 0, _elements_per_word(size) - 1)
+
+
+def _generic_addr(y, x, size, horizontal, offset):
+    """ADDR of a generic VPM access: horizontal {Y, H/B}, vertical {Y[5:4], X, H/B}."""
+    per_word = _elements_per_word(size)
+    offset = _offset(size, offset)
+    _check("y", y, 0, isa.VPM_ROWS - 1)
+    if horizontal:
+        if x != 0:
+            raise AssemblerError(f"x={x!r}: a horizontal VPM access covers whole rows; give x=0")
+        return y * per_word + offset
+    if y % isa.SIMD_WIDTH:
+        raise AssemblerError(f"y={y}: a vertical VPM access starts at a multiple of {isa.SIMD_WIDTH} rows")
+    _check("x", x, 0, isa.SIMD_WIDTH - 1)
+    return (y + x) * per_word + offset        # y is a multiple of 16: {Y[5:4], X[3:0]} = y + x
+
+
+def vpm_read_setup(num, y, x=0, size=32, horizontal=True, laned=False, stride=1, offset=0):
+    """vr_setup word for a generic VPM read of ``num`` (1..16) vectors."""
+    table = isa.VPM_GENERIC_READ
+    return _put(table, id=isa.VPM_GENERIC_ID, num=_count("num", num, table),
+                stride=_count("stride", stride, table), horizontal=bool(horizontal), laned=bool(laned),
+                size=_size_code(size),
+                addr=_generic_addr(y, x, size, horizontal, offset))
+
+
+def vpm_write_setup(y, x=0, size=32, horizontal=True, laned=False, stride=1, offset=0):
+    """vw_setup word for generic VPM writes."""
+    table = isa.VPM_GENERIC_WRITE
+    return _put(table, id=isa.VPM_GENERIC_ID, stride=_count("stride", stride, table),
+                horizontal=bool(horizontal), laned=bool(laned),
+                size=_size_code(size),
+                addr=_generic_addr(y, x, size, horizontal, offset))
+
+
+def _modew(size, offset):
+    _elements_per_word(size)
+    return isa.DMA_MODEW[size] + _offset(size, offset)
+
+
+def _dma_xy(y, x):
+    """{Y[6:0], X[3:0]}: a VPM position as DMA addresses it."""
+    return _check("y", y, 0, isa.VPM_DMA_ROWS - 1) * isa.SIMD_WIDTH + _check("x", x, 0, isa.SIMD_WIDTH - 1)
+
+
+def _mpitch(pitch):
+    """MPITCH for a memory pitch of 8 * 2**MPITCH bytes; 0 selects the extended pitch word."""
+    if pitch is None:
+        return 0
+    width = isa.VDR_SETUP["mpitch"][1]
+    for mpitch in range(1, 1 << width):
+        if 8 << mpitch == pitch:
+            return mpitch
+    raise AssemblerError(f"pitch={pitch!r}: the setup word holds pitches 8*2**n bytes "
+                         f"({8 << 1}..{8 << ((1 << width) - 1)}); for others give pitch=None and "
+                         f"load vdr_pitch({pitch!r})")
+
+
+def vdr_setup(rows, rowlen, y, x=0, size=32, offset=0, horizontal=True, vpitch=1, pitch=None):
+    """vr_setup word for a DMA load of ``rows`` (1..16) memory rows of ``rowlen`` (1..16)
+    elements, ``pitch`` bytes apart (a power of two 16..262144, or None to use the pitch from
+    ``vdr_pitch``), into the VPM at (y, x), rows ``vpitch`` (1..16) VPM rows apart."""
+    table = isa.VDR_SETUP
+    return _put(table, id=isa.VDR_SETUP_ID, modew=_modew(size, offset), mpitch=_mpitch(pitch),
+                rowlen=_count("rowlen", rowlen, table), nrows=_count("rows", rows, table, "nrows"),
+                vpitch=_count("vpitch", vpitch, table),
+                # VERT has the opposite sense to the HORIZ bit of VDW and generic setups.
+                vertical=not horizontal, addrxy=_dma_xy(y, x))
+
+
+def vdr_pitch(pitch):
+    """Extended vr_setup word: memory pitch of a DMA load in bytes, used when MPITCH is 0."""
+    width = isa.VDR_EXTENDED["mpitchb"][1]
+    return _put(isa.VDR_EXTENDED, id=isa.VDR_EXTENDED_ID, mpitchb=_check("pitch", pitch, 0, (1 << width) - 1))
+
+
+def vdw_setup(units, depth, y, x=0, size=32, offset=0, horizontal=True, laned=False):
+    """vw_setup word for a DMA store of ``units`` (1..128) rows of ``depth`` (1..128) elements
+    from the VPM at (y, x)."""
+    table = isa.VDW_SETUP
+    return _put(table, id=isa.VDW_SETUP_ID, units=_count("units", units, table),
+                depth=_count("depth", depth, table), laned=bool(laned), horizontal=bool(horizontal),
+                vpmbase=_dma_xy(y, x), modew=_modew(size, offset))
+
+
+def vdw_stride(stride, blockmode=False):
+    """vw_setup stride word: bytes from the end of one memory row to the start of the next.
+    16 bits wide, per the errata (fact sheet 5.14, see isa.VDW_STRIDE)."""
+    width = isa.VDW_STRIDE["stride"][1]
+    return _put(isa.VDW_STRIDE, id=isa.VDW_STRIDE_ID, blockmode=bool(blockmode),
+                stride=_check("stride", stride, 0, (1 << width) - 1))
+
+
+class VpmMacros:
+    """Instruction macros of the Assembler for the VPM and its DMA engines."""
+
+    def setup_vpm_read(self, num, y, **options):
+        """Queue a generic VPM read of ``num`` vectors (options as vpm_read_setup)."""
+        self.ldi(regs.vr_setup, vpm_read_setup(num, y, **options))
+
+    def setup_vpm_write(self, y, **options):
+        self.ldi(regs.vw_setup, vpm_write_setup(y, **options))
+
+    def setup_dma_load(self, rows, rowlen, y, pitch=None, **options):
+        """Set up a DMA load (options as vdr_setup). ``pitch`` defaults to contiguous rows; a
+        pitch the setup word cannot hold is loaded as an extended pitch word first."""
+        if pitch is None:
+            pitch = rowlen * options.get("size", 32) // 8
+        try:
+            _mpitch(pitch)
+        except AssemblerError:
+            self.ldi(regs.vr_setup, vdr_pitch(pitch))
+            pitch = None
+        self.ldi(regs.vr_setup, vdr_setup(rows, rowlen, y, pitch=pitch, **options))
+
+    def setup_dma_store(self, units, depth, y, stride=0, **options):
+        """Set up a DMA store (options as vdw_setup). The stride word is sticky hardware state,
+        so it is loaded too unless ``stride=None``."""
+        self.ldi(regs.vw_setup, vdw_setup(units, depth, y, **options))
+        if stride is not None:
+            self.ldi(regs.vw_setup, vdw_stride(stride))
+
+    def start_dma_load(self, address):
+        """Start the DMA load: write the memory address (a register or uniform) to vr_addr."""
+        return self.mov(regs.vr_addr, address)
+
+    def start_dma_store(self, address):
+        return self.mov(regs.vw_addr, address)
+
+    def wait_dma_load(self):
+        """Stall until the DMA load has finished (read vr_wait)."""
+        return self.read(regs.vr_wait)
+
+    def wait_dma_store(self):
+        return self.read(regs.vw_wait)
+
+
+MACROS = tuple(name for name in vars(VpmMacros) if not name.startswith("_"))

@@ -1,0 +1,173 @@
+"""Disassembler: words derived by hand from the fact sheet -> expected text; input formats.
+
+The bit positions are copied from the table in facts section 1 (not from asm.isa), and every
+op, register, mux, condition and signal number was looked up in the fact sheet's lists.
+"""
+
+import struct
+
+import numpy as np
+import pytest
+
+from asm import Program, disasm, parser
+from asm.errors import EncodingError, ParseError
+
+# facts section 1, "ALU / ALU+small imm" column: field -> lsb
+ALU_LSB = dict(sig=60, unpack=57, pm=56, pack=52, cond_add=49, cond_mul=46, sf=45, ws=44,
+               waddr_add=38, waddr_mul=32, op_mul=29, op_add=24, raddr_a=18, raddr_b=12,
+               add_a=9, add_b=6, mul_a=3, mul_b=0)
+LDI_LSB = dict(sig=60, mode=57, pm=56, pack=52, cond_add=49, cond_mul=46, sf=45, ws=44,
+               waddr_add=38, waddr_mul=32, imm=0)
+BRANCH_LSB = dict(sig=60, unused=56, cond_br=52, rel=51, reg=50, raddr_a=45, ws=44, waddr_add=38,
+                  waddr_mul=32, imm=0)
+NOP = 39
+
+
+def _word(lsb, defaults, fields):
+    return sum(value << lsb[name] for name, value in {**defaults, **fields}.items())
+
+
+def alu(**fields):
+    """ALU word: sig 1 (none), nop writes and reads, everything else 0."""
+    return _word(ALU_LSB, dict(sig=1, waddr_add=NOP, waddr_mul=NOP, raddr_a=NOP, raddr_b=NOP), fields)
+
+
+def ldi(**fields):
+    return _word(LDI_LSB, dict(sig=14, waddr_add=NOP, waddr_mul=NOP), fields)
+
+
+def branch(**fields):
+    return _word(BRANCH_LSB, dict(sig=15, waddr_add=NOP, waddr_mul=NOP), fields)
+
+
+def text_of(word, address=0):
+    return str(disasm.disassemble_word(word, address))
+
+
+# Hand-derived words and the text they must show (facts section 1 numbers in the comments).
+EXPECTED = [
+    (0x100009e7_009e7000, "nop"),
+    # fadd = ADD op 1, r0 written = address 32, muxes r1 = 1, r2 = 2, cond always = 1
+    (alu(op_add=1, cond_add=1, waddr_add=32, add_a=1, add_b=2), "fadd r0, r1, r2"),
+    # the worked example of facts section 1: 0xe0020c67 = ldi to vr_setup (49), cond_add always
+    ((0xe0020c67 << 32) | 0x00001a00, "ldi vr_setup, 0x00001a00"),
+    # the worked example relative branch 0xf02809e7: cond 2 = any Z set, rel; imm 0x20 bytes after
+    # branch + 4 instructions (32 bytes) -> 64 bytes past the branch
+    ((0xf02809e7 << 32) | 0x20, "branch.any_zs pc+0x40"),
+    # fmul = MUL op 1 writing r1 (33) through the B side (ws=0), muxes r2, r3; ldtmu0 = sig 10;
+    # ADD: fadd with cond zs (2), sf, regfile A 1 with pack 16a (1), reading r0 and regfile B 2
+    (alu(sig=10, pack=1, cond_add=2, cond_mul=1, sf=1, waddr_add=1, waddr_mul=33, op_mul=1, op_add=1,
+         raddr_b=2, add_a=0, add_b=7, mul_a=2, mul_b=3),
+     "fadd.zs.sf ra1.16a, r0, rb2 ; fmul r1, r2, r3 ; ldtmu0"),
+    # or = ADD op 21 with both muxes = regfile A reading uniform (32): mov
+    (alu(op_add=21, cond_add=1, waddr_add=32, raddr_a=32, add_a=6, add_b=6), "mov r0, uniform"),
+    # small immediate (sig 13) code 35 = 2^3 = 8.0; code 29 = -3
+    (alu(sig=13, op_add=1, cond_add=1, waddr_add=32, raddr_b=35, add_a=1, add_b=7), "fadd r0, r1, 8.0"),
+    (alu(sig=13, op_add=12, cond_add=1, waddr_add=32, raddr_b=29, add_a=1, add_b=7), "add r0, r1, -3"),
+    # MUL rotation: small-immediate code 48 + 5, MUL-only instruction with ADD idle
+    (alu(sig=13, op_mul=1, cond_mul=1, waddr_mul=32, raddr_b=53, mul_a=0, mul_b=1), "nop ; fmul.rot5 r0, r0, r1"),
+    # per-element signed (mode 1): element 0 = 1 (bit 0), element 1 = -2 (bit 17), others 0
+    (ldi(mode=1, cond_add=1, waddr_add=32, imm=(1 << 0) | (1 << 17)),
+     "ldi.signed r0, [1, -2" + ", 0" * 14 + "]"),
+    # semaphore (mode 4): number 3, bit 4 = acquire
+    (ldi(mode=4, imm=0x13), "sacq 3"),
+    (ldi(mode=4, imm=0x03), "srel 3"),
+    # absolute branch (rel 0) always (15) to 0x1000 plus ra3 (reg, raddr_a 3), link in ra5
+    (branch(cond_br=15, reg=1, raddr_a=3, waddr_add=5, imm=0x1000), "branch.abs 0x1000 + ra3, link=ra5"),
+    # thread end (sig 3) with no ops; a bare read of vpm (48) with ldtmu1 (11): through regfile
+    # A it is the name (the assembler's first choice), through regfile B it must be spelled rb48
+    (alu(sig=3), "thrend"),
+    (alu(sig=11, raddr_a=48), "read vpm ; ldtmu1"),
+    (alu(sig=11, raddr_b=48), "read rb48 ; ldtmu1"),
+    # unpack 8a (4) of r4 (mux 4) with pm=1 into itof (ADD op 8, unary: both muxes)
+    (alu(pm=1, unpack=4, op_add=8, cond_add=1, waddr_add=33, add_a=4, add_b=4), "itof r1, r4.8a"),
+    # ADD writing r0 through side B (ws=1): the side must be spelled
+    (alu(ws=1, op_add=12, cond_add=1, waddr_add=32, add_a=1, add_b=2), "add rb32, r1, r2"),
+]
+
+
+@pytest.mark.parametrize("word, text", EXPECTED, ids=[t for _, t in EXPECTED])
+def test_hand_derived_words_disassemble_as_expected(word, text):
+    assert text_of(word) == text
+    assert parser.assemble_line(text) == word
+
+
+@pytest.mark.parametrize("word, why", [
+    (alu(op_add=9), "ADD opcode 9 is reserved"),
+    (alu(pm=1, pack=1, op_mul=1, cond_mul=1, waddr_mul=32), "MUL pack code 1 (pm=1) is reserved"),
+    (ldi(mode=2), "load-immediate mode 2 is reserved"),
+    (branch(cond_br=13, rel=1), "branch condition 13 is reserved"),
+    (branch(unused=5, cond_br=15, rel=1), "unused branch bits 59:56"),
+    (alu(cond_add=1), "cond_add=1 (text gives 0)"),                # nop with a condition
+    (alu(raddr_a=33, add_a=6, add_b=6, op_add=21, cond_add=1, waddr_add=32), "ra33 cannot be read"),
+    (branch(cond_br=15, rel=1, raddr_a=4), "raddr_a=4 (text gives 0)"),                 # junk without reg
+    (branch(cond_br=15, rel=1, imm=4), "not a multiple of 8"),                                 # unaligned target
+])
+def test_non_canonical_words_are_raw_quads_with_a_reason(word, why):
+    line = disasm.disassemble_word(word)
+    assert not line.canonical and why in line.reason
+    assert line.text == f".quad {word:#018x}"
+    assert parser.assemble_line(str(line)) == word
+
+
+def test_listing_places_labels_and_branch_offsets():
+    words = [alu(), alu(), branch(cond_br=15, rel=1, imm=(-32 - 16) & 0xFFFFFFFF), alu(), alu(), alu()]
+    text = disasm.disassemble(words)
+    lines = text.splitlines()
+    assert lines[0].startswith("L0:")
+    branch_line = next(line for line in lines if "branch" in line)
+    assert branch_line.split("#")[0].strip() == "branch L0"
+    assert "0x0010 -> 0x0000" in branch_line
+    assert parser.assemble_text(text, check=False).words == words
+
+
+def test_listing_uses_program_labels_and_waivers():
+    source = "start:\n  nop\nloop:\n  branch loop ; waive branch_delay_slot\n  nop\n  nop\n  nop\n"
+    program = parser.assemble_text(source, check=False)
+    text = disasm.disassemble(program)
+    assert "loop:" in text and "branch loop" in text and "L8" not in text
+    assert "waive branch_delay_slot" in text
+    again = parser.assemble_text(text, check=False)
+    assert again.words == program.words and again.labels == program.labels
+    assert again.waivers == program.waivers
+
+
+def test_target_outside_the_code_is_pc_relative():
+    assert disasm.disassemble([branch(cond_br=15, rel=1, imm=0x1000)]).split()[0:2] == ["branch", "pc+0x1020"]
+
+
+def test_hex_listing_forms():
+    nop_lo, nop_hi = 0x009e7000, 0x100009e7
+    text = ("# comment\n100009e7009e7000\n0x100009e7009e7000 // c\n"
+            f"{nop_lo:#x}, {nop_hi:#x},\n{nop_lo:08x} {nop_hi:08x}\n\n")
+    assert disasm.words_from_hex(text) == [0x100009e7_009e7000] * 4
+
+
+@pytest.mark.parametrize("bad, where", [("xyz\n", ":1"), ("00\n12 123456789\n", ":2"), ("1 2 3\n", ":1"),
+                                        ("100009e7009e70001\n", ":1")])
+def test_hex_listing_errors_name_the_line(bad, where):
+    with pytest.raises(ParseError) as info:
+        disasm.words_from_hex(bad, "code.hex")
+    assert f"code.hex{where}" in str(info.value)
+
+
+def test_read_words_bin_and_hex_and_auto(tmp_path):
+    words = [alu(op_add=1, cond_add=1, waddr_add=32, add_a=1, add_b=2), 0xFFFFFFFF_00000001]
+    raw = b"".join(struct.pack("<II", w & 0xFFFFFFFF, w >> 32) for w in words)   # low word first
+    (tmp_path / "a.bin").write_bytes(raw)
+    (tmp_path / "a.hex").write_text("".join(f"{w:016x}\n" for w in words))
+    (tmp_path / "a.code").write_text("".join(f"{w & 0xFFFFFFFF:#x} {w >> 32:#x}\n" for w in words))
+    (tmp_path / "b.code").write_bytes(raw)
+    for name, fmt in [("a.bin", "auto"), ("a.hex", "auto"), ("a.code", "auto"), ("b.code", "auto"),
+                      ("a.code", "hex"), ("b.code", "bin")]:
+        got = disasm.read_words(tmp_path / name, fmt)
+        assert got.dtype == np.uint64 and [int(w) for w in got] == words, name
+    (tmp_path / "odd.bin").write_bytes(raw[:-1])
+    with pytest.raises(EncodingError, match="multiple of 8"):
+        disasm.read_words(tmp_path / "odd.bin")
+
+
+def test_program_disassemble_method():
+    program = Program.from_words([alu(sig=3), alu(), alu()])
+    assert [line.split("#")[0].strip() for line in program.disassemble().splitlines()] == \
+        ["thrend", "nop", "nop"]

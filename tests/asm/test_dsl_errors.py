@@ -1,0 +1,278 @@
+"""Every operand conflict raises AssemblerError naming this file, the line of the offending
+call, and what conflicts."""
+
+import pytest
+
+import asm
+from asm import (AssemblerError, Assembler, kernel, lookup, r0, r1, r2, r3, r4, ra, rb, uniform,
+                 vpm_read_setup)
+
+
+def error_of(call):
+    """Run ``call`` (a lambda written on the offending line); return the error and that line."""
+    with pytest.raises(AssemblerError) as info:
+        call()
+    return info.value, call.__code__.co_firstlineno
+
+
+def called_at(call):
+    """Run ``call`` (a lambda); return the line it is written on."""
+    call()
+    return call.__code__.co_firstlineno
+
+
+def assert_error(call, *fragments):
+    error, line = error_of(call)
+    assert error.location is not None, error
+    assert (error.location.file, error.location.line) == (__file__, line)
+    assert f"{__file__}:{line}" in str(error)
+    for fragment in fragments:
+        assert fragment in error.message, error.message
+    return error
+
+
+@pytest.fixture
+def a():
+    return Assembler()
+
+
+def test_two_regfile_a_reads(a):
+    assert_error(lambda: a.add(r0, ra[1], ra[2]), "two different regfile A reads", "ra1", "ra2")
+
+
+def test_two_regfile_b_reads(a):
+    assert_error(lambda: a.fadd(r0, rb[1], r1).fmul(r2, rb[2], r1), "two different regfile B reads",
+                 "rb1", "rb2")
+
+
+def test_two_sided_register_with_both_ports_taken(a):
+    assert_error(lambda: a.add(r0, ra[1], rb[2]).fmul(r1, uniform, r1), "uniform", "ra1", "rb2")
+
+
+def test_small_immediate_and_regfile_b_read(a):
+    assert_error(lambda: a.add(r0, rb[1], 1), "small immediate 1", "regfile-B read rb1")
+
+
+def test_two_different_small_immediates(a):
+    assert_error(lambda: a.add(r0, 1, 2), "two different small immediates 1 and 2")
+
+
+def test_rotation_and_small_immediate(a):
+    assert_error(lambda: a.fmul(r0, r1, 2, rotate=3), "two different small immediates rotate=3 and 2")
+
+
+@pytest.mark.parametrize("value", [16, -17, 3.0, 0.3, -1.0])
+def test_not_a_small_immediate(a, value):
+    assert_error(lambda: a.add(r0, r1, value), f"{value!r} is not representable as a small immediate",
+                 "ldi")
+
+
+def test_immediate_out_of_32_bits(a):
+    assert_error(lambda: a.ldi(r0, 1 << 32), "does not fit in 32 bits")
+
+
+def test_per_element_value_out_of_range(a):
+    assert_error(lambda: a.ldi(r0, [0, 1, 2, -1] * 4), "per-element ldi (signed) takes values -2..1")
+
+
+def test_pack_on_the_wrong_side(a):
+    assert_error(lambda: a.add(rb[1], r0, r1, pack="16a"), "pack 16a (pm=0)", "rb1")
+
+
+def test_colour_pack_on_add(a):
+    assert_error(lambda: a.fadd(r0, r1, r2, pack="8888c"), "colour pack", "ADD op cannot use it")
+
+
+def test_pm_conflict_pack_and_unpack(a):
+    assert_error(lambda: a.fmul(r0, ra[1].unpack("16a"), r1, pack="8888c"), "pm conflict",
+                 "MUL colour pack needs pm=1", "regfile-A unpack needs pm=0")
+
+
+def test_pm_conflict_two_unpacks(a):
+    assert_error(lambda: a.fadd(r0, ra[1].unpack("16a"), r4.unpack("8a")), "pm conflict")
+
+
+def test_two_packs(a):
+    assert_error(lambda: a.add(ra[1], r0, r1, pack="16a").fmul(r2, r0, r1, pack="8888c"), "two packs")
+
+
+def test_two_signals(a):
+    assert_error(lambda: a.add(r0, r1, r2, sig="ldtmu0").fmul(r3, r1, r2, sig="ldtmu1"), "two signals",
+                 "ldtmu0", "ldtmu1")
+
+
+def test_signal_with_small_immediate(a):
+    assert_error(lambda: a.add(r0, r1, 1, sig="ldtmu0"), "signal ldtmu0 cannot ride with 1")
+
+
+def test_signal_with_ldi(a):
+    assert_error(lambda: a.ldi(r0, 5, sig="thrend"), "signal thrend cannot ride with a load immediate")
+
+
+def test_signal_with_branch(a):
+    assert_error(lambda: a.branch("x", sig="thrend"), "signal thrend cannot ride with a branch")
+
+
+@pytest.mark.parametrize("operand", [rb[1], r1, uniform])
+def test_unpack_on_a_non_a_non_r4_operand(a, operand):
+    # uniform can be read through A, so only the B-only and accumulator cases fail
+    if operand is uniform:
+        a.fadd(r0, uniform.unpack("16a"), r1)
+        return
+    assert_error(lambda: a.fadd(r0, operand.unpack("16a"), r1), "unpack applies only to regfile-A reads")
+
+
+def test_unpack_mismatch_on_one_regfile_read(a):
+    assert_error(lambda: a.fadd(r0, ra[1].unpack("16a"), ra[1]), "different unpack")
+
+
+def test_both_alus_write_the_same_side(a):
+    assert_error(lambda: a.add(ra[1], r0, r1).fmul(ra[2], r0, r1), "cannot route the writes",
+                 "ADD writes ra1 (through regfile A)", "MUL writes ra2 (through regfile A)")
+
+
+def test_inconsistent_forced_ws(a):
+    assert_error(lambda: a.mov(ra[1], r0, ws=1), "ws=1 is inconsistent", "ra1")
+
+
+def test_rotation_on_an_add_op(a):
+    assert_error(lambda: a.add(r0, r1, r2, rotate=2), "only the MUL ALU result can be rotated")
+
+
+def test_rotation_amount(a):
+    assert_error(lambda: a.fmul(r0, r1, r2, rotate=16), "rotate=16", "1..15")
+
+
+def test_sf_on_mul_with_an_add_op(a):
+    assert_error(lambda: a.add(r0, r1, r2).fmul(r3, r1, r2, sf=True), "flags come from the ADD result")
+
+
+def test_alu_already_used(a):
+    assert_error(lambda: a.add(r0, r1, r2).sub(r3, r1, r2), "ADD (add) already used")
+
+
+def test_write_to_a_read_only_register(a):
+    assert_error(lambda: a.mov(uniform, r1), "uniform cannot be written")
+    assert_error(lambda: a.mov(r4, r1), "r4 cannot be written")
+
+
+def test_r5_write_needs_a_side(a):
+    assert_error(lambda: a.mov(asm.r5, r1), "r5quad or r5rep")
+
+
+def test_read_of_a_write_only_register(a):
+    assert_error(lambda: a.mov(r0, asm.vr_setup), "vr_setup cannot be read")
+
+
+def test_wrong_operand_count(a):
+    assert_error(lambda: a.fadd(r0, r1), "fadd takes a destination and 2 source(s)")
+
+
+def test_undefined_label(a):
+    a.label("loop")
+    branch_line = called_at(lambda: a.branch("lopo"))
+    with pytest.raises(AssemblerError) as info:
+        a.assemble(check=False)
+    assert (info.value.location.file, info.value.location.line) == (__file__, branch_line)
+    assert "undefined label 'lopo'" in info.value.message and "did you mean loop" in info.value.message
+
+
+def test_label_in_another_scope_is_not_visible(a):
+    with a.scope():
+        a.label("inner")
+    line = called_at(lambda: a.branch("inner"))
+    with pytest.raises(AssemblerError) as info:
+        a.assemble(check=False)
+    assert info.value.location.line == line and "undefined label 'inner'" in info.value.message
+
+
+def test_duplicate_label(a):
+    a.label("x")
+    assert_error(lambda: a.label("x"), "duplicate label 'x'", f"{__file__}:")
+
+
+def test_branch_target_out_of_range(a):
+    assert_error(lambda: a.branch(1 << 32, absolute=True), "branch target out of range")
+
+
+def test_branch_target_misaligned(a):
+    assert_error(lambda: a.branch(12), "not a multiple of 8")
+
+
+def test_branch_register_must_be_regfile_a(a):
+    assert_error(lambda: a.branch("x", reg=rb[1]), "ra0..ra31")
+
+
+def test_unknown_op_suggests(a):
+    assert_error(lambda: a.fadd2(r0, r1, r2), "unknown op or method 'fadd2'", "fadd")
+
+
+def test_unknown_op_on_a_handle_suggests(a):
+    handle = a.nop()
+    assert_error(lambda: handle.fmull(r0, r1, r2), "fmul")
+
+
+def test_unknown_condition_suggests(a):
+    assert_error(lambda: a.mov(r0, r1, cond="zz"), "unknown condition 'zz'", "zs")
+
+
+def test_unknown_branch_condition_suggests(a):
+    assert_error(lambda: a.branch("x", cond="any_z"), "unknown branch condition", "any_zs")
+
+
+def test_unknown_signal_suggests(a):
+    assert_error(lambda: a.nop(sig="ldtmu3"), "unknown signal 'ldtmu3'", "ldtmu0")
+
+
+def test_unknown_pack_and_unpack_names(a):
+    assert_error(lambda: a.add(ra[1], r0, r1, pack="16c"), "unknown pack mode '16c'")
+    with pytest.raises(AssemblerError, match="unknown unpack mode '8e'"):
+        ra[1].unpack("8e")
+
+
+def test_unknown_register_name_suggests():
+    with pytest.raises(AssemblerError, match="did you mean uniform"):
+        lookup("unifrom")
+
+
+def test_vpm_setup_error_in_a_macro_points_at_the_macro_call(a):
+    assert_error(lambda: a.setup_vpm_read(num=17, y=0), "num=17 is out of range 1..16")
+    with pytest.raises(AssemblerError, match="y=64 is out of range 0..63"):
+        vpm_read_setup(1, y=64)
+
+
+def test_kernel_errors_point_into_the_kernel_body():
+    @kernel
+    def broken(a):
+        a.mov(r0, uniform)
+        a.add(r0, ra[1], ra[2])
+    with pytest.raises(AssemblerError) as info:
+        broken.assemble()
+    assert info.value.location.line == broken.__wrapped__.__code__.co_firstlineno + 3  # from @kernel
+    assert info.value.location.text == "a.add(r0, ra[1], ra[2])"
+
+
+def test_location_provider_is_used(a):
+    text_location = asm.SourceLocation("kernel.qasm", 7)
+    b = Assembler(location_provider=lambda: text_location)
+    with pytest.raises(AssemblerError) as info:
+        b.add(r0, ra[1], ra[2])
+    assert info.value.location == text_location and str(info.value).startswith("kernel.qasm:7: ")
+
+
+def test_undefined_label_without_any_labels(a):
+    a.branch("x")
+    with pytest.raises(AssemblerError, match="undefined label 'x'; none are defined"):
+        a.assemble(check=False)
+
+
+def test_an_error_leaves_the_program_unchanged(a):
+    handle = a.add(r0, ra[1], r2)
+    word = a.assemble(check=False).words
+    with pytest.raises(AssemblerError):
+        handle.fmul(r3, ra[2], r1)
+    with pytest.raises(AssemblerError):
+        a.add(r0, ra[1], ra[2])
+    with pytest.raises(AssemblerError):
+        a.ldi(r0, 1 << 40)
+    assert a.assemble(check=False).words == word

@@ -1,0 +1,290 @@
+"""DMA loads (VDR) and stores (VDW) against hand-computed numpy references.
+
+The transposing cases reproduce py-videocore's hardware tests (tests/test_dma.py there): a
+vertical load with VPITCH 16 and a vertical store of single columns, both of which passed on a Pi.
+Sub-word widths pin the reading recorded in docs/hardware-choices.md ("Emulator units").
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from vc4nn.emulator.checks import Checks
+from vc4nn.emulator.errors import CheckError, MemoryFault
+
+from .unit_setup import Units, generic_read, generic_write, vdr, vdr_pitch, vdw, vdw_stride
+
+
+def load(units, setup, address, qpu=0, now=0, pitch=None):
+    if pitch is not None:
+        units.vpm.write_vr_setup(qpu, vdr_pitch(pitch), now)
+    units.vpm.write_vr_setup(qpu, setup, now)
+    t = units.vpm.write_vr_addr(qpu, address, now)
+    return units.vpm.read_vr_wait(qpu, t)[1]
+
+
+def store(units, setup, address, qpu=0, now=0, stride=0, blockmode=False):
+    units.vpm.write_vw_setup(qpu, setup, now)
+    units.vpm.write_vw_setup(qpu, vdw_stride(stride, blockmode), now)
+    t = units.vpm.write_vw_addr(qpu, address, now)
+    return units.vpm.read_vw_wait(qpu, t)[1]
+
+
+def pattern_vpm(units, rows=64):
+    units.vpm_rows(rows)[:] = (np.arange(rows * 16, dtype=np.uint32).reshape(rows, 16) * 0x01030507
+                               + 0x00100200)
+    return units.vpm_rows(rows).copy()
+
+
+# -- loads ---------------------------------------------------------------------------------------
+
+def test_load_strided_2d_region():
+    units = Units()
+    m = np.arange(16 * 32, dtype=np.uint32).reshape(16, 32) + 1000
+    base, _ = units.buffer(m)
+    # 8 rows x 8 words from m[2, 4], pitch 128 bytes = 8 << MPITCH 4, into VPM (y=4, x=4)
+    load(units, vdr(8, 8, y=4, x=4, mpitch=4), base + (2 * 32 + 4) * 4)
+    expected = np.zeros((64, 16), np.uint32)
+    expected[4:12, 4:12] = m[2:10, 4:12]
+    assert np.array_equal(units.vpm_rows(), expected)
+
+
+def test_load_with_extended_pitch_and_counts_of_16():
+    units = Units()
+    m = np.arange(16 * 24, dtype=np.uint32).reshape(16, 24) * 3
+    base, _ = units.buffer(m)
+    load(units, vdr(16, 16, y=20, mpitch=0), base, pitch=96)      # ROWLEN 0 = NROWS 0 = 16
+    assert np.array_equal(units.vpm_rows()[20:36], m[:, :16])
+
+
+def test_vertical_load_with_vpitch_16_transposes():
+    """py-videocore test_vertical_32bit_load: 16 loads of 4 rows x 16 words, VPITCH 0 (= 16)."""
+    units = Units()
+    x = np.arange(16 * 64, dtype=np.uint32).reshape(16, 64)
+    base, _ = units.buffer(x)
+    for column in range(16):
+        units.vpm.write_vr_setup(0, vdr(4, 16, y=0, x=column, mpitch=3, vpitch=16, vertical=True), 0)
+        units.vpm.write_vr_addr(0, base + column * 256, 0)
+    units.vpm.read_vr_wait(0, 0)
+    assert np.array_equal(units.vpm_rows(), x.T)
+
+
+def test_load_16_bit_rows_with_half_word_offset():
+    """MODEW 3 (16-bit, H = 1): row r goes to {Y, H} + r * VPITCH, from byte 4X + 2H."""
+    units = Units()
+    halves = np.arange(1, 9, dtype=np.uint16) * 0x1111
+    base, _ = units.buffer(halves)
+    load(units, vdr(2, 4, y=3, x=2, modew=3, mpitch=0, vpitch=2), base, pitch=8)
+    vbytes = units.vpm.bytes.reshape(-1, 64)
+    raw = halves.view(np.uint8)
+    assert np.array_equal(vbytes[3, 10:18], raw[0:8]) and np.array_equal(vbytes[4, 10:18], raw[8:16])
+    assert vbytes[3, :10].sum() == 0 and vbytes[3, 18:].sum() == 0
+
+
+def test_load_8_bit_rows_with_byte_offset_and_sub_row_vpitch():
+    units = Units()
+    data = np.arange(1, 41, dtype=np.uint8)
+    base, _ = units.buffer(data)
+    # MODEW 7 (8-bit, B = 3), VPITCH 4: {Y, B} advances by a whole row per memory row
+    load(units, vdr(2, 5, y=1, x=3, modew=7, mpitch=0, vpitch=4), base, pitch=16)
+    vbytes = units.vpm.bytes.reshape(-1, 64)
+    assert vbytes[1, 15:20].tolist() == [1, 2, 3, 4, 5]
+    assert vbytes[2, 15:20].tolist() == [17, 18, 19, 20, 21]
+    # VPITCH 1 adds to B: the second row starts one byte later and overwrites the first's tail
+    units = Units()
+    base, _ = units.buffer(data)
+    load(units, vdr(2, 4, y=0, x=0, modew=4, mpitch=0, vpitch=1), base, pitch=16)
+    assert units.vpm.bytes[:6].tolist() == [1, 17, 18, 19, 20, 0]
+
+
+# -- stores --------------------------------------------------------------------------------------
+
+def test_store_rows_to_strided_memory():
+    units = Units()
+    rows = pattern_vpm(units)
+    mem = np.zeros((8, 20), np.uint32)
+    base, raw = units.buffer(mem)
+    # 8 rows of 12 words from (y=0, x=2); stride = bytes from the end of a row to the next
+    store(units, vdw(8, 12, y=0, x=2), base, stride=(20 - 12) * 4)
+    got = raw[:mem.nbytes].view("<u4").reshape(8, 20)
+    assert np.array_equal(got[:, :12], rows[0:8, 2:14]) and not got[:, 12:].any()
+
+
+def test_vertical_store_of_single_columns_transposes():
+    """py-videocore test_vertical_32bit_store: UNITS 1, DEPTH 16, one column at a time."""
+    units = Units()
+    rows = pattern_vpm(units)
+    base, raw = units.buffer(np.zeros((16, 64), np.uint32))
+    for x in range(16):
+        for y in range(0, 64, 16):
+            store(units, vdw(1, 16, y=y, x=x, horizontal=False), base + (x * 64 + y) * 4)
+    assert np.array_equal(raw[:4096].view("<u4").reshape(16, 64), rows.T)
+
+
+def test_vertical_store_of_several_columns_with_stride():
+    units = Units()
+    rows = pattern_vpm(units)
+    base, raw = units.buffer(np.zeros((3, 10), np.uint32))
+    store(units, vdw(3, 6, y=5, x=7, horizontal=False), base, stride=16)
+    got = raw[:120].view("<u4").reshape(3, 10)
+    assert np.array_equal(got[:, :6], rows[5:11, 7:10].T) and not got[:, 6:].any()
+
+
+def test_store_16_and_8_bit_from_sub_word_offsets():
+    units = Units()
+    pattern_vpm(units)
+    vbytes = units.vpm.bytes.reshape(-1, 64).copy()
+    base, raw = units.buffer(np.zeros(64, np.uint8))
+    store(units, vdw(1, 3, y=5, x=1, modew=3), base)                  # 16-bit, H = 1
+    assert raw[:8].tolist() == vbytes[5, 6:12].tolist() + [0, 0]
+    store(units, vdw(2, 7, y=2, x=3, modew=6), base + 16, stride=1)    # 8-bit, B = 2
+    assert raw[16:31].tolist() == vbytes[2, 14:21].tolist() + [0] + vbytes[3, 14:21].tolist()
+
+
+def test_store_blockmode_takes_rows_from_a_linear_vpm_stream():
+    units = Units()
+    rows = pattern_vpm(units)
+    base, raw = units.buffer(np.zeros(48, np.uint32))
+    store(units, vdw(4, 8, y=1), base, stride=16, blockmode=True)
+    got = raw[:192].view("<u4").reshape(4, 12)
+    assert np.array_equal(got[:, :8], rows[1:3].reshape(4, 8)) and not got[:, 8:].any()
+
+
+def test_units_and_depth_zero_mean_128():
+    units = Units(checks=Checks(vpm_out_of_range="off"))
+    units.vpm.words.reshape(128, 16)[:, 0] = np.arange(128, dtype=np.uint32) + 7
+    base, raw = units.buffer(np.zeros(128, np.uint32))
+    store(units, vdw(1, 0, y=0, x=0, horizontal=False), base)
+    assert raw[:512].view("<u4").tolist() == list(range(7, 135))
+    base, raw = units.buffer(np.zeros((128, 1), np.uint32))
+    store(units, vdw(0, 1, y=0, x=0), base)
+    assert raw[:512].view("<u4").tolist() == list(range(7, 135))
+    strict = Units()
+    base, _ = strict.buffer(np.zeros(128, np.uint32))
+    with pytest.raises(CheckError) as info:
+        store(strict, vdw(1, 0, y=0, horizontal=False), base)
+    assert info.value.rule == "vpm_out_of_range"
+
+
+def test_generic_writes_then_store_then_load_round_trip():
+    units = Units()
+    base, raw = units.buffer(np.zeros((4, 16), np.uint32))
+    units.vpm.write_vw_setup(0, generic_write(8), 0)
+    for i in range(4):
+        units.vpm.write(0, np.arange(16, dtype=np.uint32) * (i + 1), 0)
+    store(units, vdw(4, 16, y=8), base)
+    expected = np.arange(16, dtype=np.uint32)[None, :] * np.arange(1, 5, dtype=np.uint32)[:, None]
+    assert np.array_equal(raw[:256].view("<u4").reshape(4, 16), expected)
+    load(units, vdr(4, 16, y=40, mpitch=3), base)
+    units.vpm.write_vr_setup(0, generic_read(4, 40), 0)
+    assert np.array_equal(np.stack([units.vpm.read(0, 10_000)[0] for _ in range(4)]), expected)
+
+
+# -- timing --------------------------------------------------------------------------------------
+
+def test_load_time_from_published_bandwidth_and_latency():
+    units = Units()                                    # pi_zero: 300 MHz
+    base, _ = units.buffer(np.zeros((16, 16), np.uint32))
+    units.vpm.write_vr_setup(0, vdr(16, 16, y=0, mpitch=3), 0)
+    assert units.vpm.write_vr_addr(0, base, 0) == 0    # starting a load does not stall
+    transfer = math.ceil(16 * 64 / 700e6 * 300e6)      # facts §4: ~700 MB/s for full rows
+    done = transfer + 24                               # + 6 instructions of latency
+    assert units.vpm.read_vr_busy(0, done - 1)[0].tolist() == [1] * 16
+    assert units.vpm.read_vr_wait(0, 8)[1] == done
+    assert units.vpm.read_vr_busy(0, done + 4)[0].tolist() == [0] * 16
+
+
+def test_second_load_waits_for_the_first():
+    units = Units()
+    base, _ = units.buffer(np.zeros((16, 16), np.uint32))
+    units.vpm.write_vr_setup(0, vdr(16, 16, y=0, mpitch=3), 0)
+    units.vpm.write_vr_addr(0, base, 0)
+    first_done = units.vpm._load[0].complete
+    units.vpm.write_vr_setup(0, vdr(16, 16, y=16, mpitch=3), 4)
+    assert units.vpm.write_vr_addr(0, base, 8) == first_done
+
+
+def test_twelve_qpus_contend_for_the_memory_bus():
+    """QPU 0 loads 16 rows, then QPUs 1..11 one row each, all at clock 0: they queue."""
+    units = Units()
+    base, _ = units.buffer(np.zeros((16, 16), np.uint32))
+    ends = []
+    for qpu in range(12):
+        setup = vdr(16, 16, y=0, mpitch=3) if qpu == 0 else vdr(1, 16, y=16 + qpu, mpitch=3)
+        units.vpm.write_vr_setup(qpu, setup, 0)
+        units.vpm.write_vr_addr(qpu, base, 0)
+        ends.append(units.vpm.read_vr_wait(qpu, 0)[1])
+    occupancy = math.ceil(16 * 64 / 700e6 * 300e6)
+    single_row = math.ceil(64 / 700e6 * 300e6)
+    assert ends == [occupancy + k * single_row + 24 for k in range(12)]
+
+
+# -- checks --------------------------------------------------------------------------------------
+
+def test_generic_access_racing_an_unwaited_load():
+    units = Units()
+    base, _ = units.buffer(np.zeros((16, 16), np.uint32))
+    units.vpm.write_vr_setup(0, vdr(16, 16, y=0, mpitch=3), 0)
+    units.vpm.write_vr_addr(0, base, 0)
+    units.vpm.write_vr_setup(1, generic_read(1, 20), 0)
+    units.vpm.read(1, 5000)                               # row 20: not covered by the load
+    units.vpm.write_vr_setup(1, generic_read(1, 3), 0)
+    with pytest.raises(CheckError) as info:
+        units.vpm.read(1, 5000)                           # even late: nobody waited for the load
+    assert info.value.rule == "vpm_dma_race" and info.value.qpu == 1
+    units.vpm.read_vr_wait(0, 0)
+    units.vpm.write_vr_setup(1, generic_read(1, 3), 0)
+    units.vpm.read(1, 5000)
+
+
+def test_store_races_only_with_writers():
+    units = Units()
+    base, _ = units.buffer(np.zeros((16, 16), np.uint32))
+    units.vpm.write_vw_setup(0, vdw(16, 16, y=0), 0)
+    units.vpm.write_vw_addr(0, base, 0)
+    units.vpm.write_vr_setup(0, generic_read(1, 0), 0)
+    units.vpm.read(0, 0)                                  # reading what a store reads is fine
+    units.vpm.write_vw_setup(0, generic_write(15), 0)
+    with pytest.raises(CheckError) as info:
+        units.vpm.write(0, np.zeros(16, np.uint32), 0)
+    assert info.value.rule == "vpm_dma_race"
+
+
+def test_faults_name_the_dma_unit_and_address():
+    units = Units()
+    units.vpm.write_vr_setup(0, vdr(1, 16, y=0, mpitch=3), 0)
+    with pytest.raises(MemoryFault) as info:
+        units.vpm.write_vr_addr(0, 0x40, 0)
+    assert info.value.unit == "dma_load" and info.value.address == 0x40 and info.value.qpu == 0
+    units.vpm.write_vw_setup(5, vdw(1, 16, y=0), 0)
+    with pytest.raises(MemoryFault) as info:
+        units.vpm.write_vw_addr(5, 0x80, 0)
+    assert info.value.unit == "dma_store" and info.value.address == 0x80 and info.value.qpu == 5
+
+
+def test_store_not_waited_for_at_the_end():
+    units = Units()
+    base, _ = units.buffer(np.zeros(16, np.uint32))
+    units.vpm.write_vw_setup(3, vdw(1, 16, y=0), 0)
+    units.vpm.write_vw_addr(3, base, 0)
+    with pytest.raises(CheckError) as info:
+        units.vpm.finish([3])
+    assert info.value.rule == "dma_in_flight_at_end" and info.value.qpu == 3
+
+
+@pytest.mark.parametrize("setup, address_offset, rule", [
+    (vdw(1, 16, y=0), 2, "dma_alignment"),
+    (vdw(1, 16, y=0, laned=True), 0, "dma_unsupported"),
+    (vdw(1, 16, y=0, modew=1), 0, "vpm_setup_invalid"),
+    (vdw(2, 16, y=0, x=15, horizontal=False), 0, "vpm_out_of_range"),
+    (vdw(1, 16, y=70), 0, "vpm_out_of_range"),
+    (vdw(1, 16, y=0, x=4), 0, "vpm_out_of_range"),        # 16 words from x=4 overrun the row
+])
+def test_store_setups_the_checks_reject(setup, address_offset, rule):
+    units = Units()
+    base, _ = units.buffer(np.zeros(64, np.uint32))
+    units.vpm.write_vw_setup(0, setup, 0)
+    with pytest.raises(CheckError) as info:
+        units.vpm.write_vw_addr(0, base + address_offset, 0)
+    assert info.value.rule == rule

@@ -1,0 +1,59 @@
+"""The cycle model's parameter table and board presets."""
+
+import math
+import pathlib
+
+import pytest
+
+from vc4nn.emulator import timing
+from vc4nn.emulator.timing import BOARDS, PARAMETERS, Timing
+from vc4nn.errors import Vc4nnError
+
+DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "cycle-model.md"
+
+
+def test_every_parameter_has_a_value_unit_and_source():
+    for name, entry in PARAMETERS.items():
+        value, unit, source, note = entry
+        assert isinstance(value, (int, float)) and value >= 0, name
+        assert unit and source.strip(), name
+        assert source.startswith(("facts §", "assumption")), name
+
+
+def test_board_clocks_follow_facts_section_4():
+    clocks = {name: board.clock_hz for name, board in BOARDS.items()}
+    # 250 MHz Pi 1/2, 300 MHz Pi Zero; Pi 3: 300 MHz is our choice between 300 and 400 (§5.16)
+    assert clocks == {"pi1": 250e6, "pi2": 250e6, "pi_zero": 300e6, "pi3": 300e6}
+    assert Timing.for_board("pi1").clock_hz == 250e6
+
+
+def test_parameters_are_attributes_and_can_be_overridden():
+    t = Timing.for_board("pi3", tmu_fifo_depth=8)
+    assert t.issue_clocks == 4 and t.sfu_latency == 12 and t.tmu_fifo_depth == 8
+    assert t.name == "pi3"
+    with pytest.raises(Vc4nnError):
+        Timing.for_board("pi5")
+    with pytest.raises(Vc4nnError):
+        Timing(no_such_parameter=1)
+
+
+@pytest.mark.parametrize("kind, row_bw, word_bw", [("load", 700e6, 200e6), ("store", 1000e6, 300e6)])
+def test_dma_row_model_reproduces_the_published_bandwidths(kind, row_bw, word_bw):
+    t = Timing.for_board("pi1")
+    cost = getattr(t, f"dma_{kind}_clocks")
+    rows = 1000
+    for row_bytes, bandwidth in ((64, row_bw), (4, word_bw)):
+        seconds = t.seconds(cost(rows, row_bytes))
+        assert rows * row_bytes / seconds == pytest.approx(bandwidth, rel=1e-3)
+
+
+def test_clocks_round_up():
+    t = Timing.for_board("pi_zero")
+    assert t.clocks(1 / 300e6) == 1 and t.clocks(1.5 / 300e6) == 2 and t.clocks(0) == 0
+    assert t.dma_load_clocks(1, 64) == math.ceil(64 / 700e6 * 300e6)
+
+
+def test_doc_renders_the_current_tables():
+    text = DOC.read_text(encoding="utf-8")
+    assert timing.parameter_table_markdown() in text
+    assert timing.board_table_markdown() in text

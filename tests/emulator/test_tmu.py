@@ -1,0 +1,145 @@
+"""TMU direct lookups: per-element words, order, swap, FIFO limits, cache timing, stale reads."""
+
+import numpy as np
+import pytest
+
+from vc4nn.emulator.checks import Checks
+from vc4nn.emulator.errors import CheckError, MemoryFault
+
+from .unit_setup import Units, vdw, vdw_stride
+
+HIT, MISS = 36, 80      # facts §4 (WIKI): 9 and 20 instructions x 4 clocks
+
+
+def table(units, n=256):
+    data = (np.arange(n, dtype=np.uint32) * 2654435761) & 0xFFFFFFFF
+    base, _ = units.buffer(data.astype(np.uint32))
+    return base, data.astype(np.uint32)
+
+
+def test_each_element_reads_the_word_at_its_address():
+    units = Units()
+    base, data = table(units)
+    index = np.array([5, 0, 255, 17, 17, 3, 100, 64, 1, 2, 9, 8, 7, 200, 150, 31])
+    units.tmu.write(0, 0, "s", (base + 4 * index).astype(np.uint32), 0)
+    values, _ = units.tmu.load(0, 0, 0)
+    assert values.tolist() == data[index].tolist()
+
+
+def test_alias_bits_and_low_address_bits_are_ignored():
+    units = Units()
+    base, data = table(units)
+    plain = base & 0x3FFFFFFF
+    addresses = np.array([plain | 0x40000000, plain | 0x80000000, plain + 4 + 3, plain + 9] * 4,
+                         dtype=np.uint32)
+    units.tmu.write(0, 1, "s", addresses, 0)
+    assert units.tmu.load(0, 1, 0)[0].tolist() == [data[0], data[0], data[1], data[2]] * 4
+
+
+def test_results_come_back_in_order_per_unit():
+    units = Units()
+    base, data = table(units)
+    for k in range(3):
+        units.tmu.write(1, 0, "s", np.full(16, base + 4 * k, np.uint32), 0)
+    units.tmu.write(1, 1, "s", np.full(16, base + 40, np.uint32), 0)
+    assert units.tmu.load(1, 1, 0)[0][0] == data[10]
+    assert [int(units.tmu.load(1, 0, 0)[0][0]) for _ in range(3)] == data[:3].tolist()
+
+
+def test_qpus_2_and_3_of_each_slice_swap_units_unless_noswap():
+    units = Units()
+    assert [units.tmu.physical_unit(q, 0) for q in range(12)] == [0, 0, 1, 1] * 3
+    assert [units.tmu.physical_unit(q, 1) for q in range(12)] == [1, 1, 0, 0] * 3
+    units.tmu.set_noswap(6, np.full(16, 1, np.uint32))
+    assert units.tmu.physical_unit(6, 0) == 0
+    units.tmu.reset(6)
+    assert units.tmu.physical_unit(6, 0) == 1
+
+
+def test_swap_shows_in_which_cache_serves_the_request():
+    """QPU 0 warms TMU0 of slice 0. QPU 1 (tmu0 -> TMU0) hits; QPU 2 (tmu0 -> TMU1) misses,
+    unless it wrote tmu_noswap."""
+    units = Units()
+    base, _ = table(units)
+    addresses = np.full(16, base, np.uint32)
+    units.tmu.write(0, 0, "s", addresses, 0)
+    units.tmu.write(1, 0, "s", addresses, 1000)
+    units.tmu.write(2, 0, "s", addresses, 2000)
+    assert units.tmu.load(0, 0, 0)[1] == MISS
+    assert units.tmu.load(1, 0, 0)[1] == 1000 + HIT
+    assert units.tmu.load(2, 0, 0)[1] == 2000 + MISS
+    units.tmu.set_noswap(3, 1)
+    units.tmu.write(3, 0, "s", addresses, 3000)
+    assert units.tmu.load(3, 0, 0)[1] == 3000 + HIT
+
+
+def test_cache_lines_are_64_bytes_and_evicted_lru():
+    units = Units()
+    base, _ = table(units, 4096)
+    units.tmu.write(0, 0, "s", np.full(16, base + 60, np.uint32), 0)
+    units.tmu.load(0, 0, 0)
+    units.tmu.write(0, 0, "s", np.full(16, base + 4, np.uint32), 100)       # same 64-byte line
+    assert units.tmu.load(0, 0, 0)[1] == 100 + HIT
+    units.tmu.write(0, 0, "s", np.full(16, base + 64, np.uint32), 200)      # next line
+    assert units.tmu.load(0, 0, 0)[1] == 200 + MISS
+    # 4 KB, 4 ways, 64 B lines -> 16 sets: lines 0, 16, 32, 48, 64 of the table share a set
+    for k, line in enumerate((16, 32, 48, 64)):
+        units.tmu.write(0, 0, "s", np.full(16, base + 64 * line, np.uint32), 300 + 100 * k)
+        units.tmu.load(0, 0, 0)
+    units.tmu.write(0, 0, "s", np.full(16, base, np.uint32), 1000)
+    assert units.tmu.load(0, 0, 0)[1] == 1000 + MISS
+
+
+def test_fifo_overflow_and_empty_load_are_errors():
+    units = Units()
+    base, _ = table(units)
+    for _ in range(4):          # facts §5.13: 4 reliable direct requests (we allow 4)
+        units.tmu.write(0, 0, "s", np.full(16, base, np.uint32), 0)
+    with pytest.raises(CheckError) as info:
+        units.tmu.write(0, 1, "s", np.full(16, base, np.uint32), 0)
+    assert info.value.rule == "tmu_fifo_overflow" and info.value.qpu == 0
+    for _ in range(4):
+        units.tmu.load(0, 0, 0)
+    with pytest.raises(CheckError) as info:
+        units.tmu.load(0, 0, 0)
+    assert info.value.rule == "ldtmu_empty"
+
+
+def test_texture_coordinates_are_rejected():
+    units = Units()
+    with pytest.raises(CheckError) as info:
+        units.tmu.write(0, 0, "t", np.zeros(16, np.uint32), 0)
+    assert info.value.rule == "tmu_texture_unsupported"
+
+
+def test_fault_names_the_tmu_and_the_element_address():
+    units = Units()
+    base, _ = table(units)
+    addresses = np.full(16, base, np.uint32)
+    addresses[7] = 0x20
+    with pytest.raises(MemoryFault) as info:
+        units.tmu.write(4, 0, "s", addresses, 0)
+    assert info.value.unit == "tmu" and info.value.address == 0x20 and info.value.qpu == 4
+
+
+def test_reading_what_a_dma_store_wrote_is_a_stale_read():
+    units = Units()
+    base, _ = table(units)
+    units.vpm.write_vw_setup(0, vdw(1, 4, y=0), 0)
+    units.vpm.write_vw_setup(0, vdw_stride(0), 0)
+    units.vpm.write_vw_addr(0, base + 64, 0)                 # words 16..19 of the table
+    units.tmu.write(1, 0, "s", np.full(16, base + 60, np.uint32), 0)      # word 15: fine
+    units.tmu.load(1, 0, 0)
+    with pytest.raises(CheckError) as info:
+        units.tmu.write(1, 0, "s", np.full(16, base + 76, np.uint32), 0)  # word 19
+    assert info.value.rule == "tmu_stale_read"
+
+
+def test_results_left_at_the_end_are_reported():
+    units = Units(checks=Checks(tmu_outstanding_at_end="error"))
+    base, _ = table(units)
+    units.tmu.write(5, 1, "s", np.full(16, base, np.uint32), 0)
+    with pytest.raises(CheckError) as info:
+        units.tmu.finish([5])
+    assert info.value.rule == "tmu_outstanding_at_end" and info.value.qpu == 5
+    units.tmu.finish([5])           # finish cleared the FIFO

@@ -1,0 +1,188 @@
+"""vc4nn.sgemm against a float64 numpy reference, in the emulator with its dynamic checks on.
+
+Tolerance: every C element is a sum of K products formed and added in float32 (and fadd is
+reported to round toward zero, facts §1, so each operation may be off by a full ulp, 2**-23
+relative). The classic bound for a sequential sum of K terms is then
+|error| <= (K + 2) * 2**-23 * (|alpha| * (|op(A)| @ |op(B)|) + |beta| * |C|), elementwise;
+the last +1 covers the alpha and beta multiplies. That bound fails a wrong kernel (an element
+missed or counted twice is off by one product, far above it) and never a right one.
+"""
+
+import numpy as np
+import pytest
+
+import vc4nn
+from vc4nn.errors import Vc4nnError
+from vc4nn.linalg import DtypeError, ForeignBufferError, ShapeError
+
+ULP = 2.0 ** -23
+
+
+def operands(rng, m, n, k, trans_a, trans_b, with_c=True):
+    a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    c = rng.standard_normal((m, n)).astype(np.float32) if with_c else None
+    return a, b, c
+
+
+def check(result, a, b, c, alpha, beta, trans_a, trans_b):
+    op_a = np.asarray(a, np.float64).T if trans_a else np.asarray(a, np.float64)
+    op_b = np.asarray(b, np.float64).T if trans_b else np.asarray(b, np.float64)
+    expected = alpha * (op_a @ op_b)
+    magnitude = abs(alpha) * (np.abs(op_a) @ np.abs(op_b))
+    if beta != 0:
+        expected += beta * np.asarray(c, np.float64)
+        magnitude += abs(beta) * np.abs(np.asarray(c, np.float64))
+    k = op_a.shape[1]
+    bound = (k + 3) * ULP * magnitude + 1e-30
+    assert result.shape == expected.shape and result.dtype == np.float32
+    err = np.abs(np.asarray(result, np.float64) - expected)
+    worst = np.unravel_index(np.argmax(err / bound), err.shape)
+    assert np.all(err <= bound), (f"C{worst} = {result[worst]}, expected {expected[worst]} "
+                                  f"(error {err[worst]:.3g} > bound {bound[worst]:.3g})")
+
+
+def run_case(device, m, n, k, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, num_qpus=12, seed=0):
+    rng = np.random.default_rng(seed)
+    a, b, c = operands(rng, m, n, k, trans_a, trans_b, with_c=beta != 0)
+    original_c = None if c is None else c.copy()
+    out, run = vc4nn.sgemm(a, b, c, alpha, beta, trans_a, trans_b, device=device, num_qpus=num_qpus,
+                           return_run=True)
+    check(out, a, b, original_c, alpha, beta, trans_a, trans_b)
+    return run
+
+
+CASES = ["nn", "tn", "nt", "tt"]
+
+
+def transposes(case):
+    return case[0] == "t", case[1] == "t"
+
+
+# -- shapes: edges in every direction, on several QPU counts -----------------------------------
+@pytest.mark.parametrize("m,n,k,num_qpus", [
+    (1, 1, 1, 1),
+    (1, 1, 1, 12),          # eleven QPUs get no tile at all
+    (7, 13, 5, 2),
+    (17, 31, 19, 5),
+    (16, 63, 2, 1),         # exactly one full tile in the rows layout
+    (33, 130, 3, 12),       # partial lanes and a narrow edge tile (130 = 2 x 63 + 4)
+    (200, 3, 7, 5),         # tall-thin
+    (3, 200, 9, 2),         # short-wide
+    (5, 7, 41, 3),          # long k
+])
+@pytest.mark.parametrize("case", CASES)
+def test_shapes(device, m, n, k, num_qpus, case):
+    run_case(device, m, n, k, *transposes(case), num_qpus=num_qpus, seed=m * 31 + n * 7 + k)
+
+
+@pytest.mark.parametrize("alpha,beta", [(2.5, 0.0), (1.0, 1.0), (-0.75, 0.5), (0.0, -2.0)])
+@pytest.mark.parametrize("case", CASES)
+def test_alpha_beta(device, alpha, beta, case):
+    run_case(device, 21, 70, 6, *transposes(case), alpha=alpha, beta=beta, num_qpus=4)
+
+
+def test_beta_zero_never_reads_c(device):
+    """BLAS semantics: with beta == 0, NaNs already in C do not reach the result."""
+    rng = np.random.default_rng(1)
+    a, b, _ = operands(rng, 9, 20, 4, False, False, with_c=False)
+    c = np.full((9, 20), np.nan, dtype=np.float32)
+    out = vc4nn.sgemm(a, b, c, device=device, num_qpus=2)
+    assert out is c
+    check(out, a, b, None, 1.0, 0.0, False, False)
+
+
+def test_device_buffers_stay_on_device(device):
+    rng = np.random.default_rng(2)
+    a, b, c = operands(rng, 18, 40, 11, False, True)
+    da, db, dc = device.array(a), device.array(b), device.array(c)
+    out = vc4nn.sgemm(da, db, dc, alpha=0.5, beta=2.0, trans_b=True, num_qpus=3)
+    assert out is dc
+    check(np.asarray(dc), a, b, c, 0.5, 2.0, False, True)
+    fresh = vc4nn.sgemm(da, db, trans_b=True, num_qpus=3)
+    assert device.owns(fresh)
+    check(np.asarray(fresh), a, b, None, 1.0, 0.0, False, True)
+
+
+def test_numpy_in_numpy_out(device):
+    rng = np.random.default_rng(3)
+    a, b, _ = operands(rng, 6, 5, 4, True, False, with_c=False)
+    out = vc4nn.sgemm(a, b, trans_a=True, device=device, num_qpus=1)
+    assert type(out) is np.ndarray
+    check(out, a, b, None, 1.0, 0.0, True, False)
+
+
+def test_cycle_model_reports_every_qpu(device_name, device):
+    if device_name != "emulator":
+        pytest.skip("cycle-model figures exist in the emulator only")
+    run = run_case(device, 32, 126, 8, num_qpus=4)
+    assert run.num_qpus == 4 and len(run.qpus) == 4
+    assert run.cycles and all(q.instructions > 0 for q in run.qpus)
+
+
+# -- errors -----------------------------------------------------------------------------------
+def test_inner_dimensions_must_agree(device):
+    with pytest.raises(ShapeError, match="inner dimensions"):
+        vc4nn.sgemm(np.zeros((3, 4), np.float32), np.zeros((5, 6), np.float32), device=device)
+    with pytest.raises(ShapeError, match="inner dimensions"):
+        vc4nn.sgemm(np.zeros((3, 4), np.float32), np.zeros((4, 6), np.float32), trans_a=True,
+                    device=device)
+
+
+def test_c_shape_must_match(device):
+    with pytest.raises(ShapeError, match="C is 3x5"):
+        vc4nn.sgemm(np.zeros((3, 4), np.float32), np.zeros((4, 6), np.float32),
+                    np.zeros((3, 5), np.float32), device=device)
+
+
+@pytest.mark.parametrize("bad", [np.zeros((0, 4), np.float32), np.zeros(4, np.float32),
+                                 np.zeros((8, 4), np.float32)[::2]])
+def test_bad_matrices(device, bad):
+    with pytest.raises(ShapeError):
+        vc4nn.sgemm(bad, np.zeros((4, 2), np.float32), device=device)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32])
+def test_only_float32(device, dtype):
+    with pytest.raises(DtypeError, match="float32"):
+        vc4nn.sgemm(np.zeros((2, 2), dtype), np.zeros((2, 2), np.float32), device=device)
+    with pytest.raises(DtypeError, match="float32"):
+        vc4nn.sgemm(np.zeros((2, 2), np.float32), np.zeros((2, 2), np.float32),
+                    np.zeros((2, 2), dtype), beta=1.0, device=device)
+
+
+def test_not_an_array(device):
+    with pytest.raises(DtypeError):
+        vc4nn.sgemm([[1.0]], np.zeros((1, 1), np.float32), device=device)
+
+
+def test_buffer_of_another_device(device):
+    with vc4nn.open_device("emulator") as other:
+        foreign = other.array(np.ones((2, 2), np.float32))
+        with pytest.raises(ForeignBufferError, match="another|not of the device"):
+            vc4nn.sgemm(np.ones((2, 2), np.float32), foreign, device=device)
+
+
+@pytest.mark.parametrize("kwargs", [dict(num_qpus=0), dict(num_qpus=13), dict(alpha=np.inf),
+                                    dict(beta=1.0)])
+def test_bad_arguments(device, kwargs):
+    with pytest.raises(Vc4nnError):
+        vc4nn.sgemm(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), device=device, **kwargs)
+
+
+# -- the shapes the issue names ---------------------------------------------------------------
+def test_representative_big(device):
+    """A mid-size NN product with full and edge tiles on 12 QPUs (fast enough for every run)."""
+    run_case(device, 40, 200, 64, alpha=0.5, beta=0.25, num_qpus=12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("m,n,k,case", [
+    (96, 3072, 363, "nn"),      # AlexNet conv1 as a GEMM: the shape every public QPU SGEMM reports
+    (12544, 64, 32, "nn"),      # MobileNet v1 pointwise, first layer (112x112 pixels, 32 -> 64)
+    (49, 1024, 1024, "nn"),     # MobileNet v1 pointwise, last layer (7x7 pixels, 1024 -> 1024)
+    (49, 1024, 1024, "nt"),
+    (96, 3072, 363, "tn"),
+])
+def test_named_shapes(device, m, n, k, case):
+    run_case(device, m, n, k, *transposes(case), alpha=1.5, beta=-0.5, num_qpus=12)

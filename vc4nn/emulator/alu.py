@@ -1,0 +1,267 @@
+"""What each ADD and MUL operation computes: one or two lines per op, keyed by the op names of
+``asm.isa``.
+
+Every op takes two 16-lane uint32 vectors and returns ``(result, carry)``: the uint32 result and
+the carry flag per lane (a bool vector, or None for "clear everywhere"). Unary ops read their
+first operand (mux a); toolchains put the same source in both muxes (facts §5.8).
+
+Floating point (facts §1, choices in docs/hardware-choices.md "Emulator core"):
+- Operands: denormals flush to zero (sign kept); a NaN with the quiet bit set (every NaN a
+  program can compute) acts as +Inf ("0 + NaN gives +Inf"); a quiet-bit-clear NaN acts as an
+  infinity of its sign.
+- fadd / fsub round toward zero: the float64 sum (exact for exponent gaps up to 29, otherwise
+  rounded to 53 bits first) truncated to 24 significant bits. Overflow gives +-Inf; Inf - Inf
+  gives +Inf. fmul rounds to nearest even; a zero operand gives 0 even against Inf.
+- Results that are denormal flush to zero (sign kept).
+"""
+
+import numpy as np
+
+from asm import isa
+
+U32, I32, U64, I64, F32, F64 = np.uint32, np.int32, np.uint64, np.int64, np.float32, np.float64
+LANES = isa.SIMD_WIDTH
+
+
+def lanes(value, dtype=U32):
+    """A constant 16-lane vector (array-array numpy ops are twice as fast as array-scalar)."""
+    return np.full(LANES, value, dtype=dtype)
+
+
+ZERO = lanes(0)
+NO_CARRY = np.zeros(LANES, dtype=bool)
+SIGN_MIN = lanes(0x80000000)          # unsigned >= this: bit 31 set
+_ABS_MASK, _MUL24_MASK = lanes(0x7FFFFFFF), lanes(0xFFFFFF)
+_ONE64 = lanes(1, U64)
+_THIRTY_ONE, _TWENTY_TWO, _THIRTY_TWO = lanes(31), lanes(22), lanes(32)
+_THIRTY_TWO_64 = lanes(32, U64)
+# Keep the sign, exponent and top 23 mantissa bits of a float64: truncation to a float32
+# significand, i.e. rounding toward zero.
+_F32_TRUNCATE = lanes(0xFFFFFFFFE0000000, U64)
+_INT32_MIN, _INT32_LIMIT = lanes(-2.0 ** 31, F32), lanes(2.0 ** 31, F32)
+
+
+def _float_fixup_table(nan_mask):
+    """AND masks indexed by bits 31:22 (sign, exponent, quiet bit) of a float32."""
+    table = np.full(1024, 0xFFFFFFFF, dtype=U32)
+    for sign in (0, 1):
+        base = sign << 9
+        table[base | 0x000:base | 0x002] = 0x80000000      # exponent 0: flush to signed zero
+        table[base | 0x1FE] = 0xFF800000                      # exponent 255, quiet bit 0: +-Inf
+        table[base | 0x1FF] = nan_mask                        # exponent 255, quiet bit 1: NaN
+    return table
+
+
+_NAN_IS_INF = _float_fixup_table(0x7F800000)      # x & 0x7F800000 of a NaN is +Inf
+_NAN_IS_ZERO = _float_fixup_table(0x00000000)
+
+
+def float_in(x):
+    """A uint32 vector as the float32 values the ALU sees (denormals and NaNs fixed up)."""
+    return (x & _NAN_IS_INF.take(x >> _TWENTY_TWO)).view(F32)
+
+
+def float_out(bits, table=_NAN_IS_INF):
+    return bits & table.take(bits >> _TWENTY_TWO)
+
+
+def _truncated(f64):
+    """float64 vector -> float32 bits rounded toward zero, denormal results flushed."""
+    return float_out((f64.view(U64) & _F32_TRUNCATE).view(F64).astype(F32).view(U32))
+
+
+def _positive(bits):
+    return bits.view(F32) > 0
+
+
+def _signed(x):
+    return x.view(I32)
+
+
+# --- ADD ALU ------------------------------------------------------------------------------
+
+def fadd(a, b):
+    r = _truncated(float_in(a).astype(F64) + float_in(b).astype(F64))
+    return r, _positive(r)
+
+
+def fsub(a, b):
+    r = _truncated(float_in(a).astype(F64) - float_in(b).astype(F64))
+    return r, _positive(r)
+
+
+def fmin(a, b):
+    fa, fb = float_in(a), float_in(b)
+    c = fa > fb
+    return np.where(c, fb, fa).view(U32), c
+
+
+def fmax(a, b):
+    fa, fb = float_in(a), float_in(b)
+    c = fa > fb
+    return np.where(c, fa, fb).view(U32), c
+
+
+def _magnitude(x):
+    return (float_in(x).view(U32) & _ABS_MASK).view(F32)
+
+
+def fminabs(a, b):
+    fa, fb = _magnitude(a), _magnitude(b)
+    c = fa > fb
+    return np.where(c, fb, fa).view(U32), c
+
+
+def fmaxabs(a, b):
+    fa, fb = _magnitude(a), _magnitude(b)
+    c = fa > fb
+    return np.where(c, fa, fb).view(U32), c
+
+
+def ftoi(a, b):
+    # Truncates (facts §5.9: VC4C and py-videocore's hardware test); NaN, Inf and values
+    # outside int32 give 0 (facts §1).
+    f = float_in(a)
+    valid = (f >= _INT32_MIN) & (f < _INT32_LIMIT)
+    return np.where(valid, f, 0).astype(I32).view(U32), None
+
+
+def itof(a, b):
+    # Rounds toward zero (facts §1).
+    return _truncated(_signed(a).astype(F64)), _signed(a) > 0
+
+
+def add(a, b):
+    r = a + b
+    return r, r < a
+
+
+def sub(a, b):
+    return a - b, a < b
+
+
+def _bit_before_shift(a, s):
+    """Bit s-1 of a (the last bit a right shift by s pushes out); 0 when s = 0."""
+    return ((a.astype(U64) << _ONE64) >> s.astype(U64) & _ONE64).astype(bool)
+
+
+def shr(a, b):
+    s = b & _THIRTY_ONE
+    return a >> s, _bit_before_shift(a, s)
+
+
+def asr(a, b):
+    s = b & _THIRTY_ONE
+    return (_signed(a) >> s.view(I32)).view(U32), _bit_before_shift(a, s)
+
+
+def ror(a, b):
+    s = b & _THIRTY_ONE
+    return (a >> s) | (a << ((_THIRTY_TWO - s) & _THIRTY_ONE)), None
+
+
+def shl(a, b):
+    s = b & _THIRTY_ONE
+    return a << s, ((a.astype(U64) << s.astype(U64)) >> _THIRTY_TWO_64 & _ONE64).astype(bool)
+
+
+def min_(a, b):
+    c = _signed(a) > _signed(b)
+    return np.where(c, b, a), c
+
+
+def max_(a, b):
+    c = _signed(a) > _signed(b)
+    return np.where(c, a, b), c
+
+
+def and_(a, b):
+    return a & b, None
+
+
+def or_(a, b):
+    return a | b, None
+
+
+def xor(a, b):
+    return a ^ b, None
+
+
+def not_(a, b):
+    return ~a, None
+
+
+def clz(a, b):
+    # frexp's exponent of a positive integer is its bit length; frexp(0) gives 0, so clz(0) = 32.
+    return (32 - np.frexp(a.astype(F64))[1]).astype(U32), None
+
+
+def _bytes(x):
+    return x.view(np.uint8)
+
+
+def v8adds(a, b):
+    return np.minimum(_bytes(a).astype(np.uint16) + _bytes(b), 255).astype(np.uint8).view(U32), None
+
+
+def v8subs(a, b):
+    return np.maximum(_bytes(a).astype(np.int16) - _bytes(b), 0).astype(np.uint8).view(U32), None
+
+
+# --- MUL ALU ------------------------------------------------------------------------------
+
+def fmul(a, b):
+    return float_out((float_in(a) * float_in(b)).view(U32), _NAN_IS_ZERO), None
+
+
+def mul24(a, b):
+    # Carry: facts §5.10 is disputed; we leave it clear like every op without a listed carry.
+    return (a & _MUL24_MASK) * (b & _MUL24_MASK), None
+
+
+def v8muld(a, b):
+    # Byte by byte (facts §5.11: the hardware tests), (a * b + 127) / 255 per byte.
+    return ((_bytes(a).astype(np.uint16) * _bytes(b) + 127) // 255).astype(np.uint8).view(U32), None
+
+
+def v8min(a, b):
+    return np.minimum(_bytes(a), _bytes(b)).view(U32), None
+
+
+def v8max(a, b):
+    return np.maximum(_bytes(a), _bytes(b)).view(U32), None
+
+
+ADD = {"fadd": fadd, "fsub": fsub, "fmin": fmin, "fmax": fmax, "fminabs": fminabs,
+       "fmaxabs": fmaxabs, "ftoi": ftoi, "itof": itof, "add": add, "sub": sub, "shr": shr,
+       "asr": asr, "ror": ror, "shl": shl, "min": min_, "max": max_, "and": and_, "or": or_,
+       "xor": xor, "not": not_, "clz": clz, "v8adds": v8adds, "v8subs": v8subs}
+MUL = {"fmul": fmul, "mul24": mul24, "v8muld": v8muld, "v8min": v8min, "v8max": v8max,
+       "v8adds": v8adds, "v8subs": v8subs}
+
+
+# --- saturating forms for the regfile-A pack "32s" -------------------------------------------
+# The pack saturates the exact result to int32; ops whose result always fits are unchanged.
+
+def _saturated(wide):
+    return np.clip(wide, -2 ** 31, 2 ** 31 - 1).astype(I32).view(U32)
+
+
+def add_saturating(a, b):
+    return _saturated(_signed(a).astype(I64) + _signed(b)), add(a, b)[1]
+
+
+def sub_saturating(a, b):
+    return _saturated(_signed(a).astype(I64) - _signed(b)), a < b
+
+
+def mul24_saturating(a, b):
+    return _saturated((a & _MUL24_MASK).astype(I64) * (b & _MUL24_MASK)), None
+
+
+SATURATING = {"add": add_saturating, "sub": sub_saturating, "mul24": mul24_saturating}
+
+
+def flags_of(result):
+    """(Z, N) of a result vector."""
+    return result == ZERO, result >= SIGN_MIN

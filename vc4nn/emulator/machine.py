@@ -1,0 +1,191 @@
+"""The V3D as the emulator sees it: 12 QPUs, the shared units, the scheduler, the run's end.
+
+A launch works like the firmware's execute_qpu (facts §3): ``num_qpus`` pairs (uniforms address,
+code address) in bus memory; program i runs on QPU i. The call returns when every program has
+executed thrend and its two delay slots; then the units check what was left behind, and fewer
+host interrupts than programs is an error (execute_qpu would wait for them until it times out).
+
+Scheduling follows modelled time: each QPU has its own clock and the runnable QPU with the
+smallest clock runs next (ties by QPU number). With ``seed`` the ties are broken at random and a
+QPU may run up to ``JITTER_CLOCKS`` ahead, to shake out races between QPUs; the model of each
+QPU's own time is unchanged. An instruction either completes or blocks with no side effect
+(semaphore, mutex); a blocked QPU is retried after another QPU changes a semaphore or frees the
+mutex, and resumes no earlier than that QPU's clock. When every live QPU is blocked the run is
+a deadlock.
+"""
+
+import heapq
+import math
+import random
+
+import numpy as np
+
+from asm import isa
+
+from ..device import QpuStats, RunResult
+from ..errors import DeviceError, Vc4nnError
+from .checks import as_checks
+from .errors import DeadlockError, EmulatorError, EmulatorTimeout, MemoryFault
+from .plan import compile_word
+from .qpu import Qpu
+from .sync import Sync
+from .timing import DEFAULT_BOARD, Timing
+from .tmu import Tmu
+from .vpm import MemoryBus, Vpm
+
+# Enough for the big SGEMM runs (a few million instructions) with room to spare; an endless
+# loop stops after this many instructions instead of after the modelled timeout (which at
+# 50k instructions/s would take hours).
+DEFAULT_MAX_INSTRUCTIONS = 50_000_000
+JITTER_CLOCKS = 64
+CONTROL_ENTRY_WORDS = 2
+
+
+class Machine:
+    def __init__(self, memory, board=DEFAULT_BOARD, checks=None, seed=None,
+                 max_instructions=DEFAULT_MAX_INSTRUCTIONS):
+        if max_instructions is not None and (not isinstance(max_instructions, int)
+                                             or max_instructions < 1):
+            raise DeviceError(f"max_instructions must be a positive int or None; "
+                              f"got {max_instructions!r}")
+        self.memory = memory
+        self.timing = Timing(board)
+        self.checks = as_checks(checks).copy()
+        self.max_instructions = max_instructions
+        self._rng = random.Random(seed) if seed is not None else None
+        self._plan_cache = {}       # (code address, word) -> plan, kept across runs
+        self.run_plans = {}         # code address -> plan, this run
+        self.sync_event = False
+
+    # -- instruction fetch -------------------------------------------------------------------
+    def plan_at(self, pc, qpu):
+        """Fetch and predecode the instruction at ``pc`` (once per run and address)."""
+        if pc & (isa.INSTRUCTION_BYTES - 1):
+            raise MemoryFault(f"instruction fetch at {pc:#010x}, which is not 8-byte aligned",
+                              qpu.index, pc, "fetch", pc)
+        low, high = self.memory.read_words(pc, 2, "fetch", qpu.index, pc)
+        word = int(low) | int(high) << 32
+        plan = self._plan_cache.get((pc, word))
+        if plan is None:
+            plan = self._plan_cache[(pc, word)] = compile_word(word, pc)
+        self.run_plans[pc] = plan
+        return plan
+
+    # -- a launch ----------------------------------------------------------------------------
+    def run(self, num_qpus, control_address, timeout):
+        """Run the control list at ``control_address``; RunResult, or a typed EmulatorError."""
+        checks, timing = self.checks, self.timing
+        checks.warnings = []
+        control = self.memory.read_words(control_address, CONTROL_ENTRY_WORDS * num_qpus,
+                                         "control_list")
+        self.bus = MemoryBus()
+        self.vpm = Vpm(self.memory, timing, checks, bus=self.bus)
+        self.tmu = Tmu(self.memory, timing, checks, bus=self.bus)
+        self.sync = Sync(timing, checks)
+        self.run_plans = {}
+        qpus = [Qpu(i, self, int(control[CONTROL_ENTRY_WORDS * i]),
+                    int(control[CONTROL_ENTRY_WORDS * i + 1])) for i in range(num_qpus)]
+        deadline = math.inf if timeout is None else timeout * timing.clock_hz
+        with np.errstate(all="ignore"):
+            self._schedule(qpus, deadline, self.max_instructions or math.inf, timeout)
+            indices = list(range(num_qpus))
+            self.vpm.finish(indices)
+            self.tmu.finish(indices)
+            self.sync.finish()
+        interrupts = sum(q.host_interrupts for q in qpus)
+        if interrupts < num_qpus:
+            silent = [q.index for q in qpus if not q.host_interrupts]
+            checks.report("missing_host_interrupt",
+                          f"{num_qpus} programs ended with {interrupts} host interrupt(s) "
+                          f"(none from QPU {', '.join(map(str, silent))}); execute_qpu waits "
+                          f"for one per program and would time out on a Pi")
+        return self._result(qpus, interrupts)
+
+    def _result(self, qpus, interrupts):
+        stats = []
+        for q in qpus:
+            stalls = dict(q.stalls)
+            stalls["issue"] = q.count * q.issue_clocks
+            stats.append(QpuStats(instructions=q.count, cycles=q.clock, stalls=stalls))
+        cycles = max(q.clock for q in qpus)
+        timing = self.timing
+        return RunResult(num_qpus=len(qpus), host_interrupts=interrupts, qpus=stats,
+                         cycles=cycles, seconds=cycles / timing.clock_hz + timing.launch_overhead,
+                         board=timing.name, clock_hz=timing.clock_hz, estimated=True,
+                         warnings=list(self.checks.warnings))
+
+    # -- the scheduler -----------------------------------------------------------------------
+    def _tie(self, q):
+        return self._rng.random() if self._rng is not None else q.index
+
+    def _schedule(self, qpus, deadline, budget, timeout):
+        heap = [(q.clock, self._tie(q), q.index) for q in qpus]
+        heapq.heapify(heap)
+        blocked = {}
+        executed = 0
+        while heap:
+            _, tie, i = heapq.heappop(heap)
+            q = qpus[i]
+            limit = math.inf
+            if heap:
+                top_clock, top_tie, _ = heap[0]
+                # Run while this QPU is still first in (clock, tie) order.
+                limit = top_clock + (0 if tie > top_tie else 1)
+                if self._rng is not None:
+                    limit += self._rng.randrange(JITTER_CLOCKS)
+            executed += self._run_slice(q, min(limit, deadline + 1), budget - executed)
+            if self.sync_event:
+                self.sync_event = False
+                for b in blocked.values():
+                    b.wait(q.clock, b.block_cause)
+                    heapq.heappush(heap, (b.clock, self._tie(b), b.index))
+                blocked.clear()
+            if q.block_cause is not None:
+                blocked[i] = q
+            elif not q.ended:
+                if q.clock > deadline:
+                    raise EmulatorTimeout(f"the run passed its timeout of {timeout} s of modelled "
+                                          f"time at {self.timing.clock_hz / 1e6:g} MHz; "
+                                          f"{_positions(qpus)}")
+                if executed >= budget:
+                    raise EmulatorTimeout(f"the run executed {executed} instructions, its budget "
+                                          f"(max_instructions); {_positions(qpus)}")
+                heapq.heappush(heap, (q.clock, tie, i))
+        if blocked:
+            raise DeadlockError({
+                q.index: (q.pc, self.sync.blocked_reason(q.index) if q.index in blocked
+                          else "nothing (its program ended)") for q in qpus})
+
+    def _run_slice(self, q, limit, budget):
+        """Step ``q`` until it blocks, ends, reaches ``limit`` on its clock, uses up ``budget``
+        instructions or changes a semaphore or the mutex. Returns how many it executed."""
+        start = q.count
+        count_limit = start + budget
+        step = q.step
+        q.block_cause = None
+        try:
+            while step():
+                if q.ended or q.clock >= limit or q.count >= count_limit or self.sync_event:
+                    break
+        except EmulatorError as error:
+            _locate(error, q.index, q.pc)
+            raise
+        except Vc4nnError:
+            raise
+        except Exception as error:   # a bad program must never surface as a raw traceback
+            raise EmulatorError(f"the emulator failed on this instruction "
+                                f"({type(error).__name__}: {error})", q.index, q.pc) from error
+        return q.count - start
+
+
+def _locate(error, qpu, pc):
+    """Fill in the QPU and PC of an error raised by a unit that did not know them."""
+    if error.qpu is None or error.pc is None:
+        EmulatorError.__init__(error, error.message,
+                               qpu if error.qpu is None else error.qpu,
+                               pc if error.pc is None else error.pc)
+
+
+def _positions(qpus):
+    return "; ".join(f"QPU {q.index} at PC {q.pc:#010x}" + (" (ended)" if q.ended else "")
+                     for q in qpus)

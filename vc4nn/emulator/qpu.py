@@ -1,0 +1,222 @@
+"""One QPU: register files, accumulators, flags, uniform stream, clock, and its I/O actions.
+
+Instructions are predecoded once per code address into plans (``plan.py``); ``step`` runs one.
+Register values are 16-lane uint32 vectors that are never modified in place, so a write just
+rebinds a list slot and a move shares the vector.
+
+Time: ``clock`` counts V3D clocks. Each instruction costs ``timing.issue_clocks``; a unit call
+returns when its access completes and ``wait`` books the difference as a stall under its cause.
+"""
+
+import math
+
+import numpy as np
+
+from asm import isa
+
+from ..device import BUS_ADDRESS_MASK
+from . import sfu
+from .alu import U32, ZERO, lanes
+from .errors import MemoryFault
+
+STALL_CAUSES = ("issue", "uniform", "sfu", "tmu", "vpm", "dma", "semaphore", "mutex")
+REGFILE_SIDES = {"a": 0, "b": 1}
+_NEVER_WRITTEN = -1 << 30
+ELEMENT_NUMBER = np.arange(isa.SIMD_WIDTH, dtype=U32)
+_NO_FLAGS = np.zeros(isa.SIMD_WIDTH, dtype=bool)
+
+
+class Qpu:
+    """State of one QPU during a run. ``m`` is the machine (units, checks, timing, plans)."""
+
+    def __init__(self, index, machine, uniforms_address, code_address):
+        self.index, self.m = index, machine
+        self.acc = [ZERO] * 6
+        self.rf = ([ZERO] * isa.REGFILE_SIZE, [ZERO] * isa.REGFILE_SIZE)
+        # Instruction count at which each regfile location was last written.
+        self.rf_written = ([_NEVER_WRITTEN] * isa.REGFILE_SIZE, [_NEVER_WRITTEN] * isa.REGFILE_SIZE)
+        self.port_last = [ZERO, ZERO]        # last value each regfile read port delivered
+        self.z = self.n = self.c = _NO_FLAGS
+        self.last_mul = ZERO                 # the MUL ALU's last result (facts §5.17)
+        self.qpu_number = lanes(index)
+        self.pc = code_address & 0xFFFFFFFF
+        self.unif_addr = uniforms_address & 0xFFFFFFFF
+        self.unif_written = _NEVER_WRITTEN   # count of the last uniforms-address write
+        self._unif_line = None               # memory line of the last uniform read
+        self._unif_line_bytes = machine.timing.uniform_line_bytes
+        self._ublock = (0, 0, None)          # (bus start, bytes, uint32 view) of the uniforms' block
+        self.sfu_written = _NEVER_WRITTEN
+        self.r4_ready_count = _NEVER_WRITTEN
+        self.r4_ready_clock = 0
+        self.clock = 0
+        self.count = 0                       # instructions completed
+        self.stalls = dict.fromkeys(STALL_CAUSES, 0)
+        self.pending = []                    # [(count, target or None for "end")], sorted
+        self.ended = False
+        self.block_cause = None
+        self.host_interrupts = 0
+        self.issue_clocks = machine.timing.issue_clocks
+        self.plans = machine.run_plans
+
+    # -- execution ---------------------------------------------------------------------------
+    def step(self):
+        """Run the instruction at pc. False if it blocked (nothing changed)."""
+        pc = self.pc
+        plan = self.plans.get(pc)
+        if plan is None:
+            plan = self.m.plan_at(pc, self)
+        if not plan(self):
+            return False
+        self.count = count = self.count + 1
+        self.clock += self.issue_clocks
+        if self.pending and self.pending[0][0] == count:
+            self.pc = pc + isa.INSTRUCTION_BYTES
+            while self.pending and self.pending[0][0] == count:
+                target = self.pending.pop(0)[1]
+                if target is None:
+                    self.ended = True
+                else:
+                    self.pc = target
+        else:
+            self.pc = pc + isa.INSTRUCTION_BYTES
+        return True
+
+    def schedule(self, after, target):
+        """After ``after`` more instructions, jump to ``target`` (None: end the program)."""
+        self.pending.append((self.count + 1 + after, target))
+        self.pending.sort(key=lambda event: event[0])
+
+    def wait(self, t, cause):
+        if t > self.clock:
+            t = math.ceil(t)
+            self.stalls[cause] += t - self.clock
+            self.clock = t
+
+    def report(self, rule, message):
+        self.m.checks.report(rule, message, self.index, self.pc)
+
+    # -- regfile hazards ---------------------------------------------------------------------
+    def regfile_read(self, side, i):
+        if self.rf_written[side][i] == self.count - 1:
+            self.report("regfile_read_after_write",
+                        f"reads r{'ab'[side]}{i}, written by the previous instruction "
+                        f"(the read sees the old value on hardware, facts §2)")
+        return self.rf[side][i]
+
+    # -- uniforms ----------------------------------------------------------------------------
+    def read_uniform(self):
+        if self.count < self.unif_written + isa.UNIF_ADDR_LATENCY:
+            self.report("uniform_read_after_address_write",
+                        f"reads a uniform {self.count - self.unif_written} instruction(s) after "
+                        f"writing the uniforms address (needs {isa.UNIF_ADDR_LATENCY}, facts §2)")
+        address = self.unif_addr
+        word = self._uniform_word(address)
+        line = (address & BUS_ADDRESS_MASK) // self._unif_line_bytes
+        if line != self._unif_line:
+            # A uniform in a new line waits for the line to be fetched, which takes its turn on
+            # the memory bus (timing: uniform_line_bytes, uniform_miss_latency).
+            self._unif_line = line
+            timing = self.m.timing
+            fill = timing.line_fill_clocks(self._unif_line_bytes)
+            begin = self.m.bus.reserve(self.clock, fill)
+            self.wait(max(self.clock + timing.uniform_miss_latency, begin + fill), "uniform")
+        self.unif_addr = (address + 4) & 0xFFFFFFFF
+        return np.full(isa.SIMD_WIDTH, word, dtype=U32)
+
+    def _uniform_word(self, address):
+        bus = address & BUS_ADDRESS_MASK
+        if bus & 3:
+            raise MemoryFault(f"uniform read at bus address {address:#010x}, which is not "
+                              f"4-byte aligned", self.index, self.pc, "uniform", address)
+        start, size, words = self._ublock
+        offset = bus - start
+        if not 0 <= offset < size:
+            memory, offset = self.m.memory.locate(address, 4, "uniform", self.index, self.pc)
+            start = bus - offset
+            if start & 3:       # a block not word aligned: no word view of it
+                return int(memory[offset:offset + 4].view("<u4")[0])
+            size = memory.size & ~3
+            words = memory[:size].view("<u4")
+            self._ublock = (start, size, words)
+        return int(words[offset >> 2])
+
+    def set_uniforms_address(self, value, relative):
+        # Only element 0 counts (facts §2). The relative form adds that many uniforms (4 bytes
+        # each, signed) to the address of the next uniform, so "read a uniform; unif_addr_rel
+        # -1" in one instruction re-reads it (docs/hardware-choices.md "Emulator core").
+        v = int(value[0])
+        if relative:
+            v = self.unif_addr + 4 * (v - (v >> 31 << 32))
+        self.unif_addr = v & 0xFFFFFFFF
+        self.unif_written = self.count
+        self._unif_line = None
+
+    # -- r4: SFU and TMU results -------------------------------------------------------------
+    def read_r4(self):
+        if self.count < self.r4_ready_count:
+            self.report("r4_read_before_sfu_result",
+                        f"reads r4 {self.count - self.sfu_written} instruction(s) after the SFU "
+                        f"write (the result arrives after {isa.SFU_RESULT_LATENCY}, facts §2)")
+            self.wait(self.r4_ready_clock, "sfu")
+        return self.acc[4]
+
+    def _r4_writer(self, what):
+        if self.sfu_written < self.count < self.r4_ready_count:
+            self.report("r4_overwritten_during_sfu",
+                        f"{what} writes r4 {self.count - self.sfu_written} instruction(s) after "
+                        f"an SFU write, before its result arrives (facts §2)")
+
+    def write_sfu(self, function, value):
+        self._r4_writer(f"SFU {function}")
+        self.acc[4] = sfu.compute(function, value)
+        self.sfu_written = self.count
+        self.r4_ready_count = self.count + isa.SFU_RESULT_LATENCY
+        self.r4_ready_clock = self.clock + self.m.timing.sfu_latency
+
+    def load_tmu(self, unit):
+        self._r4_writer(f"ldtmu{unit}")
+        values, t = self.m.tmu.load(self.index, unit, self.clock)
+        self.wait(t, "tmu")
+        self.acc[4] = np.array(values, dtype=U32)
+
+    # -- other I/O ---------------------------------------------------------------------------
+    def write_tmu(self, unit, coord, value):
+        self.wait(self.m.tmu.write(self.index, unit, coord, value, self.clock), "tmu")
+
+    def write_tmu_noswap(self, value):
+        self.m.tmu.set_noswap(self.index, int(value[0]))
+
+    def host_interrupt(self, value):
+        if value[0]:
+            self.host_interrupts += 1
+
+    def vpm_io(self, method, cause, *args):
+        """Call a Vpm method taking (qpu, *args, now) and returning t or (values, t)."""
+        answer = getattr(self.m.vpm, method)(self.index, *args, self.clock)
+        if isinstance(answer, tuple):
+            values, t = answer
+            self.wait(t, cause)
+            return np.array(values, dtype=U32)
+        self.wait(answer, cause)
+        return None
+
+    def try_mutex_acquire(self):
+        t = self.m.sync.try_mutex_acquire(self.index, self.clock)
+        if t is None:
+            self.block_cause = "mutex"
+            return False
+        self.wait(t, "mutex")
+        return True
+
+    def mutex_release(self, value):
+        self.wait(self.m.sync.mutex_release(self.index, self.clock), "mutex")
+        self.m.sync_event = True
+
+    def try_semaphore(self, number, acquire):
+        t = self.m.sync.try_semaphore(self.index, number, acquire, self.clock)
+        if t is None:
+            self.block_cause = "semaphore"
+            return False
+        self.wait(t, "semaphore")
+        self.m.sync_event = True
+        return True

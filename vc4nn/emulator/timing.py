@@ -1,0 +1,180 @@
+"""The cycle model: one table of parameters, each with its source, and the board presets.
+
+Every figure here is an ESTIMATE. The published numbers (facts §4) are few, coarse and were
+measured by others on boards we cannot name precisely; where no number was published the entry
+says "assumption" and why the value is plausible. docs/cycle-model.md renders this table, explains
+how the units use it and compares the model with the published SGEMM measurements.
+
+Times are V3D clocks unless the unit column says otherwise. Bandwidths are memory-side figures in
+bytes per second, independent of the V3D clock (SDRAM bound); they are converted to clocks with
+the board's V3D clock.
+"""
+
+import math
+from types import MappingProxyType
+
+from ..errors import DeviceError
+
+# name -> (value, unit, source, note)
+PARAMETERS = MappingProxyType({
+    "issue_clocks": (
+        4, "clocks/instruction", "facts §4",
+        "16 elements over 4 physical lanes: one instruction per 4 clocks per QPU"),
+    "sfu_latency": (
+        12, "clocks", "facts §4 (MV): r4 readable 3 instructions after the SFU write",
+        "3 instructions x issue_clocks"),
+    "tmu_hit_latency": (
+        36, "clocks", "facts §4 (WIKI): TMU latency 9-20 instructions",
+        "low end (9 instructions) taken as a TMU cache hit"),
+    "tmu_miss_latency": (
+        80, "clocks", "facts §4 (WIKI): TMU latency 9-20 instructions",
+        "high end (20 instructions) taken as a TMU cache miss served by L2/RAM"),
+    "tmu_request_clocks": (
+        4, "clocks/request", "assumption",
+        "a TMU serves one quad (4 lookups) per clock, so a 16-element request occupies it 4 "
+        "clocks; the QPUs of a slice share its two TMUs"),
+    "tmu_fifo_depth": (
+        4, "requests/QPU", "facts §3 and §5.13 (ADD: more than 4 direct requests unreliable)",
+        "the guide allows 8; we allow the 4 the errata found reliable (docs/hardware-choices.md)"),
+    "tmu_cache_bytes": (
+        4096, "bytes", "facts §4 (ADD): TMU cache 4 KB", "one cache per physical TMU"),
+    "tmu_cache_line_bytes": (
+        64, "bytes", "assumption",
+        "same line size as the instruction cache (facts §4: 64 B lines)"),
+    "tmu_cache_ways": (
+        4, "ways", "assumption", "same associativity as the instruction cache (facts §4: 4-way)"),
+    "dma_load_row_bandwidth": (
+        700e6, "bytes/s", "facts §4 (WIKI): ~700 MB/s VPM DMA read of full 16-word rows",
+        "with dma_load_word_bandwidth fixes the per-row overhead and the peak rate"),
+    "dma_load_word_bandwidth": (
+        200e6, "bytes/s", "facts §4 (WIKI): ~200 MB/s VPM DMA read of single words", ""),
+    "dma_store_row_bandwidth": (
+        1000e6, "bytes/s", "facts §4 (WIKI): up to ~1 GB/s VPM DMA write of full rows", ""),
+    "dma_store_word_bandwidth": (
+        300e6, "bytes/s", "facts §4 (WIKI): ~300 MB/s VPM DMA write of single words", ""),
+    "dma_load_latency": (
+        24, "clocks", "facts §4 (VC4C issue 15): address write to wait >= 6 instructions (load)",
+        "fixed latency added after the transfer; WIKI gives >= 5 instructions"),
+    "dma_store_latency": (
+        40, "clocks", "facts §4 (VC4C issue 15): address write to wait >= 10 instructions (store)",
+        "fixed latency added after the transfer"),
+    "vpm_read_latency": (
+        20, "clocks", "facts §4 (VC4C issue 15): read setup to first read ~5 instructions",
+        "the read FIFO is filled this long after the setup write"),
+    "vpm_read_queue": (
+        2, "setups/QPU", "facts §3: up to 2 read setups may be queued", "functional limit"),
+    "uniform_line_bytes": (
+        64, "bytes", "assumption",
+        "the uniform stream is fetched a line at a time; same line size as the other caches"),
+    "uniform_miss_latency": (
+        80, "clocks", "facts §4 (WIKI): 20 instructions, as a TMU miss",
+        "a uniform read in a new line waits this long (no prefetch) and the line also takes its "
+        "turn on the memory bus; reproduces the published 1- and 12-QPU SGEMM figures "
+        "(docs/cycle-model.md)"),
+    "semaphore_clocks": (
+        0, "clocks", "assumption", "no cost beyond the instruction's issue when it does not block"),
+    "mutex_clocks": (
+        4, "clocks", "assumption", "one issue slot for the grant round trip"),
+    "launch_overhead": (
+        100e-6, "s", "facts §3: execute_qpu mailbox call about 100 us",
+        "added by the device to the modelled run time of a launch"),
+})
+
+
+class Board:
+    __slots__ = ("name", "title", "clock_hz", "source")
+
+    def __init__(self, name, title, clock_hz, source):
+        self.name, self.title, self.clock_hz, self.source = name, title, clock_hz, source
+
+    def __repr__(self):
+        return f"Board({self.name!r}, {self.clock_hz / 1e6:.0f} MHz)"
+
+
+_CLOCK_SOURCE = "facts §4 (raspberrypi docs, config-txt overclocking: v3d_freq default)"
+# Pi 3: facts §5.16 lists 300 MHz (one source) against 400 MHz (another). We take 300 MHz: it is
+# the documented v3d_freq default of the Pi 3 and Pi Zero family, the 400 MHz figure is the
+# core_freq of the Pi 3 (the V3D block has its own clock); and py-videocore's SGEMM measured
+# lower on a Pi 3 (6.7 GFLOPS) than its README figure, which a faster V3D clock would not explain
+# (docs/hardware-choices.md "Emulator units").
+BOARDS = MappingProxyType({
+    "pi1": Board("pi1", "Raspberry Pi 1 (A, B, A+, B+)", 250e6, _CLOCK_SOURCE),
+    "pi_zero": Board("pi_zero", "Raspberry Pi Zero / Zero W", 300e6, _CLOCK_SOURCE),
+    "pi2": Board("pi2", "Raspberry Pi 2", 250e6, _CLOCK_SOURCE),
+    "pi3": Board("pi3", "Raspberry Pi 3", 300e6, _CLOCK_SOURCE + "; facts §5.16 choice"),
+})
+DEFAULT_BOARD = "pi_zero"
+
+
+class Timing:
+    """The parameter table as attributes, for one board. Override entries by keyword."""
+
+    def __init__(self, board=DEFAULT_BOARD, **overrides):
+        if board not in BOARDS:
+            raise DeviceError(f"unknown board {board!r}; known boards: {', '.join(BOARDS)}")
+        unknown = set(overrides) - set(PARAMETERS)
+        if unknown:
+            raise DeviceError(f"unknown cycle-model parameter(s) {', '.join(sorted(unknown))}")
+        self.board = BOARDS[board]
+        self.clock_hz = self.board.clock_hz
+        for name, (value, *_rest) in PARAMETERS.items():
+            setattr(self, name, overrides.get(name, value))
+        self.dma_load_overhead, self.dma_load_peak = _row_model(
+            self.dma_load_row_bandwidth, self.dma_load_word_bandwidth)
+        self.dma_store_overhead, self.dma_store_peak = _row_model(
+            self.dma_store_row_bandwidth, self.dma_store_word_bandwidth)
+
+    @classmethod
+    def for_board(cls, name, **overrides):
+        return cls(name, **overrides)
+
+    @property
+    def name(self):
+        return self.board.name
+
+    def clocks(self, seconds):
+        """V3D clocks covering ``seconds`` (rounded up, so a transfer never takes 0 clocks)."""
+        return int(math.ceil(seconds * self.clock_hz - 1e-9))
+
+    def seconds(self, clocks):
+        return clocks / self.clock_hz
+
+    def dma_load_clocks(self, rows, row_bytes):
+        """Clocks a DMA load keeps the memory bus busy: rows x (row overhead + bytes / peak)."""
+        return self.clocks(rows * (self.dma_load_overhead + row_bytes / self.dma_load_peak))
+
+    def dma_store_clocks(self, rows, row_bytes):
+        return self.clocks(rows * (self.dma_store_overhead + row_bytes / self.dma_store_peak))
+
+    def line_fill_clocks(self, nbytes):
+        """Clocks a cache line fill (TMU, uniforms) keeps the memory bus busy: the line is read
+        at the peak rate of the DMA load model."""
+        return self.clocks(nbytes / self.dma_load_peak)
+
+
+_ROW_BYTES, _WORD_BYTES = 64, 4
+
+
+def _row_model(row_bandwidth, word_bandwidth):
+    """(per-row overhead s, peak bytes/s) such that 64-byte rows move at ``row_bandwidth`` and
+    4-byte rows at ``word_bandwidth``: t(b) = overhead + b / peak, solved from the two figures."""
+    t_row, t_word = _ROW_BYTES / row_bandwidth, _WORD_BYTES / word_bandwidth
+    peak = (_ROW_BYTES - _WORD_BYTES) / (t_row - t_word)
+    return t_word - _WORD_BYTES / peak, peak
+
+
+def parameter_table_markdown():
+    """The parameter table as a Markdown table (docs/cycle-model.md embeds it)."""
+    lines = ["| parameter | value | unit | source | note |", "|---|---|---|---|---|"]
+    for name, (value, unit, source, note) in PARAMETERS.items():
+        shown = f"{value / 1e6:g}e6" if value >= 1e6 else f"{value:g}"
+        lines.append(f"| `{name}` | {shown} | {unit} | {source} | {note} |")
+    return "\n".join(lines)
+
+
+def board_table_markdown():
+    lines = ["| board | name | V3D clock | source |", "|---|---|---|---|"]
+    for board in BOARDS.values():
+        lines.append(f"| `{board.name}` | {board.title} | {board.clock_hz / 1e6:g} MHz | "
+                     f"{board.source} |")
+    return "\n".join(lines)

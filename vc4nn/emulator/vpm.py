@@ -1,0 +1,447 @@
+"""The VPM, shared by all QPUs, with its generic QPU access and its two DMA engines (facts §3).
+
+Storage: rows of 16 little-endian 32-bit words. Generic QPU access reaches rows 0..63; DMA
+addresses have a 7-bit Y, so 128 rows are modelled, and DMA beyond row 63 is flagged (rule
+``vpm_out_of_range``, facts §5.15). The readings of the guide used here (packed and laned sub-word
+vectors, DMA byte offsets, VPITCH, BLOCKMODE) are listed in docs/hardware-choices.md
+"Emulator units" and pinned by tests/emulator/test_vpm.py and test_dma.py.
+
+A VPM *line* is what one vector or one DMA row runs along: a row (horizontal) or a column
+(vertical). Along a line, byte ``p`` is byte ``p % 4`` of the line's word ``p // 4``.
+
+Time: every method takes the QPU's clock ``now`` (V3D clocks) and returns when the access
+completes. A DMA has its functional effect when it starts; its completion time comes from the
+cycle model (vc4nn.emulator.timing) and the shared memory bus.
+"""
+
+import collections
+import functools
+
+import numpy as np
+
+from asm import isa
+
+from ..device import BUS_ADDRESS_MASK
+
+WORD_BYTES = 4
+ROW_WORDS = isa.SIMD_WIDTH
+ROW_BYTES = ROW_WORDS * WORD_BYTES
+VERTICAL_SPAN = isa.SIMD_WIDTH          # a vertical vector covers 16 rows starting at Y[5:4]
+_ZEROS = np.zeros(isa.SIMD_WIDTH, dtype=np.uint32)
+_ZEROS.setflags(write=False)
+_SIZE_BYTES = {code: bits // 8 for bits, code in isa.VPM_SIZES.items()}
+
+
+class MemoryBus:
+    """The memory path the DMA engines and the TMUs share.
+
+    ``free_at``: the clock at which the bus is next free, so transfers of all 12 QPUs queue behind
+    each other (contention). ``vdw_words``: bus word addresses the VDW wrote this launch, behind
+    the back of the TMU and uniform caches (facts §3), for the TMU's stale-read check.
+    """
+
+    def __init__(self):
+        self.free_at = 0
+        self.vdw_words = set()
+
+    def reserve(self, now, clocks):
+        """Occupy the bus for ``clocks`` from ``now`` or when it frees; returns the start."""
+        begin = max(now, self.free_at)
+        self.free_at = begin + clocks
+        return begin
+
+    def transfer(self, now, clocks):
+        """Occupy the bus for ``clocks`` from ``now`` or when it frees; returns the end."""
+        return self.reserve(now, clocks) + clocks
+
+
+def field_count(word, field):
+    """A count field whose maximum is stored as 0 (NUM, STRIDE, ROWLEN, UNITS, ...)."""
+    value = isa.field_get(word, field)
+    return value or 1 << field[1]
+
+
+def scalar(value):
+    """Element 0 of a register value (setup and address writes only use element 0)."""
+    if isinstance(value, (int, np.integer)):
+        return int(value) & 0xFFFFFFFF
+    return int(np.asarray(value).reshape(-1)[0]) & 0xFFFFFFFF
+
+
+def dma_width(modew):
+    """(element bytes, sub-word offset index) of a DMA MODEW code, or None if unused."""
+    for bits, base in isa.DMA_MODEW.items():
+        if base <= modew < base + 32 // bits:
+            return bits // 8, modew - base
+    return None
+
+
+class GenericSetup:
+    """A generic block read or write setup; ``addr`` advances by ``stride`` after each vector."""
+
+    __slots__ = ("horizontal", "laned", "width", "stride", "addr", "remaining", "ready")
+
+    def __init__(self, word, table):
+        self.horizontal = bool(isa.field_get(word, table["horizontal"]))
+        self.laned = bool(isa.field_get(word, table["laned"]))
+        self.width = _SIZE_BYTES.get(isa.field_get(word, table["size"]))
+        self.stride = field_count(word, table["stride"])
+        self.addr = isa.field_get(word, table["addr"])
+        self.remaining = field_count(word, table["num"]) if "num" in table else None
+        self.ready = 0
+
+    def positions(self):
+        return generic_positions(self.horizontal, self.laned, self.width, self.addr)
+
+    def advance(self):
+        self.addr = (self.addr + self.stride) % (1 << isa.VPM_GENERIC_READ["addr"][1])
+
+
+@functools.lru_cache(maxsize=None)
+def generic_positions(horizontal, laned, width, addr):
+    """(VPM byte index of each byte of the 16 elements, VPM word indices touched).
+
+    ADDR is {line, sel}: sel (the low 1 or 2 bits for 16/8-bit) picks the half-word or byte;
+    the line is Y[5:0] (horizontal) or {Y[5:4], X[3:0]} (vertical), facts §3.
+    32-bit: element i is line word i. Laned: element i is sub-word ``sel`` of line word i.
+    Packed: the 16 elements are consecutive sub-words of consecutive line words, and ``sel``
+    picks which group of 16 (bytes 16*sel.. for 8-bit, 32*sel.. for 16-bit).
+    """
+    per_word = WORD_BYTES // width
+    sel, line = addr % per_word, addr // per_word
+    element = np.arange(isa.SIMD_WIDTH)
+    if width == WORD_BYTES:
+        start = WORD_BYTES * element
+    elif laned:
+        start = WORD_BYTES * element + width * sel
+    else:
+        start = isa.SIMD_WIDTH * width * sel + width * element
+    along = (start[:, None] + np.arange(width)).reshape(-1)
+    if horizontal:
+        index = ROW_BYTES * (line % isa.VPM_ROWS) + along
+    else:
+        column = line % ROW_WORDS
+        base = VERTICAL_SPAN * ((line // ROW_WORDS) % (isa.VPM_ROWS // VERTICAL_SPAN))
+        index = ROW_BYTES * (base + along // WORD_BYTES) + WORD_BYTES * column + along % WORD_BYTES
+    words = np.unique(index // WORD_BYTES)
+    index.setflags(write=False)
+    words.setflags(write=False)
+    return index, words
+
+
+def line_bytes(vertical, y, x, offset, nbytes):
+    """VPM byte indices (not yet wrapped) of ``nbytes`` consecutive bytes along a line starting
+    at word (y, x) plus ``offset`` bytes: along row y (horizontal), down column x (vertical)."""
+    along = offset + np.arange(nbytes)
+    if vertical:
+        q = WORD_BYTES * y + along
+        return ROW_BYTES * (q // WORD_BYTES) + WORD_BYTES * x + q % WORD_BYTES
+    return ROW_BYTES * y + WORD_BYTES * x + along
+
+
+class _Dma:
+    """One DMA transfer, until its issuer has observed that it finished (``settled``)."""
+
+    __slots__ = ("qpu", "kind", "words", "complete", "settled")
+
+    def __init__(self, qpu, kind, words, complete):
+        self.qpu, self.kind, self.words, self.complete = qpu, kind, words, complete
+        self.settled = False
+
+
+class Vpm:
+    TOTAL_ROWS = isa.VPM_DMA_ROWS
+
+    def __init__(self, memory, timing, checks, bus=None):
+        self.memory, self.timing, self.checks = memory, timing, checks
+        self.bus = bus if bus is not None else MemoryBus()
+        self.words = np.zeros(self.TOTAL_ROWS * ROW_WORDS, dtype="<u4")
+        self.bytes = self.words.view(np.uint8)
+        n = isa.NUM_QPUS
+        self._reads = [collections.deque() for _ in range(n)]
+        self._last_read = [None] * n          # exhausted setup, kept to model overruns
+        self._write = [None] * n
+        self._vdr = [None] * n
+        self._vdr_pitch = [0] * n
+        self._vdw = [None] * n
+        self._vdw_stride = [(0, False)] * n   # (bytes between rows, blockmode)
+        self._load = [None] * n
+        self._store = [None] * n
+        self._unsettled = []
+
+    # -- setups ---------------------------------------------------------------------------------
+    def write_vr_setup(self, qpu, value, now):
+        word = scalar(value)
+        if isa.field_get(word, isa.VPM_GENERIC_READ["id"]) == isa.VPM_GENERIC_ID:
+            self._queue_read(qpu, word, now)
+        elif isa.field_get(word, isa.VDR_EXTENDED["id"]) == isa.VDR_EXTENDED_ID:
+            self._vdr_pitch[qpu] = isa.field_get(word, isa.VDR_EXTENDED["mpitchb"])
+        elif isa.field_get(word, isa.VDR_SETUP["id"]) == isa.VDR_SETUP_ID:
+            self._vdr[qpu] = word
+        else:
+            self._report("vpm_setup_invalid", f"vr_setup {word:#010x} selects no setup "
+                         f"(bits 31:30 = 01)", qpu)
+        return now
+
+    def write_vw_setup(self, qpu, value, now):
+        word = scalar(value)
+        kind = isa.field_get(word, isa.VDW_SETUP["id"])
+        if kind == isa.VPM_GENERIC_ID:
+            setup = GenericSetup(word, isa.VPM_GENERIC_WRITE)
+            if self._valid_generic(setup, word, "vw_setup", qpu):
+                self._write[qpu] = setup
+        elif kind == isa.VDW_SETUP_ID:
+            self._vdw[qpu] = word
+        elif kind == isa.VDW_STRIDE_ID:
+            self._vdw_stride[qpu] = (isa.field_get(word, isa.VDW_STRIDE["stride"]),
+                                     bool(isa.field_get(word, isa.VDW_STRIDE["blockmode"])))
+        else:
+            self._report("vpm_setup_invalid", f"vw_setup {word:#010x} selects no setup "
+                         f"(bits 31:30 = 01)", qpu)
+        return now
+
+    def _valid_generic(self, setup, word, register, qpu):
+        if setup.width is None:
+            self._report("vpm_setup_invalid", f"{register} {word:#010x} has the reserved SIZE 3",
+                         qpu)
+            return False
+        return True
+
+    def _queue_read(self, qpu, word, now):
+        setup = GenericSetup(word, isa.VPM_GENERIC_READ)
+        if not self._valid_generic(setup, word, "vr_setup", qpu):
+            return
+        queue = self._reads[qpu]
+        if len(queue) >= self.timing.vpm_read_queue:
+            self._report("vpm_read_queue_overflow",
+                         f"a third VPM read setup while {len(queue)} are queued with "
+                         f"{sum(s.remaining for s in queue)} vectors unread (facts §3: at most "
+                         f"{self.timing.vpm_read_queue})", qpu)
+        setup.ready = now + self.timing.vpm_read_latency
+        queue.append(setup)
+
+    # -- generic access -------------------------------------------------------------------------
+    def read(self, qpu, now):
+        queue = self._reads[qpu]
+        if queue:
+            setup = queue[0]
+            setup.remaining -= 1
+            if not setup.remaining:
+                self._last_read[qpu] = queue.popleft()
+        else:
+            setup = self._last_read[qpu]
+            if setup is None:
+                self._report("vpm_missing_setup",
+                             "VPM read with no read setup (hangs on a Pi)", qpu)
+                return _ZEROS.copy(), now
+            self._report("vpm_read_past_setup", "VPM read past the count NUM of its setup "
+                         "(hangs on a Pi)", qpu)
+        index, words = setup.positions()
+        self._check_race(qpu, words, False, "a generic VPM read")
+        raw = self.bytes[index]
+        if setup.width == WORD_BYTES:
+            values = raw.view("<u4").astype(np.uint32)
+        else:   # 8/16-bit reads are zero-extended (docs/hardware-choices.md)
+            values = raw.view(f"<u{setup.width}").astype(np.uint32)
+        setup.advance()
+        return values, max(now, setup.ready)
+
+    def write(self, qpu, values, now):
+        setup = self._write[qpu]
+        if setup is None:
+            self._report("vpm_missing_setup", "VPM write with no write setup", qpu)
+            return now
+        index, words = setup.positions()
+        self._check_race(qpu, words, True, "a generic VPM write")
+        data = np.asarray(values, dtype=np.uint32).astype("<u4", copy=False)
+        self.bytes[index] = data.view(np.uint8).reshape(-1, WORD_BYTES)[:, :setup.width].reshape(-1)
+        setup.advance()
+        return now
+
+    # -- DMA ------------------------------------------------------------------------------------
+    def write_vr_addr(self, qpu, addr, now):
+        """Start a DMA load. Stalls until this QPU's previous load has finished."""
+        now = self._retire(self._load, qpu, now)
+        word = self._vdr[qpu]
+        if word is None:
+            self._report("vpm_missing_setup", "vr_addr written with no DMA load setup", qpu)
+            return now
+        table = isa.VDR_SETUP
+        # MODEW 1 cannot occur here: id bits 1001 make the word an extended-pitch setup.
+        width, sel = dma_width(isa.field_get(word, table["modew"]))
+        rowlen, nrows = field_count(word, table["rowlen"]), field_count(word, table["nrows"])
+        vpitch = field_count(word, table["vpitch"])
+        vertical = bool(isa.field_get(word, table["vertical"]))
+        y, x = divmod(isa.field_get(word, table["addrxy"]), ROW_WORDS)
+        mpitch = isa.field_get(word, table["mpitch"])
+        pitch = isa.VDR_MPITCH_BYTES << mpitch if mpitch else self._vdr_pitch[qpu]
+        address = self._dma_address(scalar(addr), width, "load", qpu)
+        per_word = WORD_BYTES // width
+        # VPITCH is added to {Y, H} (16-bit), {Y, B} (8-bit) or Y (32-bit) after each row.
+        rows = []
+        for r in range(nrows):
+            row_y, row_sel = divmod(y * per_word + sel + r * vpitch, per_word)
+            rows.append(line_bytes(vertical, row_y, x, row_sel * width, rowlen * width))
+        index = self._wrap(np.stack(rows), vertical, False, "DMA load", qpu)
+        data = [self.memory.read_bytes(address + r * pitch, rowlen * width, "dma_load", qpu)
+                for r in range(nrows)]
+        words = self._mask(index)
+        self._check_race(qpu, np.flatnonzero(words), True, "a DMA load into the VPM")
+        for r in range(nrows):
+            self.bytes[index[r]] = data[r]
+        occupancy = self.timing.dma_load_clocks(nrows, rowlen * width)
+        begin = self.bus.reserve(now, occupancy)
+        self._start(self._load, qpu, "load", words,
+                    begin + occupancy + self.timing.dma_load_latency)
+        return now
+
+    def write_vw_addr(self, qpu, addr, now):
+        """Start a DMA store. Stalls until this QPU's previous store has finished."""
+        now = self._retire(self._store, qpu, now)
+        word = self._vdw[qpu]
+        if word is None:
+            self._report("vpm_missing_setup", "vw_addr written with no DMA store setup", qpu)
+            return now
+        table = isa.VDW_SETUP
+        decoded = dma_width(isa.field_get(word, table["modew"]))
+        if decoded is None:
+            self._report("vpm_setup_invalid", f"DMA store setup {word:#010x} has the unused "
+                         f"MODEW 1", qpu)
+            return now
+        if isa.field_get(word, table["laned"]):
+            self._report("dma_unsupported", f"DMA store setup {word:#010x} sets LANED, which the "
+                         f"guide says to write as 0", qpu)
+            return now
+        width, sel = decoded
+        units, depth = field_count(word, table["units"]), field_count(word, table["depth"])
+        vertical = not isa.field_get(word, table["horizontal"])
+        y, x = divmod(isa.field_get(word, table["vpmbase"]), ROW_WORDS)
+        stride, blockmode = self._vdw_stride[qpu]
+        nbytes = depth * width
+        if blockmode and vertical:
+            self._report("dma_unsupported", "BLOCKMODE with a vertical DMA store is not "
+                         "modelled (docs/hardware-choices.md)", qpu)
+            return now
+        if blockmode:       # memory rows taken one after another from a linear VPM stream
+            index = line_bytes(False, y, x, sel * width, units * nbytes).reshape(units, nbytes)
+        elif vertical:
+            if x + units > ROW_WORDS:
+                self._report("vpm_out_of_range", f"DMA store of {units} columns from column {x} runs "
+                             f"past column {ROW_WORDS - 1}", qpu)
+            index = np.stack([line_bytes(True, y, (x + u) % ROW_WORDS, sel * width, nbytes)
+                              for u in range(units)])
+        else:
+            index = np.stack([line_bytes(False, y + u, x, sel * width, nbytes)
+                              for u in range(units)])
+        index = self._wrap(index, vertical, blockmode, "DMA store", qpu)
+        address = self._dma_address(scalar(addr), width, "store", qpu)
+        words = self._mask(index)
+        self._check_race(qpu, np.flatnonzero(words), False, "a DMA store from the VPM")
+        data = self.bytes[index]
+        pitch = nbytes + stride
+        if stride == 0:
+            self.memory.write_bytes(address, data.reshape(-1), "dma_store", qpu)
+        else:
+            for u in range(units):
+                self.memory.write_bytes(address + u * pitch, data[u], "dma_store", qpu)
+        for u in range(units):
+            start = (address & BUS_ADDRESS_MASK) + u * pitch
+            self.bus.vdw_words.update(range(start // WORD_BYTES,
+                                            (start + nbytes - 1) // WORD_BYTES + 1))
+        occupancy = self.timing.dma_store_clocks(units, nbytes)
+        begin = self.bus.reserve(now, occupancy)
+        self._start(self._store, qpu, "store", words,
+                    begin + occupancy + self.timing.dma_store_latency)
+        return now
+
+    def read_vr_wait(self, qpu, now):
+        return _ZEROS.copy(), self._retire(self._load, qpu, now)
+
+    def read_vw_wait(self, qpu, now):
+        return _ZEROS.copy(), self._retire(self._store, qpu, now)
+
+    def read_vr_busy(self, qpu, now):
+        return self._busy(self._load, qpu, now)
+
+    def read_vw_busy(self, qpu, now):
+        return self._busy(self._store, qpu, now)
+
+    def finish(self, qpus):
+        """End-of-run checks; clears the per-launch DMA and read-queue state first."""
+        problems = []
+        for qpu in qpus:
+            store = self._store[qpu]
+            if store is not None and not store.settled:
+                problems.append(("dma_in_flight_at_end", "the program ended without waiting for "
+                                 "its last DMA store (read vw_wait): the host may read memory "
+                                 "before it lands", qpu))
+            unread = sum(s.remaining for s in self._reads[qpu])
+            if unread:
+                problems.append(("vpm_read_pending_at_end", f"the program ended with {unread} VPM "
+                                 f"vectors of its read setups unread", qpu))
+            self._reads[qpu].clear()
+            self._load[qpu] = self._store[qpu] = None
+        self._unsettled = [d for d in self._unsettled if d.qpu not in qpus]
+        self.bus.vdw_words.clear()
+        for rule, message, qpu in problems:
+            self._report(rule, message, qpu)
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _report(self, rule, message, qpu):
+        self.checks.report(rule, message, qpu)
+
+    def _retire(self, slots, qpu, now):
+        """Wait for this QPU's DMA in ``slots`` to finish; the QPU has now observed it."""
+        dma = slots[qpu]
+        if dma is None or dma.settled:
+            return now
+        dma.settled = True
+        self._unsettled.remove(dma)
+        return max(now, dma.complete)
+
+    def _busy(self, slots, qpu, now):
+        dma = slots[qpu]
+        busy = dma is not None and not dma.settled and dma.complete > now
+        if not busy:
+            self._retire(slots, qpu, now)
+        return np.full(isa.SIMD_WIDTH, int(busy), dtype=np.uint32), now
+
+    def _start(self, slots, qpu, kind, words, complete):
+        dma = _Dma(qpu, kind, words, complete)
+        slots[qpu] = dma
+        self._unsettled.append(dma)
+
+    def _dma_address(self, address, width, kind, qpu):
+        if address % width:
+            self._report("dma_alignment", f"DMA {kind} memory address {address:#010x} is not a "
+                         f"multiple of the element size ({width} bytes); the low bits are "
+                         f"dropped", qpu)
+        return address - address % width
+
+    def _wrap(self, index, vertical, blockmode, what, qpu):
+        """Range-check DMA byte indices (one row of ``index`` per memory row) against the VPM
+        and wrap them into it."""
+        rows = index // ROW_BYTES
+        if rows.max() >= isa.VPM_ROWS:
+            self._report("vpm_out_of_range", f"{what} reaches VPM row {int(rows.max())}; rows "
+                         f"{isa.VPM_ROWS}..{self.TOTAL_ROWS - 1} are reachable only by DMA and "
+                         f"may not belong to user programs (facts §5.15)", qpu)
+        if not vertical and not blockmode and (rows != rows[:, :1]).any():
+            self._report("vpm_out_of_range", f"{what} row runs past the end of its VPM row (64 bytes)",
+                         qpu)
+        return index % (self.TOTAL_ROWS * ROW_BYTES)
+
+    def _mask(self, index):
+        words = np.zeros(self.words.size, dtype=bool)
+        words[index.reshape(-1) // WORD_BYTES] = True
+        return words
+
+    def _check_race(self, qpu, words, writes_vpm, what):
+        """A VPM access overlapping a DMA its issuer has not yet waited for races with it on a
+        real Pi, unless both only read the VPM (rule vpm_dma_race, docs/cycle-model.md)."""
+        for dma in self._unsettled:
+            if (writes_vpm or dma.kind == "load") and dma.words[words].any():
+                who = "its own" if dma.qpu == qpu else f"QPU {dma.qpu}'s"
+                self._report("vpm_dma_race", f"{what} touches VPM words of {who} DMA {dma.kind} "
+                             f"that has not been waited for (vr_wait/vw_wait)", qpu)
+                return

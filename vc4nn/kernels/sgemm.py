@@ -1,0 +1,474 @@
+"""SGEMM on the QPUs: ``C = alpha * op(A) @ op(B) + beta * C`` in float32, row-major.
+
+This is the model kernel of vc4nn; docs/sgemm.md explains the design and its performance. Read
+this file top to bottom: the plan (what the host decides), the uniform stream (the contract
+between host and kernel), then the kernel, built from small Python functions that each emit one
+part of the program. Labels, loops and macros are plain Python; the program is generated for one
+shape, transpose case and QPU count, and cached.
+
+The idea: a QPU holds a tile of C in its 64 register-file registers (16 lanes x up to 63
+registers; one register stays free for bookkeeping). For every k, a TMU gather brings the 16
+values of the *vector operand* V[:, k] into r4, and the uniform stream brings the values of the
+*scalar operand* S[k, :], one per instruction. Each instruction then does 16 multiply-adds:
+
+    fadd acc[g-1], acc[g-1], r0 ; fmul r0, r4, uniform
+
+the MUL ALU forms the product for register g while the ADD ALU adds the product of register g-1,
+computed by the previous instruction: 32 flops per instruction, the QPU's peak (facts §4).
+"""
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from asm import (element_number, isa, kernel, mutex_acquire, null, r0, r1, r2, r3, r4, r5,
+                 r5rep, ra, rb, tmu0_s, unif_addr, uniform, vdw_setup, vdw_stride, vpm,
+                 vpm_write_setup, vw_addr, vw_setup, vw_wait)
+
+from ..errors import DeviceError
+
+LANES = isa.SIMD_WIDTH
+WORD = 4                        # bytes of a float32
+# Requests in flight when a loop gathers many vectors (C for beta, the transpose phase): the TMU
+# FIFO depth the errata found reliable (facts §5.13).
+GATHER_DEPTH = 4
+# The transpose phase's barrier (NT case only): the QPUs count "done" on one semaphore, QPU 0
+# answers "go" on the other.
+SEMA_DONE, SEMA_GO = 0, 1
+# The VDW stride field is 16 bits (facts §5.14).
+MAX_VDW_STRIDE = (1 << isa.VDW_STRIDE["stride"][1]) - 1
+
+# ---------------------------------------------------------------------------------------------
+# Registers. The k loop uses every accumulator and all but one or two regfile registers:
+# ---------------------------------------------------------------------------------------------
+PRODUCT = r0        # fmul result, added to its accumulator by the next instruction
+V_ADDR = r1         # per-lane TMU addresses of the next V column
+S_ROW = r2          # address of the current S row; only element 0 counts for unif_addr
+K_LEFT = r3         # k loop counter
+V_COL = r4          # V[:, k], as ldtmu0 delivers it
+STRIDE = r5         # a constant byte stride (S rows in the loop, C registers when gathering C)
+REST = ra[31]       # address of the second half of the tile's descriptor (read after the loop)
+V_K_STRIDE = rb[31]  # V's k stride when it is not a small immediate (TN): the tile loses a register
+# Small-immediate ints reach 15 only; a stride of 4 bytes (one float) is the common case.
+SMALL_STRIDE = WORD
+
+
+def accumulators(needs_v_k_stride_register):
+    """The C tile's registers, in order: every regfile register the k loop does not reserve.
+
+    A and B sides may interleave in any order: each accumulator is read and written once per k,
+    68 instructions apart, so the write-then-read rule (facts §2) never bites, and the uniform
+    is read through whichever port the accumulator leaves free.
+    """
+    reserved = {REST.name, V_K_STRIDE.name} if needs_v_k_stride_register else {REST.name}
+    return tuple(reg for rf in (ra, rb) for reg in rf if reg.name not in reserved)
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan: everything the host decides before assembling.
+# ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Byte strides of the three operands along the tile's axes (see docs/sgemm.md).
+
+    V[l, k] = v_base + l*v_lane + k*v_k  (TMU gather: any strides)
+    S[k, g] = s_base + k*s_k + g*4       (uniform stream: contiguous along g)
+    C[l, g] = c_base + l*c_lane + g*c_reg
+    """
+
+    lanes_are_rows: bool
+    lane_extent: int
+    reg_extent: int
+    v_lane: int
+    v_k: int
+    s_k: int
+    c_lane: int
+    c_reg: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SgemmPlan:
+    """One generated program: a shape, a transpose case, a QPU count, and what alpha/beta need."""
+
+    m: int
+    n: int
+    k: int
+    trans_a: bool
+    trans_b: bool
+    num_qpus: int
+    alpha_one: bool
+    beta_zero: bool
+
+    # -- the NT case runs as NN or TT after transposing one operand in the kernel -------------
+    @property
+    def transpose(self):
+        """None, "a" or "b": which operand the kernel transposes into the workspace first.
+
+        Only NT needs it (both operands are contiguous along k, the uniform stream needs one
+        contiguous along the tile's registers). Transposing the smaller one costs less.
+        """
+        if not (self.trans_b and not self.trans_a):
+            return None
+        return "a" if self.m < self.n else "b"
+
+    @property
+    def workspace_words(self):
+        return {None: 0, "a": self.m * self.k, "b": self.k * self.n}[self.transpose]
+
+    @property
+    def layout(self):
+        m, n, k = self.m, self.n, self.k
+        ta, tb = {None: (self.trans_a, self.trans_b), "a": (True, True),
+                  "b": (False, False)}[self.transpose]
+        if not tb:      # S = op(B) rows: lanes are rows of C, registers its columns
+            v_lane, v_k = (WORD, m * WORD) if ta else (k * WORD, WORD)
+            return Layout(True, m, n, v_lane, v_k, n * WORD, n * WORD, WORD)
+        # ta and tb: S = op(A)^T rows = A^T rows, V = B^T; lanes are columns of C
+        return Layout(False, n, m, k * WORD, WORD, m * WORD, WORD, n * WORD)
+
+    @property
+    def v_k_in_register(self):
+        return self.layout.v_k != SMALL_STRIDE
+
+    @property
+    def tile_regs(self):
+        return len(accumulators(self.v_k_in_register))
+
+    @property
+    def widths(self):
+        """Tile widths (registers) with their own generated code: full tiles, then the edge."""
+        return tuple(sorted({tile[3] for tile in self.tiles()}, reverse=True))
+
+    def tiles(self):
+        """(lane offset, lanes valid, register offset, width) of every tile, in an order that
+        lets neighbouring QPUs (which share a slice's TMUs and caches) share V rows."""
+        lay = self.layout
+        out = []
+        for l0 in range(0, lay.lane_extent, LANES):
+            for g0 in range(0, lay.reg_extent, self.tile_regs):
+                out.append((l0, min(LANES, lay.lane_extent - l0), g0,
+                            min(self.tile_regs, lay.reg_extent - g0)))
+        return out
+
+    def check(self):
+        """Limits of this kernel that are not the caller's fault but must be said clearly."""
+        if (self.n - 1) * WORD > MAX_VDW_STRIDE:
+            raise DeviceError(f"sgemm: N={self.n} is too wide for one VDW stride "
+                              f"(at most {MAX_VDW_STRIDE // WORD + 1} columns)")
+        if self.transpose:
+            rows = self.m if self.transpose == "a" else self.n
+            if (rows - 1) * WORD > MAX_VDW_STRIDE:
+                raise DeviceError(f"sgemm: the transposed operand has {rows} columns, more than "
+                                  f"one VDW stride reaches ({MAX_VDW_STRIDE // WORD + 1})")
+
+
+# ---------------------------------------------------------------------------------------------
+# The uniform stream of one QPU: records the kernel reads in order (the host/kernel contract).
+#   NT only:   [is QPU 0] then per transpose block: [1, base, k valid - 1, 16 row offsets,
+#              vdw setup, vdw stride, address], then [0]
+#   per tile width, per tile: [1, v base, lanes valid - 1, s base, address of part 2]
+#                             part 2: [alpha] [beta, c base, lanes valid - 1]
+#                                     per VDW block: [setup, stride, address]
+#              then [0]
+# ---------------------------------------------------------------------------------------------
+def vdw_blocks(plan, c_tile_addr, lanes, width):
+    """(setup, stride, address) of the DMA stores of one tile, staged at VPM row 0."""
+    lay = plan.layout
+    if not lay.lanes_are_rows:      # register g is a row of C, written into VPM row g
+        return [(vdw_setup(units=width, depth=lanes, y=0), vdw_stride((plan.n - lanes) * WORD),
+                 c_tile_addr)]
+    blocks = []                     # register g is a column, written into VPM column g % 16
+    for b in range(0, width, LANES):
+        depth = min(LANES, width - b)
+        blocks.append((vdw_setup(units=lanes, depth=depth, y=b), vdw_stride((plan.n - depth) * WORD),
+                       c_tile_addr + b * WORD))
+    return blocks
+
+
+def transpose_records(plan, src, dst, blocks):
+    """Records of the transpose blocks (x0, k0) given to one QPU: X (rows x K, contiguous along k)
+    becomes W (K x rows) in the workspace."""
+    rows = plan.m if plan.transpose == "a" else plan.n
+    k, out = plan.k, []
+    for x0, k0 in blocks:
+        xs, ks = min(LANES, rows - x0), min(LANES, k - k0)
+        # Rows past the matrix repeat its last row (clamped on the host: 16 plain offsets).
+        offsets = [min(r, xs - 1) * k * WORD for r in range(LANES)]
+        out += [1, src + (x0 * k + k0) * WORD, ks - 1, *offsets,
+                vdw_setup(units=ks, depth=xs, y=0), vdw_stride((rows - xs) * WORD),
+                dst + (k0 * rows + x0) * WORD]
+    return out + [0]
+
+
+def transpose_blocks(plan):
+    rows = plan.m if plan.transpose == "a" else plan.n
+    return [(x0, k0) for x0 in range(0, rows, LANES) for k0 in range(0, plan.k, LANES)]
+
+
+def uniform_streams(plan, addresses, alpha, beta, stream_base):
+    """Per QPU, the list of 32-bit uniforms. ``addresses``: bus addresses of a, b, c and the
+    workspace; ``stream_base[q]``: where QPU q's stream will live (records point into it)."""
+    a_addr, b_addr, c_addr, ws_addr = addresses
+    lay = plan.layout
+    v_addr, s_addr = (a_addr, b_addr) if lay.lanes_are_rows else (b_addr, a_addr)
+    if plan.transpose:      # the transposed operand is the scalar one, read from the workspace
+        s_addr = ws_addr
+    tiles, n = plan.tiles(), plan.num_qpus
+    streams = []
+    for q in range(n):
+        words = []
+        if plan.transpose:
+            src = a_addr if plan.transpose == "a" else b_addr
+            words += [int(q == 0)] + transpose_records(plan, src, ws_addr, transpose_blocks(plan)[q::n])
+        for width in plan.widths:
+            for l0, lanes, g0, w in tiles[q::n]:
+                if w != width:
+                    continue
+                part2 = stream_base[q] + (len(words) + 5) * WORD
+                words += [1, v_addr + l0 * lay.v_lane, lanes - 1, s_addr + g0 * WORD, part2]
+                c_tile = c_addr + l0 * lay.c_lane + g0 * lay.c_reg
+                if not plan.alpha_one:
+                    words.append(float(alpha))
+                if not plan.beta_zero:
+                    words += [float(beta), c_tile, lanes - 1]
+                for block in vdw_blocks(plan, c_tile, lanes, w):
+                    words += list(block)
+            words.append(0)
+        streams.append(words)
+    return streams
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel.
+# ---------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=64)
+def program_for(plan):
+    """The assembled (and hazard-checked) program of a plan; assembled once per plan."""
+    plan.check()
+    return sgemm_kernel.assemble(plan)
+
+
+@kernel
+def sgemm_kernel(a, plan):
+    if plan.transpose:
+        transpose_phase(a, plan)
+    if plan.v_k_in_register:
+        a.ldi(V_K_STRIDE, plan.layout.v_k)
+    for width in plan.widths:
+        with a.scope(f"width{width}"):
+            each_record(a, lambda: gemm_tile(a, plan, width))
+    a.exit()
+
+
+def each_record(a, body):
+    """Run ``body`` once per record of the uniform stream: each starts with 1, a 0 ends them."""
+    a.label("next")
+    a.mov(null, uniform, sf=True)
+    a.branch("done", cond="all_zs")
+    a.nop()
+    a.nop()
+    a.nop()
+    body()
+    a.branch("next")
+    a.nop()
+    a.nop()
+    a.nop()
+    a.label("done")
+
+
+def lane_addresses(a, dst, stride, scratch):
+    """dst = uniform (address of lane 0) + min(lane, uniform (valid lanes - 1)) * stride.
+
+    Lanes past the matrix edge repeat the last valid lane's address: they read real data and
+    compute values nobody stores, which is cheaper than masking every instruction. A stride
+    above the small immediates goes through r5 (whose writes replicate element 0: a constant).
+    """
+    a.mov(dst, uniform)
+    a.mov(scratch, uniform)
+    a.min(scratch, element_number, scratch)
+    if stride > 15:
+        a.ldi(r5rep, stride)
+        stride = STRIDE
+    a.mul24(scratch, scratch, stride)
+    a.add(dst, dst, scratch)
+
+
+def zero(a, regs):
+    """Zero registers two per instruction: an ldi writes one A-side and one B-side register."""
+    sides = [[reg for reg in regs if reg.name.startswith(side)] for side in ("ra", "rb")]
+    for i in range(max(len(side) for side in sides)):
+        pair = tuple(side[i] for side in sides if i < len(side))
+        a.ldi(pair if len(pair) > 1 else pair[0], 0)
+
+
+def gemm_tile(a, plan, width):
+    """One tile of ``width`` registers: descriptor part 1, the k loop, scale, store."""
+    lay, acc = plan.layout, accumulators(plan.v_k_in_register)[:width]
+    lane_addresses(a, V_ADDR, lay.v_lane, K_LEFT)
+    a.mov(S_ROW, uniform)
+    a.mov(REST, uniform)
+    a.ldi(r5rep, lay.s_k)
+    zero(a, acc)
+    # Ask for V[:, 0]; every later column is asked for one k ahead of its use.
+    v_k = V_K_STRIDE if plan.v_k_in_register else lay.v_k
+    a.add(V_ADDR, V_ADDR, v_k).mov(tmu0_s, V_ADDR)   # the MUL reads r1 before the ADD writes it
+    # The loop's first instruction finishes the previous k's last multiply-add; make it add 0.
+    a.ldi(PRODUCT, 0)
+    if plan.k > 1:
+        a.ldi(K_LEFT, plan.k - 1)
+        a.label("k_loop")
+        k_step(a, acc, v_k, prefetch=True, loop="k_loop")
+    k_step(a, acc, v_k, prefetch=False, loop=None)
+    # Finish the last multiply-add and point the uniform stream back at the descriptor.
+    a.fadd(acc[-1], acc[-1], PRODUCT)
+    a.mov(unif_addr, REST)
+    a.nop()
+    a.nop()
+    scale_and_store(a, plan, acc)
+
+
+def k_step(a, acc, v_k, prefetch, loop):
+    """One k: 3 bookkeeping instructions, one multiply-add per register, and (in the loop) the
+    branch, whose three delay slots are the last multiply-adds."""
+    # S row k starts streaming; the next two instructions must not read uniforms (facts §2).
+    # unif_addr exists on the A side only, so its partner op writes an accumulator. The same
+    # instruction pops V[:, k] into r4 (the last multiply-add of k-1 has read the old r4); the
+    # ldtmu signal cannot ride with a small immediate, so it goes here.
+    a.add(S_ROW, S_ROW, STRIDE, sig="ldtmu0").mov(unif_addr, S_ROW)
+    finish = a.fadd(acc[-1], acc[-1], PRODUCT)     # the previous k's last multiply-add
+    if prefetch:    # ask for V[:, k+1]: 66 instructions before its ldtmu, over the TMU latency
+        finish.mov(tmu0_s, V_ADDR)
+        a.add(V_ADDR, V_ADDR, v_k)
+    else:           # the last k: nothing more to ask for; the uniform gap still needs a slot
+        a.nop()
+    width = len(acc)
+    tail = min(3, width)                            # multiply-adds in the branch's delay slots
+    for g in range(width):
+        if loop and g == width - tail:
+            a.branch(loop, cond="all_zc")           # K_LEFT was decremented by multiply-add 0
+        if g == 0:
+            mac = a.sub(K_LEFT, K_LEFT, 1, sf=True) if loop else None
+        else:
+            mac = a.fadd(acc[g - 1], acc[g - 1], PRODUCT)
+        if mac is None:
+            a.fmul(PRODUCT, V_COL, uniform)
+        else:
+            mac.fmul(PRODUCT, V_COL, uniform)
+    if loop:
+        for _ in range(3 - tail):                   # narrow edge tiles: fill the delay slots
+            a.nop()
+
+
+def scale_and_store(a, plan, acc):
+    """Descriptor part 2: C = alpha*acc (+ beta*C), staged through the VPM, stored by the VDW."""
+    alpha = r2
+    if not plan.alpha_one:
+        a.mov(alpha, uniform)
+    if not plan.beta_zero:
+        add_beta_c(a, plan, acc, alpha)
+    scale_on_store = not plan.alpha_one and plan.beta_zero
+    # The VPM is shared and generic access reaches 64 rows, one tile (facts §3): take turns.
+    a.mutex_acquire()
+    a.ldi(vw_setup, vpm_write_setup(y=0, horizontal=not plan.layout.lanes_are_rows))
+    for reg in acc:
+        if scale_on_store:
+            a.fmul(vpm, reg, alpha)
+        else:
+            a.mov(vpm, reg)
+    blocks = -(-len(acc) // LANES) if plan.layout.lanes_are_rows else 1
+    for _ in range(blocks):
+        a.mov(vw_setup, uniform)        # VDW setup
+        a.mov(vw_setup, uniform)        # VDW stride
+        a.mov(vw_addr, uniform)         # start the store
+        a.read(vw_wait)                 # one store in flight at a time (facts §3)
+    a.mutex_release()
+
+
+def add_beta_c(a, plan, acc, alpha):
+    """acc = alpha*acc + beta*C, gathering C one register at a time, GATHER_DEPTH ahead."""
+    beta, scaled = r3, r0
+    a.mov(beta, uniform)
+    lane_addresses(a, r1, plan.layout.c_lane, scaled)
+    c_reg = plan.layout.c_reg
+    if c_reg > 15:
+        a.ldi(r5rep, c_reg)
+        c_reg = STRIDE
+    width = len(acc)
+    for g in range(min(GATHER_DEPTH, width)):
+        a.add(r1, r1, c_reg).mov(tmu0_s, r1)
+    for g, reg in enumerate(acc):
+        if plan.alpha_one:
+            a.nop(sig="ldtmu0")
+        else:
+            a.fmul(reg, reg, alpha, sig="ldtmu0")
+        more = g + GATHER_DEPTH < width
+        step = a.fmul(scaled, r4, beta)
+        if more:
+            step.add(r1, r1, c_reg)
+        total = a.fadd(reg, reg, scaled)
+        if more:
+            total.mov(tmu0_s, r1)
+
+
+def transpose_phase(a, plan):
+    """NT: copy the operand to transpose into the workspace as K x rows, then meet at a barrier.
+
+    Each block: 16 gathers of 16 consecutive k of one row (lanes = k), kept in ra0..ra15; then,
+    holding the mutex, written into the VPM *vertically* (register r becomes VPM column r, so VPM
+    row l holds k0+l of every row: the transpose) and stored by the VDW as rows of the workspace.
+    """
+    rows = [ra[i] for i in range(LANES)]
+    a.mov(rb[0], uniform)                           # 1 on QPU 0, which runs the barrier
+    with a.scope("transpose"):
+        def block():
+            lane_addresses(a, r1, SMALL_STRIDE, r3)
+            for r in range(GATHER_DEPTH):
+                a.add(tmu0_s, r1, uniform)
+            for r, reg in enumerate(rows):
+                a.nop(sig="ldtmu0")
+                if r + GATHER_DEPTH < LANES:
+                    a.add(tmu0_s, r1, uniform).mov(reg, r4)
+                else:
+                    a.mov(reg, r4)
+            a.mutex_acquire()
+            a.ldi(vw_setup, vpm_write_setup(y=0, horizontal=False))
+            for reg in rows:
+                a.mov(vpm, reg)
+            a.mov(vw_setup, uniform)
+            a.mov(vw_setup, uniform)
+            a.mov(vw_addr, uniform)
+            a.read(vw_wait)
+            a.mutex_release()
+        each_record(a, block)
+    barrier(a, plan.num_qpus, is_master=rb[0])
+
+
+def barrier(a, num_qpus, is_master):
+    """Every QPU says "done"; QPU 0 waits for all of them, then says "go" once per QPU.
+
+    The VDW stores were waited for before "done", so after "go" the whole workspace is in memory.
+    """
+    a.sema_release(SEMA_DONE)
+    with a.scope("barrier"):
+        a.mov(null, is_master, sf=True)
+        a.branch("wait", cond="all_zs")
+        a.nop()
+        a.nop()
+        a.nop()
+        for _ in range(num_qpus):
+            a.sema_acquire(SEMA_DONE)
+        for _ in range(num_qpus):
+            a.sema_release(SEMA_GO)
+        a.label("wait")
+        a.sema_acquire(SEMA_GO)
+
+
+def reference(a, b, c, alpha, beta, trans_a, trans_b):
+    """float64 numpy reference (for tests and the benchmark)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    out = alpha * ((a.T if trans_a else a) @ (b.T if trans_b else b))
+    if beta != 0:
+        out = out + beta * np.asarray(c, dtype=np.float64)
+    return out

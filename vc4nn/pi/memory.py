@@ -1,0 +1,68 @@
+"""GPU memory from the firmware: allocate, lock (-> bus address), map for the ARM, and give back.
+
+The ARM sees a block at its bus address with the alias bits 31:30 cleared (facts §3), through
+/dev/mem opened O_SYNC so the ARM side of the mapping is uncached. Every block handed out is
+remembered until released, so ``release_all`` can always give everything back.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from ..device import BUS_ADDRESS_MASK, Allocation
+from . import system
+from .errors import MailboxError, PiOutOfMemory
+
+
+@dataclasses.dataclass
+class GpuBlock:
+    handle: int
+    bus_address: int
+    size: int
+    mapping: object
+
+
+class GpuMemory:
+    def __init__(self, mailbox, os_, mem_fd, mem_flags):
+        self._mailbox, self._os, self._mem_fd, self.mem_flags = mailbox, os_, mem_fd, mem_flags
+        self._blocks = {}          # handle -> GpuBlock, every block not yet released
+
+    def allocate(self, nbytes, align):
+        handle = self._mailbox.call("mem_alloc", nbytes, align, self.mem_flags)[0]
+        if handle == 0:
+            raise PiOutOfMemory(f"the firmware has no {nbytes} bytes of GPU memory left "
+                                f"({self.allocated_bytes()} bytes held by this process)",
+                                fix=system.gpu_mem_fix(self._os))
+        block = self._blocks[handle] = GpuBlock(handle, 0, nbytes, None)
+        try:
+            block.bus_address = self._mailbox.call("mem_lock", handle)[0]
+            if block.bus_address == 0:
+                raise MailboxError("mem_lock", f"the firmware would not lock handle {handle}")
+            physical = block.bus_address & BUS_ADDRESS_MASK
+            page = self._os.page_size()
+            start = physical - physical % page
+            length = -(-(physical - start + nbytes) // page) * page
+            block.mapping = self._os.mmap(self._mem_fd, length, start)
+        except BaseException:
+            self.release(block)
+            raise
+        memory = np.frombuffer(block.mapping, dtype=np.uint8, count=nbytes, offset=physical - start)
+        return Allocation(bus_address=block.bus_address, size=nbytes, memory=memory, handle=block)
+
+    def release(self, block):
+        """Unlock and free a block. Its ARM mapping goes with its last view (docs/pi-backend.md)."""
+        if self._blocks.pop(block.handle, None) is None:
+            return
+        block.mapping = None
+        try:
+            if block.bus_address:
+                self._mailbox.call("mem_unlock", block.handle)
+        finally:
+            self._mailbox.call("mem_release", block.handle)
+
+    def release_all(self):
+        for block in list(self._blocks.values()):
+            self.release(block)
+
+    def allocated_bytes(self):
+        return sum(block.size for block in self._blocks.values())

@@ -1,0 +1,91 @@
+"""The only place the Pi backend touches the operating system.
+
+Opening device files, the mailbox ioctl, mapping physical memory, reading /proc and config
+files, and asking about permissions all go through one ``OsBoundary`` object. Tests hand the
+backend a fake with the same methods (tests/pi/fake_os.py), so everything above this line runs
+unchanged against it.
+"""
+
+import ctypes
+import dataclasses
+import fcntl
+import grp
+import mmap
+import os
+import pwd
+import stat as stat_module
+
+
+@dataclasses.dataclass(frozen=True)
+class FileInfo:
+    mode: int          # st_mode (type and permission bits)
+    owner: str
+    group: str
+
+    @property
+    def permissions(self):
+        return stat_module.filemode(self.mode)
+
+
+class OsBoundary:
+    def pointer_size(self):
+        """sizeof(void *) of this process: the size field of the mailbox ioctl request."""
+        return ctypes.sizeof(ctypes.c_void_p)
+
+    def page_size(self):
+        return mmap.PAGESIZE
+
+    def open(self, path, write=False, sync=False):
+        """A file descriptor. ``sync`` (O_SYNC) makes a /dev/mem mapping uncached on the ARM."""
+        flags = (os.O_RDWR if write else os.O_RDONLY) | (os.O_SYNC if sync else 0)
+        return os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+
+    def close(self, fd):
+        os.close(fd)
+
+    def ioctl(self, fd, request, buffer):
+        """Pass ``buffer`` (a bytearray) by pointer; the driver's answer is written back into it."""
+        fcntl.ioctl(fd, request, buffer, True)
+
+    def mmap(self, fd, length, offset):
+        """A shared read/write mapping of ``length`` bytes at ``offset`` (page aligned) of ``fd``.
+
+        The mapping stays until the last view of it (numpy arrays included) is gone.
+        """
+        return mmap.mmap(fd, length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE,
+                         offset=offset)
+
+    def read_text(self, path):
+        """The file's text, or None if it cannot be read."""
+        try:
+            with open(path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+
+    def exists(self, path):
+        return os.path.exists(path)
+
+    def stat(self, path):
+        """FileInfo, or None if the file does not exist."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return FileInfo(st.st_mode, _name(pwd.getpwuid, st.st_uid), _name(grp.getgrgid, st.st_gid))
+
+    def can_open(self, path, write):
+        return os.access(path, os.R_OK | (os.W_OK if write else 0))
+
+    def is_root(self):
+        return os.geteuid() == 0
+
+    def user_name(self):
+        return _name(pwd.getpwuid, os.geteuid())
+
+
+def _name(lookup, number):
+    try:
+        return lookup(number)[0]
+    except KeyError:
+        return str(number)
