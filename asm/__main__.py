@@ -52,8 +52,14 @@ def _disasm(args):
 
 
 def _arguments(prog):
+    examples = (f"examples:\n"
+                f"  {prog} assemble prog.s                  prog.s -> prog.bin, hazard-checked\n"
+                f"  {prog} assemble prog.s --format hex     prog.s -> prog.hex, one word per line\n"
+                f"  {prog} disasm prog.bin                  listing on standard output\n"
+                f"  {prog} disasm prog.hex -o prog.txt\n")
     top = _ArgumentParser(prog=prog, description="VideoCore IV QPU assembler and disassembler "
-                          "(syntax: docs/asm-syntax.md).")
+                          "(syntax: docs/asm-syntax.md).", epilog=examples,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgumentParser)
     assemble = commands.add_parser("assemble", help="assemble a text file (.s) into code",
                                    description="Assemble FILE (text syntax) into code. The hazard "

@@ -18,15 +18,19 @@ not use always hold the same values (those of ``encoding.Instruction``'s default
 - unary ops (ftoi, itof, not, clz, mov) put their source in both muxes (fact sheet 5.8).
 """
 
+import math
 import numbers
+import reprlib
 import struct
+
+import numpy as np
 
 from . import isa
 from .encoding import Instruction
 from .errors import AssemblerError
-from .registers import Register, resolve
+from .registers import REGISTERS, Register, resolve
 
-WORD_MASK = 0xFFFFFFFF
+WORD_MASK = (1 << isa.WORD_BITS) - 1
 ALU_NAMES = {"add": "ADD", "mul": "MUL"}
 SIDE_NAMES = {"a": "regfile A", "b": "regfile B"}
 # `mov` is an op of either ALU: exact for every 32-bit value (fact sheet section 1 op lists).
@@ -46,24 +50,44 @@ def is_immediate(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def flag(name, value):
+    """A yes/no argument: True or False (or the ints 0 and 1), never any other truthy value."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral) and value in (0, 1)):
+        return bool(value)
+    raise AssemblerError(f"{name}={value!r}: give True or False")
+
+
 def immediate_bits(value):
     """The 32-bit pattern of an int (signed or unsigned) or a float (as float32)."""
     if isinstance(value, numbers.Integral):
         value = int(value)
         if not -(1 << 31) <= value <= WORD_MASK:
-            raise AssemblerError(f"{value} does not fit in 32 bits")
+            raise AssemblerError(f"{value} does not fit in 32 bits (ints are {-(1 << 31)}..{WORD_MASK}, "
+                                 f"signed or unsigned)")
         return value & WORD_MASK
+    value = float(value)
+    if math.isnan(value):
+        # Any exponent-255 pattern with a non-zero fraction is a NaN; none is "the" NaN.
+        raise AssemblerError("NaN has many float32 bit patterns; give the one you mean as an int "
+                             "(0x7fc00000 is the usual quiet NaN)")
     try:
-        return struct.unpack("<I", struct.pack("<f", float(value)))[0]
+        return struct.unpack("<I", struct.pack("<f", value))[0]
     except OverflowError:
         raise AssemblerError(f"{value!r} is out of float32 range") from None
+
+
+def _not_a_register(value):
+    """``value`` for a message about a non-register operand, with the fix for the usual slip."""
+    if isinstance(value, str) and value in REGISTERS:
+        return f"{value!r} (a string: the register is asm.{value}, or asm.lookup({value!r}))"
+    return reprlib.repr(value)
 
 
 def _check_source(src, op_name):
     if is_immediate(src):
         return src
     if not isinstance(src, Register):
-        raise AssemblerError(f"{op_name}: source {src!r} is neither a register nor a number")
+        raise AssemblerError(f"{op_name}: source {_not_a_register(src)} is neither a register nor a number")
     if not src.readable:
         raise AssemblerError(f"{op_name}: {src!r} cannot be read (it is a write-only address)")
     return src
@@ -71,7 +95,7 @@ def _check_source(src, op_name):
 
 def check_destination(dst, what):
     if not isinstance(dst, Register):
-        raise AssemblerError(f"{what}: destination {dst!r} is not a register")
+        raise AssemblerError(f"{what}: destination {_not_a_register(dst)} is not a register")
     if dst.unpack_mode is not None:
         raise AssemblerError(f"{what}: unpack applies to reads; destination {dst!r} cannot be unpacked")
     if not dst.writable:
@@ -80,14 +104,20 @@ def check_destination(dst, what):
     return dst
 
 
-def pack_of(pack, alu):
-    """``pack`` name -> (pm, code, name) for an op on ``alu``; None for no pack."""
-    if pack is None or pack == "nop":
+PACKS = {**isa.PACK_A, **isa.PACK_MUL}     # the names never collide ("nop" is 0 in both)
+
+
+def pack_of(pack, alu=None):
+    """``pack`` name -> (pm, code, name) for an op on ``alu`` (None: whichever ALU the pack
+    belongs to); None for no pack."""
+    if pack is None:
+        return None
+    code = resolve("pack mode", pack, PACKS)
+    if pack == "nop":
         return None
     if pack in isa.PACK_A:
-        return 0, isa.PACK_A[pack], pack
-    code = resolve("pack mode", pack, isa.PACK_MUL if pack in isa.PACK_MUL else {**isa.PACK_A, **isa.PACK_MUL})
-    if alu != "mul":
+        return 0, code, pack
+    if alu == "add":
         raise AssemblerError(f"pack {pack!r} is the MUL ALU's colour pack (pm=1); "
                              f"the {ALU_NAMES[alu]} op cannot use it")
     return 1, code, pack
@@ -98,12 +128,15 @@ ROTATION_CODES = {value: code for code, (kind, value) in isa.SMALL_IMMEDIATES.it
 
 def rotation_code(rotate):
     """``rotate`` (1..15 or r5; None or 0 for none) -> the small-immediate code that selects it."""
-    if rotate is None or rotate == 0:
+    if rotate is None:
         return None
     if isinstance(rotate, Register) and rotate.name == "r5" and rotate.unpack_mode is None:
         return ROTATION_CODES["r5"]
-    if isinstance(rotate, numbers.Integral) and not isinstance(rotate, bool) and int(rotate) in ROTATION_CODES:
-        return ROTATION_CODES[int(rotate)]
+    if isinstance(rotate, numbers.Integral) and not isinstance(rotate, bool):
+        if int(rotate) == 0:
+            return None
+        if int(rotate) in ROTATION_CODES:
+            return ROTATION_CODES[int(rotate)]
     amounts = sorted(k for k in ROTATION_CODES if k != "r5")
     raise AssemblerError(f"rotate={rotate!r}: rotation is by {amounts[0]}..{amounts[-1]} elements or by r5")
 
@@ -116,19 +149,24 @@ class AluHalf:
     def __init__(self, alu, op_name, dst, srcs, cond="always", sf=False, pack=None, rotate=None):
         ops = isa.ADD_OPS if alu == "add" else isa.MUL_OPS
         self.alu = alu
-        self.op = resolve(f"{ALU_NAMES[alu]} op", op_name, {k: v for k, v in ops.items() if k != "nop"})
-        if len(srcs) != self.op.arity:
-            raise AssemblerError(f"{op_name} takes a destination and {self.op.arity} source(s), "
+        if op_name == "mov":
+            self.op, arity = ops[MOV_OPS[alu]], 1
+        else:
+            self.op = resolve(f"{ALU_NAMES[alu]} op", op_name, {k: v for k, v in ops.items() if k != "nop"})
+            arity = self.op.arity
+        if len(srcs) != arity:
+            raise AssemblerError(f"{op_name} takes a destination and {arity} source(s), "
                                  f"got {len(srcs)} source(s)")
         self.dst = check_destination(dst, op_name)
-        self.srcs = tuple(_check_source(s, op_name) for s in srcs)
+        srcs = tuple(_check_source(s, op_name) for s in srcs)
+        self.srcs = srcs * 2 if op_name == "mov" else srcs     # mov d, s = MOV_OPS op d, s, s
         self.cond = resolve("condition", cond, isa.CONDITIONS)
-        self.sf = bool(sf)
+        self.sf = flag("sf", sf)
         self.pack = pack_of(pack, alu)
-        if rotate not in (None, 0) and alu != "mul":
+        self.rotate = rotation_code(rotate)
+        if self.rotate is not None and alu != "mul":
             raise AssemblerError(f"rotate=: only the MUL ALU result can be rotated, "
                                  f"{op_name} is an ADD op")
-        self.rotate = rotation_code(rotate)
 
     @property
     def mux_operands(self):
@@ -259,11 +297,11 @@ def choose_ws(writers, forced=None, pack=None):
     ``pack`` is (alu, name) of a pm=0 pack, which packs whatever is written through side A.
     Returns (ws, waddr_add, waddr_mul).
     """
-    if forced not in (None, 0, 1):
+    if forced is not None and not (isinstance(forced, numbers.Integral) and forced in (0, 1)):
         raise AssemblerError(f"ws={forced!r}: write swap is 0 or 1")
 
     def route(ws):
-        sides = {"add": "a" if ws == 0 else "b", "mul": "b" if ws == 0 else "a"}
+        sides = {alu: isa.write_side(alu, ws) for alu in ("add", "mul")}
         if pack is not None and sides[pack[0]] != "a":
             return None
         addrs = {}
@@ -351,11 +389,6 @@ def build_alu(add=None, mul=None, sig=None, ws=None, reads=()):
 # Load immediate, semaphore, branch.
 # ---------------------------------------------------------------------------------------------
 
-def _per_element_range(mode):
-    """Values one element can take in a per-element load (2 bits each, fact sheet section 1)."""
-    return range(-2, 2) if mode == "signed" else range(0, 4)
-
-
 def load_imm_value(value, mode=None):
     """(mode name, 32-bit immediate) for ``a.ldi``: a scalar, or 16 per-element values."""
     if is_immediate(value):
@@ -372,23 +405,16 @@ def load_imm_value(value, mode=None):
         raise AssemblerError(f"a per-element ldi takes {isa.SIMD_WIDTH} ints, got {value!r}")
     if mode is None:
         mode = "signed" if min(values) < 0 else "unsigned"
-    if mode not in ("signed", "unsigned"):
-        raise AssemblerError(f"per-element ldi mode is 'signed' or 'unsigned', not {mode!r}")
-    allowed = _per_element_range(mode)
+    allowed = resolve("per-element ldi mode", mode, isa.PER_ELEMENT_RANGES)
     bad = [v for v in values if v not in allowed]
     if bad:
         raise AssemblerError(f"per-element ldi ({mode}) takes values {allowed.start}..{allowed.stop - 1}; "
                              f"got {bad[0]}")
-    immediate = 0
-    for i, v in enumerate(values):
-        immediate |= ((v >> 1) & 1) << (16 + i) | (v & 1) << i
-    return mode, immediate
+    return mode, isa.per_element_immediate(values)
 
 
 def _destinations(dsts):
-    if isinstance(dsts, Register):
-        dsts = (dsts,)
-    dsts = tuple(dsts)
+    dsts = tuple(dsts) if isinstance(dsts, (tuple, list)) else (dsts,)
     if len(dsts) > 2:
         raise AssemblerError(f"ldi writes at most two destinations (one per ALU), got {len(dsts)}")
     return tuple(check_destination(d, "ldi") for d in dsts)
@@ -402,22 +428,29 @@ def build_load_imm(dsts, value, mode=None, cond="always", sf=False, pack=None, w
                             cond, sf, pack, ws)
 
 
-def build_semaphore(number, acquire, dsts=(), cond="always", ws=None):
-    if not isinstance(number, numbers.Integral) or not 0 <= number < isa.NUM_SEMAPHORES:
+def build_semaphore(number, acquire, dsts=(), cond="always", sf=False, pack=None, ws=None):
+    """A semaphore acquire or release. Apart from that it is a 32-bit load immediate (fact sheet
+    section 1): its destinations, if any, receive the immediate, i.e. the semaphore word."""
+    if isinstance(number, bool) or not isinstance(number, numbers.Integral) \
+            or not 0 <= number < isa.NUM_SEMAPHORES:
         raise AssemblerError(f"semaphore number {number!r} out of range 0..{isa.NUM_SEMAPHORES - 1}")
     immediate = (isa.field_put(int(number), isa.SEMAPHORE_FIELDS["number"])
                  | isa.field_put(int(bool(acquire)), isa.SEMAPHORE_FIELDS["acquire"]))
     return _load_imm_format(_destinations(dsts), isa.LOAD_IMM_MODES["semaphore"], immediate,
-                            cond, False, None, ws)
+                            cond, sf, pack, ws)
 
 
 def _load_imm_format(dsts, mode, immediate, cond, sf, pack, ws):
     writers = dict(zip(("add", "mul"), dsts))
     cond_code = resolve("condition", cond, isa.CONDITIONS)
+    if not writers and cond_code != isa.CONDITIONS["always"]:
+        raise AssemblerError(f"cond={cond!r} without a destination: the condition is that of the "
+                             f"writes, and this instruction writes nothing")
     fields = {f"cond_{alu}": cond_code for alu in writers}
     pm0_pack = None
-    if pack not in (None, "nop"):
-        pm, code, name = pack_of(pack, "mul" if pack in isa.PACK_MUL else "add")
+    packing = pack_of(pack)
+    if packing is not None:
+        pm, code, name = packing
         alu = "add" if pm == 0 else "mul"
         if alu not in writers:
             raise AssemblerError(f"ldi pack {name}: the colour pack (pm=1) applies to the second "
@@ -425,7 +458,7 @@ def _load_imm_format(dsts, mode, immediate, cond, sf, pack, ws):
         fields["pm"], fields["pack"] = pm, code
         pm0_pack = (alu, name) if pm == 0 else None
     fields["ws"], fields["waddr_add"], fields["waddr_mul"] = choose_ws(writers, ws, pm0_pack)
-    return Instruction(sig=isa.SIG_LOAD_IMM, ldi_mode=mode, immediate=immediate, sf=int(bool(sf)),
+    return Instruction(sig=isa.SIG_LOAD_IMM, ldi_mode=mode, immediate=immediate, sf=int(flag("sf", sf)),
                        **fields)
 
 

@@ -15,8 +15,10 @@ import re
 
 import numpy as np
 
-from . import encoding, isa
-from .errors import AsmError, EncodingError, ParseError
+from . import encoding, isa, parser
+from .builder import MOV_OPS
+from .encoding import branch_target, signed32
+from .errors import AsmError, EncodingError, ParseError, SourceLocation
 
 # ---------------------------------------------------------------------------------------------
 # Rendering one instruction. ``Spelling`` says whether I/O registers read (``reads``) or written
@@ -27,23 +29,17 @@ from .errors import AsmError, EncodingError, ParseError
 Spelling = collections.namedtuple("Spelling", "reads writes")
 SPELLINGS = (Spelling(False, False), Spelling(True, False), Spelling(False, True), Spelling(True, True))
 
-MOV_OPS = {"add": "or", "mul": "v8min"}     # ``mov d, s`` is ``or d, s, s`` / ``v8min d, s, s``
 
-
-def _signed32(value):
-    return value - (1 << 32) if value & 0x80000000 else value
-
-
-def _read_name(side, addr, forced):
+def _read_name(side, addr, spelling):
     name = isa.READ[side].get(addr)
-    if addr < isa.REGFILE_SIZE or forced.reads or name in (None, "nop"):
+    if addr < isa.REGFILE_SIZE or spelling.reads or name in (None, "nop"):
         return f"r{side}{addr}"
     return name
 
 
-def _write_name(side, addr, forced):
+def _write_name(side, addr, spelling):
     name = isa.WRITE[side][addr] if addr >= isa.REGFILE_SIZE else None
-    if name is None or (forced.writes and name not in ("r5quad", "r5rep")):
+    if name is None or (spelling.writes and name not in ("r5quad", "r5rep")):
         return f"r{side}{addr}"
     return "null" if addr == isa.NOP_ADDR else name
 
@@ -52,18 +48,17 @@ def _small_immediate(code):
     kind, value = isa.SMALL_IMMEDIATES[code]
     if kind == "float":
         return repr(value)
-    # A rotation code read as an operand supplies -16..-1 (errata); the assembler refuses it, so
-    # such a word falls back to .quad, but the best-effort text shows what the operand sees.
-    return str(value if kind == "int" else _signed32(isa.small_imm_operand_value(code)))
+    # A rotation code read as an operand supplies -16..-1 (facts section 1 erratum): that int.
+    return str(value if kind == "int" else signed32(isa.small_imm_operand_value(code)))
 
 
-def _source(ins, mux, forced):
+def _source(ins, mux, spelling):
     if mux == isa.MUX_B and ins.sig == isa.SIG_SMALL_IMM:
         return _small_immediate(ins.raddr_b)
     if mux == isa.MUX_A:
-        text, unpacked = _read_name("a", ins.raddr_a, forced), not ins.pm
+        text, unpacked = _read_name("a", ins.raddr_a, spelling), not ins.pm
     elif mux == isa.MUX_B:
-        text, unpacked = _read_name("b", ins.raddr_b, forced), False
+        text, unpacked = _read_name("b", ins.raddr_b, spelling), False
     else:
         text, unpacked = isa.MUX_NAMES[mux], ins.pm and mux == isa.MUX_ACC["r4"]
     if unpacked and ins.unpack:
@@ -71,14 +66,9 @@ def _source(ins, mux, forced):
     return text
 
 
-def _side(ins, unit):
-    """Regfile side an ALU (or the ldi/branch write port of that ALU) writes."""
-    return "ab"[ins.ws ^ (unit == "mul")]
-
-
-def _destination(ins, unit, waddr, forced):
-    side = _side(ins, unit)
-    text = _write_name(side, waddr, forced)
+def _destination(ins, unit, waddr, spelling):
+    side = isa.write_side(unit, ins.ws)
+    text = _write_name(side, waddr, spelling)
     if ins.pack and not ins.pm and side == "a":
         text += "." + isa.PACK_A_NAMES[ins.pack]
     elif ins.pack and ins.pm and unit == "mul":
@@ -93,11 +83,15 @@ def _flag_unit(ins):
     return "add" if ins.op_add or not ins.op_mul else "mul"
 
 
-def _alu_part(ins, unit, forced):
+def _op(ins, unit):
+    """(name, arity) of an ALU's op; a reserved code gets a placeholder name."""
     code = getattr(ins, "op_" + unit)
-    table = isa.ADD_OPS_BY_CODE if unit == "add" else isa.MUL_OPS_BY_CODE
-    op = table.get(code)
-    name, arity = (op.name, op.arity) if op else (f"{unit}_op{code}", 2)
+    op = (isa.ADD_OPS_BY_CODE if unit == "add" else isa.MUL_OPS_BY_CODE).get(code)
+    return (op.name, op.arity) if op else (f"{unit}_op{code}", 2)
+
+
+def _alu_part(ins, unit, spelling):
+    name, arity = _op(ins, unit)
     if arity == 0:
         return name
     modifiers = []
@@ -110,35 +104,33 @@ def _alu_part(ins, unit, forced):
     if unit == "mul" and rotation is not None:
         modifiers.append(f"rot{rotation}")
     mux_a, mux_b = getattr(ins, unit + "_a"), getattr(ins, unit + "_b")
-    sources = [_source(ins, mux_a, forced), _source(ins, mux_b, forced)]
+    sources = [_source(ins, mux_a, spelling), _source(ins, mux_b, spelling)]
     if name == MOV_OPS[unit] and mux_a == mux_b:
         name, arity = "mov", 1
-    operands = [_destination(ins, unit, getattr(ins, "waddr_" + unit), forced)] + sources[:arity]
+    operands = [_destination(ins, unit, getattr(ins, "waddr_" + unit), spelling)] + sources[:arity]
     return ".".join([name] + modifiers) + " " + ", ".join(operands)
 
 
 def _used_muxes(ins, unit):
-    op = (isa.ADD_OPS_BY_CODE if unit == "add" else isa.MUL_OPS_BY_CODE).get(getattr(ins, "op_" + unit))
-    arity = op.arity if op else 2
-    return [getattr(ins, unit + "_a"), getattr(ins, unit + "_b")][:arity]
+    return [getattr(ins, unit + "_a"), getattr(ins, unit + "_b")][:_op(ins, unit)[1]]
 
 
-def _bare_reads(ins, forced):
+def _bare_reads(ins, spelling):
     """Read addresses no operand uses: reads kept for their side effect (``read uniform``)."""
     used = set(_used_muxes(ins, "add") + _used_muxes(ins, "mul"))
     reads = []
     if ins.raddr_a != isa.NOP_ADDR and isa.MUX_A not in used:
         unpack = "." + isa.UNPACK_NAMES[ins.unpack] if ins.unpack and not ins.pm else ""
-        reads.append(_read_name("a", ins.raddr_a, forced) + unpack)
+        reads.append(_read_name("a", ins.raddr_a, spelling) + unpack)
     if ins.raddr_b != isa.NOP_ADDR and isa.MUX_B not in used and ins.sig != isa.SIG_SMALL_IMM:
-        reads.append(_read_name("b", ins.raddr_b, forced))
+        reads.append(_read_name("b", ins.raddr_b, spelling))
     return reads
 
 
-def _render_alu(ins, forced):
-    add, mul = _alu_part(ins, "add", forced), _alu_part(ins, "mul", forced)
+def _render_alu(ins, spelling):
+    add, mul = _alu_part(ins, "add", spelling), _alu_part(ins, "mul", spelling)
     parts = [add, mul] if mul != "nop" else [add] if add != "nop" else []
-    reads = _bare_reads(ins, forced)
+    reads = _bare_reads(ins, spelling)
     if reads:
         parts.append("read " + ", ".join(reads))
     if ins.sig not in (isa.SIG_NONE, isa.SIG_SMALL_IMM):
@@ -146,46 +138,32 @@ def _render_alu(ins, forced):
     return " ; ".join(parts) or "nop"
 
 
-def per_element_values(immediate, mode):
-    """The 16 small values of a per-element load immediate (facts §1)."""
-    values = [((immediate >> (16 + i)) & 1) * 2 + ((immediate >> i) & 1) for i in range(16)]
-    return [v - 4 if mode == "signed" and v >= 2 else v for v in values]
-
-
-def _render_load_imm(ins, forced):
+def _render_load_imm(ins, spelling):
     mode = isa.LOAD_IMM_MODE_NAMES.get(ins.ldi_mode, f"mode{ins.ldi_mode}")
-    if mode == "semaphore":
-        number = isa.field_get(ins.immediate, isa.SEMAPHORE_FIELDS["number"])
-        acquire = isa.field_get(ins.immediate, isa.SEMAPHORE_FIELDS["acquire"])
-        return f"{'sacq' if acquire else 'srel'} {number}"
-    # Destinations: ADD write first, MUL write second; none when neither port writes (the
-    # assembler leaves an unused port at nop with condition never, and ws at 0).
+    # Destinations: ADD write first, MUL write second. The assembler leaves an unused port at
+    # address 39 with condition never (and ws and the port's pack at 0).
     never = isa.CONDITIONS["never"]
     used = [ins.waddr_add != isa.NOP_ADDR or ins.cond_add != never or ins.ws or (ins.pack and not ins.pm),
-            ins.waddr_mul != isa.NOP_ADDR or ins.cond_mul != never or (ins.pm and ins.pack)]
+            ins.waddr_mul != isa.NOP_ADDR or ins.cond_mul != never or (ins.pack and ins.pm)]
     units = ("add", "mul")[:2 if used[1] else 1 if used[0] else 0]
-    destinations = [_destination(ins, unit, getattr(ins, "waddr_" + unit), forced) for unit in units]
-    modifiers = [] if mode == "32" else [mode]
+    destinations = [_destination(ins, unit, getattr(ins, "waddr_" + unit), spelling) for unit in units]
+    mnemonic, modifiers = "ldi", [] if mode == "32" else [mode]
     if units and ins.cond_add != isa.CONDITIONS["always"]:
         modifiers.append(isa.CONDITION_NAMES[ins.cond_add])
     if ins.sf:
         modifiers.append("sf")
-    if mode in ("signed", "unsigned"):
-        value = "[" + ", ".join(map(str, per_element_values(ins.immediate, mode))) + "]"
+    if mode == "semaphore":
+        acquire = isa.field_get(ins.immediate, isa.SEMAPHORE_FIELDS["acquire"])
+        mnemonic, modifiers = "sacq" if acquire else "srel", modifiers[1:]
+        value = str(isa.field_get(ins.immediate, isa.SEMAPHORE_FIELDS["number"]))
+    elif mode in isa.PER_ELEMENT_RANGES:
+        value = "[" + ", ".join(map(str, isa.per_element_values(ins.immediate, mode))) + "]"
     else:
         value = f"{ins.immediate:#010x}"
-    return ".".join(["ldi"] + modifiers) + " " + ", ".join(destinations + [value])
+    return ".".join([mnemonic] + modifiers) + " " + ", ".join(destinations + [value])
 
 
-def branch_target(ins, address):
-    """Byte address a relative branch at ``address`` goes to (facts §1), or None if absolute."""
-    if not ins.rel:
-        return None
-    delay = (isa.BRANCH_DELAY_SLOTS + 1) * isa.INSTRUCTION_BYTES
-    return address + delay + _signed32(ins.immediate)
-
-
-def _render_branch(ins, address, target_labels, forced):
+def _render_branch(ins, address, target_labels, spelling):
     modifiers = []
     if ins.cond_br != isa.BRANCH_CONDITIONS["always"]:
         modifiers.append(isa.BRANCH_CONDITION_NAMES.get(ins.cond_br, f"cond{ins.cond_br}"))
@@ -201,17 +179,17 @@ def _render_branch(ins, address, target_labels, forced):
     if ins.reg:
         text += f" + ra{ins.raddr_a}"
     if ins.waddr_add != isa.NOP_ADDR or ins.ws:     # the assembler writes the link through ADD only
-        text += ", link=" + _write_name(_side(ins, "add"), ins.waddr_add, forced)
+        text += ", link=" + _write_name(isa.write_side("add", ins.ws), ins.waddr_add, spelling)
     return ".".join(["branch"] + modifiers) + " " + text
 
 
-def render(ins, address=0, target_labels=None, forced=SPELLINGS[0]):
+def render(ins, address=0, target_labels=None, spelling=SPELLINGS[0]):
     """Best-effort text of one instruction (not verified; see ``disassemble_word``)."""
     if ins.format == "branch":
-        return _render_branch(ins, address, target_labels or {}, forced)
+        return _render_branch(ins, address, target_labels or {}, spelling)
     if ins.format == "load_imm":
-        return _render_load_imm(ins, forced)
-    return _render_alu(ins, forced)
+        return _render_load_imm(ins, spelling)
+    return _render_alu(ins, spelling)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,26 +250,30 @@ def disassemble_word(word, address=0, target_labels=None):
     ``target_labels`` maps byte addresses to label names; branch targets found there are written
     as the label (the verification resolves the label to the same address).
     """
-    from . import parser     # the parser imports the builder, which may import this module
-
     word = int(word)
     ins = encoding.decode(word)
+    quad = f".quad {word:#018x}"
+    best_effort = render(ins, address, target_labels)
+    reserved = reserved_codes(ins)
+    if reserved:
+        return Line(word, address, quad, best_effort, "; ".join(reserved))
     labels = {name: target for target, name in (target_labels or {}).items()}
-    candidates = [render(ins, address, target_labels, spelling) for spelling in SPELLINGS]
-    reasons = reserved_codes(ins)
-    if not reasons:
-        failures = []
-        for text in dict.fromkeys(candidates):      # natural spelling first, then side-forced
-            try:
-                got = parser.assemble_line(text, address, labels)
-            except AsmError as error:
-                failures.append(f"`{text}` does not assemble ({error.message})")
-                continue
-            if got == word:
-                return Line(word, address, text)
-            failures.append(_field_differences(word, got))
-        reasons = [failures[0]]
-    return Line(word, address, f".quad {word:#018x}", candidates[0], "; ".join(reasons))
+    failure, tried = None, set()
+    for spelling in SPELLINGS:          # natural names first, then side-spelling ones
+        text = render(ins, address, target_labels, spelling)
+        if text in tried:
+            continue
+        tried.add(text)
+        try:
+            got = parser.assemble_line(text, address, labels)
+        except AsmError as error:
+            failure = failure or f"`{text}` does not assemble ({error.message})"
+            continue
+        if got == word:
+            return Line(word, address, text)
+        # The natural spelling's difference says best what the text cannot express.
+        failure = failure or _field_differences(word, got)
+    return Line(word, address, quad, best_effort, failure)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,6 +324,9 @@ def disassemble(code):
     assembles back to the same words (and labels and waivers).
     """
     words, labels, waivers = _code(code)
+    out = [f"# label {name!r} at 0x{address:04x} cannot be written in the text syntax"
+           for name, address in sorted(labels.items()) if not parser.is_label_name(name)]
+    labels = {name: address for name, address in labels.items() if parser.is_label_name(name)}
     target_labels = _target_labels(words, labels)
     placed = {}
     for name, address in labels.items():
@@ -349,17 +334,17 @@ def disassemble(code):
     for address, name in target_labels.items():
         if name not in labels:
             placed.setdefault(address, []).append(name)
-    out = []
     for index, (word, waive) in enumerate(zip(words, waivers)):
         address = index * isa.INSTRUCTION_BYTES
         out.extend(f"{name}:" for name in sorted(placed.pop(address, [])))
         line = disassemble_word(word, address, target_labels)
         statement = line.text + (" ; waive " + ", ".join(sorted(waive)) if waive else "")
         comment = f"0x{address:04x}"
+        target = branch_target(encoding.decode(word), address)    # None unless a relative branch
         if not line.canonical:
             comment += f": {line.best_effort}  -- non-canonical: {line.reason}"
-        elif word >> 60 == isa.SIG_BRANCH and encoding.decode(word).rel:
-            comment += f" -> 0x{branch_target(encoding.decode(word), address):04x}"
+        elif target is not None:
+            comment += f" -> 0x{target:04x}"
         out.append(f"    {statement:<48} # {comment}")
     for address in sorted(placed):                 # labels past the end
         out.extend(f"{name}:" for name in sorted(placed[address]))
@@ -380,8 +365,6 @@ def words_from_hex(text, source="<hex>"):
     (up to 16 hex digits, optional ``0x``) or two 32-bit words, low then high (up to 8 hex
     digits each, optional ``0x``). Blank lines are skipped.
     """
-    from .errors import SourceLocation
-
     words = []
     for number, raw in enumerate(text.splitlines(), 1):
         line = re.split(r"#|//", raw, maxsplit=1)[0].replace(",", " ").split()

@@ -95,7 +95,7 @@ def decode(word):
     word = int(word)
     if not 0 <= word < (1 << 64):
         raise EncodingError(f"instruction word {word:#x} is not a 64-bit value")
-    sig = word >> 60
+    sig = isa.field_get(word, isa.ALU_FIELDS["sig"])      # the same bits in every format
     table = FORMAT_FIELDS[format_of_sig(sig)]
     values = {name: (word >> lsb) & ((1 << width) - 1) for name, (lsb, width) in table.items()}
     # Fields outside this format keep the nop defaults (no reads, nop writes, no ops), so a
@@ -103,14 +103,23 @@ def decode(word):
     return Instruction(**values)
 
 
-_ALL_FIELDS = tuple(f.name for f in dataclasses.fields(Instruction))
+def signed32(value):
+    """A 32-bit field read as two's complement."""
+    return value - (1 << 32) if value >> 31 else value
+
+
+def branch_target(ins, address):
+    """Byte address a relative branch at byte ``address`` goes to (facts §1), None if absolute."""
+    if not ins.rel:
+        return None
+    return address + isa.BRANCH_RETURN_OFFSET + signed32(ins.immediate)
 
 
 def words_from_bytes(data):
     """Little-endian bytes (low 32-bit word first) -> list of 64-bit instruction words."""
     data = bytes(data)
     if len(data) % isa.INSTRUCTION_BYTES:
-        raise EncodingError(f"code is {len(data)} bytes, not a multiple of 8")
+        raise EncodingError(f"code is {len(data)} bytes, not a multiple of {isa.INSTRUCTION_BYTES}")
     return [int(w) for w in np.frombuffer(data, dtype="<u8")]
 
 

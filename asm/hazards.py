@@ -30,6 +30,7 @@ import collections
 import functools
 
 from . import isa
+from .encoding import branch_target
 from .errors import HazardError
 
 RULES = {
@@ -87,10 +88,6 @@ def _read_name(side, addr):
     return isa.READ[side].get(addr, _regfile_name(side, addr))
 
 
-def _write_side(alu, ws):
-    return "a" if (alu == "add") != bool(ws) else "b"
-
-
 _Write = collections.namedtuple("_Write", "addr cond name")
 
 
@@ -139,7 +136,7 @@ def _writes(ins):
     for alu, addr in (("add", ins.waddr_add), ("mul", ins.waddr_mul)):
         if addr == isa.NOP_ADDR or conds[alu] == _NEVER:
             continue
-        side = _write_side(alu, ins.ws)
+        side = isa.write_side(alu, ins.ws)
         name = _regfile_name(side, addr) if addr < isa.REGFILE_SIZE else isa.WRITE[side][addr]
         writes.append(_Write(addr, conds[alu], name))
     return writes
@@ -236,16 +233,15 @@ def _branch_target(index, ins, code_address):
     code is loaded. The index may lie outside the program (that is reported as leaving it)."""
     if ins.reg:
         return _UNKNOWN
-    offset = ins.immediate - (1 << 32) if ins.immediate >> 31 else ins.immediate
     if ins.rel:
-        base = (index + isa.BRANCH_DELAY_SLOTS + 1) * isa.INSTRUCTION_BYTES
+        target = branch_target(ins, index * isa.INSTRUCTION_BYTES)
     elif code_address is None:
         return _UNKNOWN
     else:
-        base, offset = 0, ins.immediate - code_address
-    if offset % isa.INSTRUCTION_BYTES:
+        target = ins.immediate - code_address
+    if target % isa.INSTRUCTION_BYTES:
         return _UNKNOWN
-    return (base + offset) // isa.INSTRUCTION_BYTES
+    return target // isa.INSTRUCTION_BYTES
 
 
 def _successors(state, instructions, facts, code_address):

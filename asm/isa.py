@@ -25,9 +25,9 @@ def _inverse(mapping):
 # the signal field: 14 = load immediate (and semaphore), 15 = branch, anything else = ALU.
 # ---------------------------------------------------------------------------------------------
 
-ALU_FIELDS = _frozen({
-    "sig": (60, 4),
-    "unpack": (57, 3),
+# Bits 59:32 below the signal are laid out alike in the ALU and the load-immediate formats: the
+# write half (pack, conditions, set flags, write swap, write addresses).
+_WRITE_HALF_FIELDS = {
     "pm": (56, 1),
     "pack": (52, 4),
     "cond_add": (49, 3),
@@ -36,6 +36,12 @@ ALU_FIELDS = _frozen({
     "ws": (44, 1),
     "waddr_add": (38, 6),
     "waddr_mul": (32, 6),
+}
+
+ALU_FIELDS = _frozen({
+    "sig": (60, 4),
+    "unpack": (57, 3),
+    **_WRITE_HALF_FIELDS,
     "op_mul": (29, 3),
     "op_add": (24, 5),
     "raddr_a": (18, 6),
@@ -49,14 +55,7 @@ ALU_FIELDS = _frozen({
 LOAD_IMM_FIELDS = _frozen({
     "sig": (60, 4),
     "ldi_mode": (57, 3),
-    "pm": (56, 1),
-    "pack": (52, 4),
-    "cond_add": (49, 3),
-    "cond_mul": (46, 3),
-    "sf": (45, 1),
-    "ws": (44, 1),
-    "waddr_add": (38, 6),
-    "waddr_mul": (32, 6),
+    **_WRITE_HALF_FIELDS,
     "immediate": (0, 32),
 })
 
@@ -218,6 +217,9 @@ BRANCH_CONDITION_RESERVED = frozenset({12, 13, 14})
 # Relative branch targets count from the instruction after the three delay slots.
 BRANCH_DELAY_SLOTS = 3
 INSTRUCTION_BYTES = 8
+# The target of a relative branch and its link (return) address both count from here, in bytes
+# after the branch: the instruction after the delay slots.
+BRANCH_RETURN_OFFSET = (BRANCH_DELAY_SLOTS + 1) * INSTRUCTION_BYTES
 
 # ---------------------------------------------------------------------------------------------
 # Pipeline rules (fact sheet section 2), as distances in instructions: "latency n" means the
@@ -275,6 +277,13 @@ READ = _frozen({"a": READ_A, "b": READ_B})
 WRITE = _frozen({"a": WRITE_A, "b": WRITE_B})
 READ_BY_NAME = _frozen({side: _inverse(table) for side, table in READ.items()})
 WRITE_BY_NAME = _frozen({side: _inverse(table) for side, table in WRITE.items()})
+
+
+def write_side(alu, ws):
+    """The regfile side ("a" or "b") that ``alu`` ("add" or "mul") writes: ws=0 sends the ADD
+    result to the A-side address and the MUL result to the B side, ws=1 swaps them."""
+    return "a" if (alu == "add") != bool(ws) else "b"
+
 
 ACCUMULATOR_WRITE = _frozen({32: 0, 33: 1, 34: 2, 35: 3})   # waddr -> r0..r3
 R5_WRITE = 37
@@ -360,6 +369,24 @@ def small_imm_operand_value(code):
 
 LOAD_IMM_MODES = _frozen({"32": 0, "signed": 1, "unsigned": 3, "semaphore": 4})
 LOAD_IMM_MODE_NAMES = _inverse(LOAD_IMM_MODES)
+# A per-element load gives element i the 2-bit value (imm bit PER_ELEMENT_HIGH_BIT + i, imm bit i),
+# read as signed or unsigned by the mode.
+PER_ELEMENT_HIGH_BIT = 16
+PER_ELEMENT_RANGES = _frozen({"signed": range(-2, 2), "unsigned": range(0, 4)})
+
+
+def per_element_immediate(values):
+    """The immediate of a per-element load of ``values`` (16 ints in one of PER_ELEMENT_RANGES)."""
+    return sum(((v >> 1) & 1) << (PER_ELEMENT_HIGH_BIT + i) | (v & 1) << i for i, v in enumerate(values))
+
+
+def per_element_values(immediate, mode):
+    """The 16 values a per-element load immediate gives in ``mode`` ("signed" or "unsigned")."""
+    span = PER_ELEMENT_RANGES[mode]
+    values = [((immediate >> (PER_ELEMENT_HIGH_BIT + i)) & 1) << 1 | ((immediate >> i) & 1)
+              for i in range(SIMD_WIDTH)]
+    return [(v - span.start) % len(span) + span.start for v in values]
+
 SEMAPHORE_FIELDS = _frozen({"number": (0, 4), "acquire": (4, 1)})
 NUM_SEMAPHORES = 16
 SEMAPHORE_MAX = 15
@@ -409,6 +436,7 @@ VPM_BYTES = 12 * 1024          # total VPM on the Pi (V3D_IDENT1)
 QPUS_PER_SLICE = 4
 NUM_QPUS = 12
 SIMD_WIDTH = 16
+WORD_BITS = 32                 # a register element, a uniform, a VPM word
 
 
 def field_get(word, field):

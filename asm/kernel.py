@@ -15,36 +15,23 @@ read address) or ``.read(src)`` on a handle (adds the read to that instruction).
 
 Errors are raised at the call: an ``AssemblerError`` whose location is the kernel's line. By
 default that is the first stack frame outside the ``asm`` package; a text front end passes
-``location_provider`` (a callable returning a SourceLocation) instead.
+``location_provider`` (a callable returning a SourceLocation) instead. A call Python itself
+would reject (a misspelt keyword, a missing or extra argument) is such an error too, so a kernel
+author never gets a traceback from inside the package.
 """
 
 import contextlib
 import functools
+import inspect
 import keyword
-import linecache
-import os
-import sys
 
 from . import builder, hazards, isa
 from . import registers as regs
 from .encoding import decode
-from .errors import AssemblerError, SourceLocation
+from .errors import AssemblerError, caller_location, checked_call, suggestion
 from .program import Program
 from .registers import resolve
 from .vpm import MACROS as VPM_MACROS, VpmMacros
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-def caller_location():
-    """SourceLocation of the innermost stack frame outside the asm package."""
-    frame = sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
-        frame = frame.f_back
-    if frame is None:
-        return None
-    file, line = frame.f_code.co_filename, frame.f_lineno
-    return SourceLocation(file, line, linecache.getline(file, line).strip() or None)
 
 
 def _method_name(op_name):
@@ -73,6 +60,16 @@ class Label:
         return f"Label({self.qualified_name!r})"
 
 
+def waiver_set(waive):
+    """The hazard rules named by a ``waive=`` argument: one name or a collection of names
+    (whether they are rules is checked with the program, see asm.hazards)."""
+    rules = (waive,) if isinstance(waive, str) else waive
+    if not isinstance(rules, (tuple, list, set, frozenset)) or not all(isinstance(r, str) for r in rules):
+        raise AssemblerError(f"waive={waive!r}: give a rule name or a tuple of rule names "
+                             f"(asm.hazards.RULES)")
+    return frozenset(rules)
+
+
 class _Entry:
     """One instruction being assembled: its parts, where it was written, what it waives."""
 
@@ -83,17 +80,10 @@ class _Entry:
         self.sig = None
         self.ws = None
         self.reads = []
-        self.waive = frozenset()
-        self.add_waivers(waive)
+        self.waive = waiver_set(waive)
         self.instruction = instruction
         self.target = None              # branch: (Label or name or int, scope at the call)
         self.branch_args = None
-
-    def add_waivers(self, waive):
-        waive = (waive,) if isinstance(waive, str) else tuple(waive)
-        if not all(isinstance(rule, str) for rule in waive):
-            raise AssemblerError(f"waive={waive!r}: give a rule name or a tuple of rule names")
-        self.waive |= frozenset(waive)
 
     def update(self, halves=(), sig=None, ws=None, reads=()):
         """Add parts to this ALU instruction. Nothing changes unless the result encodes, so an
@@ -112,20 +102,23 @@ class _Entry:
 
 
 def _with_location(method):
-    """Run an Assembler method with the call site recorded; put it on any AssemblerError."""
+    """A public method of the Assembler or of an InstructionHandle, run with the call site
+    recorded. Any AssemblerError it raises, and a call with arguments the method does not take
+    (Python's TypeError), becomes an AssemblerError at the call site."""
+    signature = inspect.signature(method)
+
     @functools.wraps(method)
     def located(self, *args, **kwargs):
-        if self._call_site is not None:     # a macro calling another method
-            return method(self, *args, **kwargs)
-        self._call_site = self._locate()
+        assembler = self if isinstance(self, Assembler) else self._assembler
+        if assembler._call_site is not None:     # a macro calling another method
+            return checked_call(method, signature, (self,) + args, kwargs)
+        assembler._call_site = assembler._locate()
         try:
-            return method(self, *args, **kwargs)
+            return checked_call(method, signature, (self,) + args, kwargs)
         except AssemblerError as error:
-            if error.location is not None:
-                raise
-            raise AssemblerError(error.message, self._call_site) from None
+            raise AssemblerError(error.message, assembler._call_site) from None
         finally:
-            self._call_site = None
+            assembler._call_site = None
     return located
 
 
@@ -137,6 +130,7 @@ class InstructionHandle:
     def __init__(self, assembler, entry):
         self._assembler, self._entry = assembler, entry
 
+    @_with_location
     def read(self, *srcs):
         """Add reads whose only use is their side effect to this instruction."""
         return self._assembler._add_reads(self._entry, srcs)
@@ -145,7 +139,7 @@ class InstructionHandle:
         return self._assembler._unknown(name)
 
 
-def _make_op_methods(op_name):
+def _make_op_methods(method_name, op_name):
     def on_assembler(self, dst, *srcs, cond="always", sf=False, pack=None, rotate=None,
                      sig=None, waive=(), ws=None):
         alu = "add" if op_name in isa.ADD_OPS or op_name == "mov" else "mul"
@@ -159,9 +153,10 @@ def _make_op_methods(op_name):
         return self._assembler._chain(self._entry, op_name, dst, srcs, cond, sf, pack, rotate,
                                       sig, waive, ws)
 
-    doc = f"``{op_name} dst, src...`` (keywords: cond, sf, pack, rotate, sig, waive, ws)."
-    on_assembler.__doc__ = on_handle.__doc__ = doc
-    return _with_location(on_assembler), on_handle
+    for method in (on_assembler, on_handle):
+        method.__name__ = method.__qualname__ = method_name
+        method.__doc__ = f"``{op_name} dst, src...`` (keywords: cond, sf, pack, rotate, sig, waive, ws)."
+    return _with_location(on_assembler), _with_location(on_handle)
 
 
 class Assembler(VpmMacros):
@@ -199,15 +194,10 @@ class Assembler(VpmMacros):
     # -- instructions ------------------------------------------------------------------------
 
     def _fill(self, entry, alu, op_name, dst, srcs, cond, sf, pack, rotate, sig, ws):
-        if op_name == "mov":
-            op_name, srcs = builder.MOV_OPS[alu], tuple(srcs) * 2
-            if len(srcs) != 2:
-                raise AssemblerError(f"mov takes a destination and one source, got {len(srcs) // 2}")
         half = builder.AluHalf(alu, op_name, dst, srcs, cond, sf, pack, rotate)
         entry.update(halves={alu: half}, sig=sig, ws=ws)
         return InstructionHandle(self, entry)
 
-    @_with_location
     def _chain(self, entry, op_name, dst, srcs, cond, sf, pack, rotate, sig, waive, ws):
         if entry.kind != "alu":
             raise AssemblerError(f"{op_name} cannot be added to a {entry.kind} instruction")
@@ -217,13 +207,13 @@ class Assembler(VpmMacros):
         if not free:
             taken = " and ".join(f"{builder.ALU_NAMES[alu]} ({entry.halves[alu].op.name})" for alu in candidates)
             raise AssemblerError(f"{op_name}: {taken} already used in this instruction")
+        waivers = waiver_set(waive)
         # Chained ops that exist on both ALUs go to the MUL ALU when it is free (design.md), so
         # ``a.nop().v8adds(...)`` is the MUL-only form the text syntax's ``nop ; v8adds`` needs.
         handle = self._fill(entry, free[-1], op_name, dst, srcs, cond, sf, pack, rotate, sig, ws)
-        entry.add_waivers(waive)
+        entry.waive |= waivers
         return handle
 
-    @_with_location
     def _add_reads(self, entry, srcs):
         if entry.kind != "alu":
             raise AssemblerError(f"a {entry.kind} instruction has no read ports to add reads to")
@@ -269,14 +259,21 @@ class Assembler(VpmMacros):
                                  f"the instruction format")
 
     @_with_location
-    def sema_acquire(self, number, waive=()):
-        """Decrement semaphore ``number``; stalls while it is 0."""
-        self._entries.append(_Entry(self._call_site, "ldi", waive, builder.build_semaphore(number, acquire=True)))
+    def sema_acquire(self, number, dst=(), cond="always", sf=False, pack=None, waive=(), ws=None):
+        """Decrement semaphore ``number``; stalls while it is 0. Like ``ldi``, the instruction
+        can also write its immediate (the semaphore word, ``number | 16``) to ``dst``, which
+        is nothing by default; ``cond``, ``sf``, ``pack`` and ``ws`` are as for ``ldi``."""
+        self._semaphore(number, True, dst, cond, sf, pack, waive, ws)
 
     @_with_location
-    def sema_release(self, number, waive=()):
-        """Increment semaphore ``number``; stalls while it is at its maximum."""
-        self._entries.append(_Entry(self._call_site, "ldi", waive, builder.build_semaphore(number, acquire=False)))
+    def sema_release(self, number, dst=(), cond="always", sf=False, pack=None, waive=(), ws=None):
+        """Increment semaphore ``number``; stalls while it is at its maximum. ``dst`` and the
+        other options as for ``sema_acquire`` (the immediate written is ``number``)."""
+        self._semaphore(number, False, dst, cond, sf, pack, waive, ws)
+
+    def _semaphore(self, number, acquire, dst, cond, sf, pack, waive, ws):
+        instruction = builder.build_semaphore(number, acquire, dst, cond, sf, pack, ws)
+        self._entries.append(_Entry(self._call_site, "ldi", waive, instruction))
 
     @_with_location
     def mutex_acquire(self, waive=()):
@@ -295,7 +292,7 @@ class Assembler(VpmMacros):
     def exit(self, interrupt=True):
         """End the program: host interrupt (what the launcher counts), thrend, two delay slots.
         Nothing here writes regfile A/B, reads uniforms or touches the VPM (fact sheet section 2)."""
-        if interrupt:
+        if builder.flag("interrupt", interrupt):
             self.host_interrupt()
         self.nop(sig="thrend")
         self.nop()
@@ -307,6 +304,7 @@ class Assembler(VpmMacros):
         an int target without ``absolute`` is a byte offset in this program. ``reg`` (ra0..ra31)
         is added to the target; ``link`` receives the return address. Three delay slots follow."""
         self._reject_signal(sig, "a branch")
+        absolute = builder.flag("absolute", absolute)
         if absolute and not isinstance(target, int):
             raise AssemblerError(f"absolute branch target {target!r}: give an int address (labels are "
                                  f"relative, the load address of the code is not known here)")
@@ -335,9 +333,16 @@ class Assembler(VpmMacros):
         self._labels[key] = (label, len(self._entries), self._call_site)
         return label
 
-    @contextlib.contextmanager
+    @_with_location
     def scope(self, name="scope"):
-        """A label namespace: labels placed inside are found first by references inside."""
+        """A label namespace for a ``with`` block: labels placed inside are found first by
+        references inside. ``name`` (plus a count) prefixes the labels' qualified names."""
+        if not isinstance(name, str) or not name:
+            raise AssemblerError(f"scope name {name!r} must be a non-empty string")
+        return self._scoped(name)
+
+    @contextlib.contextmanager
+    def _scoped(self, name):
         self._scope_count += 1
         outer = self._scope
         self._scope = outer + (f"{name}{self._scope_count}",)
@@ -357,7 +362,7 @@ class Assembler(VpmMacros):
             if found is not None:
                 return found[1] * isa.INSTRUCTION_BYTES
         known = [label.qualified_name for label, _, _ in self._labels.values()]
-        raise AssemblerError(f"undefined label {target!r}; {regs.suggestion(target, known)}", entry.location)
+        raise AssemblerError(f"undefined label {target!r}; {suggestion(target, known)}", entry.location)
 
     # -- result ------------------------------------------------------------------------------
 
@@ -366,7 +371,7 @@ class Assembler(VpmMacros):
         words = []
         for pc, entry in enumerate(self._entries):
             if entry.kind == "branch" and entry.branch_args["relative"]:
-                offset = self._resolve_target(entry) - (pc + 1 + isa.BRANCH_DELAY_SLOTS) * isa.INSTRUCTION_BYTES
+                offset = self._resolve_target(entry) - (pc * isa.INSTRUCTION_BYTES + isa.BRANCH_RETURN_OFFSET)
                 try:
                     entry.instruction = builder.build_branch(immediate=offset, **entry.branch_args)
                 except AssemblerError as error:
@@ -382,8 +387,7 @@ class Assembler(VpmMacros):
 
 
 for _method, _op in OP_METHODS.items():
-    _on_assembler, _on_handle = _make_op_methods(_op)
-    _on_assembler.__name__ = _on_handle.__name__ = _method
+    _on_assembler, _on_handle = _make_op_methods(_method, _op)
     setattr(Assembler, _method, _on_assembler)
     setattr(InstructionHandle, _method, _on_handle)
 

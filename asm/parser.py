@@ -7,12 +7,12 @@ point at the text line. Errors in the text itself are ``ParseError``s giving the
 was expected.
 """
 
-import difflib
+import collections
 import keyword
 import re
 
 from . import isa, registers
-from .errors import ParseError, SourceLocation
+from .errors import ParseError, SourceLocation, close_names
 from .kernel import Assembler
 
 _TOKEN = re.compile(r"""
@@ -22,11 +22,18 @@ _TOKEN = re.compile(r"""
   | (?P<punct>[,;:\[\]+\-=])
 """, re.VERBOSE)
 
-_CONDITION_LIST = ", ".join(isa.CONDITIONS)
+_LABEL_NAME = re.compile(r"[A-Za-z_][\w.$/]*")
 _ROTATE = re.compile(r"^rot(r5|\d+)$")
 # Parts of an ALU statement after the ops: a signal name, ``read SRC...`` or ``waive RULE...``.
 _READ, _WAIVE = "read", "waive"
-_SINGLE_FORMS = ("ldi", "sacq", "srel", "branch", ".quad")
+# Statements with one instruction part; the load forms call these Assembler methods.
+_LOAD_FORMS = {"ldi": "ldi", "sacq": "sema_acquire", "srel": "sema_release"}
+_SINGLE_FORMS = (*_LOAD_FORMS, "branch", ".quad")
+
+
+def is_label_name(name):
+    """Whether ``name`` can be written as a label (``pc`` means the branch's own address)."""
+    return bool(_LABEL_NAME.fullmatch(name)) and name != "pc"
 
 
 def _method(op_name):
@@ -44,7 +51,7 @@ class _Token:
 
 
 def _suggest(name, known):
-    close = difflib.get_close_matches(name, list(known), n=3)
+    close = close_names(name, known)
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
@@ -187,6 +194,36 @@ def _mnemonic(tokens):
     return token, name, modifiers
 
 
+# A dotted modifier: the keyword argument it sets, whether a modifier text is one, its value.
+_Modifier = collections.namedtuple("_Modifier", "keyword matches value description")
+_CONDITION = _Modifier("cond", lambda m: m in isa.CONDITIONS, str,
+                       f"a condition ({', '.join(isa.CONDITIONS)})")
+_SF = _Modifier("sf", lambda m: m == "sf", lambda m: True, "sf")
+_ROTATION = _Modifier("rotate", _ROTATE.match,
+                      lambda m: registers.REGISTERS["r5"] if m == "rotr5" else int(m[len("rot"):]),
+                      "rotN (1..15) or rotr5")
+_LDI_MODE = _Modifier("mode", lambda m: m in isa.PER_ELEMENT_RANGES, str,
+                      " or ".join(isa.PER_ELEMENT_RANGES))
+_BRANCH_CONDITION = _Modifier("cond", lambda m: m in isa.BRANCH_CONDITIONS, str,
+                              f"a branch condition ({', '.join(isa.BRANCH_CONDITIONS)})")
+_ABSOLUTE = _Modifier("absolute", lambda m: m == "abs", lambda m: True, "abs")
+
+
+def _modifiers(tokens, token, name, modifiers, allowed):
+    """Keyword arguments from the dotted ``modifiers`` of mnemonic ``name``; each of the
+    ``allowed`` _Modifiers may be given once."""
+    kwargs = {}
+    for modifier in modifiers:
+        kind = next((m for m in allowed if m.keyword not in kwargs and m.matches(modifier)), None)
+        if kind is None and not allowed:
+            raise tokens.error(f"{name} takes no modifiers", token)
+        if kind is None:
+            raise tokens.error(f"{name}: modifier {modifier!r} is unknown or repeated; allowed once "
+                               f"each: {', '.join(m.description for m in allowed)}", token)
+        kwargs[kind.keyword] = kind.value(modifier)
+    return kwargs
+
+
 def _alu_part(tokens, alu):
     """``op[.cond][.sf][.rotN] dst, src...`` of one ALU -> (method, args, kwargs), or None for nop."""
     token, name, modifiers = _mnemonic(tokens)
@@ -200,24 +237,11 @@ def _alu_part(tokens, alu):
         raise tokens.error(f"unknown {alu.upper()} op {name!r}{hint or _suggest(name, list(ops) + ['mov'])}",
                            token)
     if name == "nop":
-        if modifiers:
-            raise tokens.error("nop takes no modifiers", token)
+        _modifiers(tokens, token, name, modifiers, ())
         tokens.finish()
         return None
-    kwargs = {}
-    for modifier in modifiers:
-        rotation = _ROTATE.match(modifier) if alu == "mul" else None
-        if modifier in isa.CONDITIONS and "cond" not in kwargs:
-            kwargs["cond"] = modifier
-        elif modifier == "sf" and "sf" not in kwargs:
-            kwargs["sf"] = True
-        elif rotation and "rotate" not in kwargs:
-            amount = rotation.group(1)
-            kwargs["rotate"] = registers.REGISTERS["r5"] if amount == "r5" else int(amount)
-        else:
-            allowed = f"a condition ({_CONDITION_LIST}), sf" + (", rotN (1..15) or rotr5" if alu == "mul" else "")
-            raise tokens.error(f"{name}: modifier {modifier!r} is unknown or repeated; "
-                               f"allowed once each: {allowed}", token)
+    allowed = (_CONDITION, _SF, _ROTATION) if alu == "mul" else (_CONDITION, _SF)
+    kwargs = _modifiers(tokens, token, name, modifiers, allowed)
     dst, pack = _destination(tokens)
     if pack:
         kwargs["pack"] = pack
@@ -244,6 +268,9 @@ def _extras(parts, allow_alu_extras):
             reads.extend(_comma_list(tokens, _source))
         elif name in isa.USER_SIGNALS and sig is None:
             sig = name
+        elif name in isa.ADD_OPS or name in isa.MUL_OPS or name == "mov":
+            raise tokens.error(f"{name}: an instruction has one ADD op then one MUL op, and they come "
+                               f"before the signal, read and waive parts", token)
         else:
             what = "a second signal" if name in isa.USER_SIGNALS else repr(name)
             raise tokens.error(f"{what} here: after the ops come a signal "
@@ -290,23 +317,16 @@ def _alu_statement(parts):
     return calls
 
 
-def _ldi_statement(tokens, modifiers, token):
-    kwargs = {}
-    for modifier in modifiers:
-        if modifier in ("signed", "unsigned") and "mode" not in kwargs:
-            kwargs["mode"] = modifier
-        elif modifier in isa.CONDITIONS and "cond" not in kwargs:
-            kwargs["cond"] = modifier
-        elif modifier == "sf" and "sf" not in kwargs:
-            kwargs["sf"] = True
-        else:
-            raise tokens.error(f"ldi: modifier {modifier!r} is unknown or repeated; allowed once each: "
-                               f"signed or unsigned, a condition ({_CONDITION_LIST}), sf", token)
+def _load_statement(tokens, name, modifiers, token):
+    """``ldi`` / ``sacq`` / ``srel`` ``[DST[, DST2],] VALUE``: a load immediate, or a semaphore
+    instruction (VALUE is the semaphore number) that can write its immediate like one."""
+    allowed = (_LDI_MODE, _CONDITION, _SF) if name == "ldi" else (_CONDITION, _SF)
+    kwargs = _modifiers(tokens, token, name, modifiers, allowed)
     items = []
     while True:
         if tokens.peek().kind == "word":
             items.append(("dst", tokens.peek(), _destination(tokens)))
-        elif tokens.accept("["):
+        elif name == "ldi" and tokens.accept("["):
             values = _comma_list(tokens, _number)
             tokens.expect("]", "']' closing the per-element values")
             items.append(("value", None, values))
@@ -316,11 +336,11 @@ def _ldi_statement(tokens, modifiers, token):
             break
     tokens.finish()
     *dsts, value = items
+    what = "the value (a number or [16 per-element values])" if name == "ldi" else "the semaphore number"
     if value[0] != "value":
-        raise tokens.error("ldi: the last operand is the value (a number or [16 per-element values])",
-                           value[1])
+        raise tokens.error(f"{name}: the last operand is {what}", value[1])
     if len(dsts) > 2 or any(kind != "dst" for kind, _, _ in dsts):
-        raise tokens.error("ldi takes up to two destinations (ADD then MUL write) and one value", token)
+        raise tokens.error(f"{name} takes up to two destinations (ADD then MUL write) and {what}", token)
     for position, (_, dst_token, (_, pack)) in enumerate(dsts):
         if pack is None:
             continue
@@ -329,22 +349,17 @@ def _ldi_statement(tokens, modifiers, token):
         home = 1 if pack in isa.PACK_MUL and pack not in isa.PACK_A else 0
         if position != home or "pack" in kwargs:
             which = "second (MUL)" if home else "first (ADD)"
-            raise tokens.error(f"ldi pack {pack}: it applies to the {which} destination, one pack "
+            raise tokens.error(f"{name} pack {pack}: it applies to the {which} destination, one pack "
                                f"per instruction", dst_token)
         kwargs["pack"] = pack
-    return "ldi", [tuple(reg for _, _, (reg, _) in dsts), value[2]], kwargs
+    registers_written = tuple(reg for _, _, (reg, _) in dsts)
+    if name == "ldi":
+        return "ldi", [registers_written, value[2]], kwargs
+    return _LOAD_FORMS[name], [value[2]], {**kwargs, "dst": registers_written}
 
 
 def _branch_statement(tokens, modifiers, token):
-    kwargs = {}
-    for modifier in modifiers:
-        if modifier in isa.BRANCH_CONDITIONS and "cond" not in kwargs:
-            kwargs["cond"] = modifier
-        elif modifier == "abs" and "absolute" not in kwargs:
-            kwargs["absolute"] = True
-        else:
-            raise tokens.error(f"branch: modifier {modifier!r} is unknown or repeated; allowed once "
-                               f"each: a branch condition ({', '.join(isa.BRANCH_CONDITIONS)}), abs", token)
+    kwargs = _modifiers(tokens, token, "branch", modifiers, (_BRANCH_CONDITION, _ABSOLUTE))
     where = tokens.peek()
     if kwargs.get("absolute"):
         target = _number(tokens, "an absolute address")
@@ -374,17 +389,14 @@ def _single_statement(parts):
     tokens = parts[0]
     token, name, modifiers = _mnemonic(tokens)
     _, _, waive = _extras(parts[1:], allow_alu_extras=False)
-    if name == "ldi":
-        method, args, kwargs = _ldi_statement(tokens, modifiers, token)
+    if name in _LOAD_FORMS:
+        method, args, kwargs = _load_statement(tokens, name, modifiers, token)
     elif name == "branch":
         method, args, kwargs = _branch_statement(tokens, modifiers, token)
     else:
-        if modifiers:
-            raise tokens.error(f"{name} takes no modifiers", token)
-        what = "a 64-bit instruction word" if name == ".quad" else "a semaphore number"
-        args, kwargs = [_number(tokens, what)], {}
+        _modifiers(tokens, token, name, modifiers, ())
+        method, args, kwargs = "raw", [_number(tokens, "a 64-bit instruction word")], {}
         tokens.finish()
-        method = {"sacq": "sema_acquire", "srel": "sema_release", ".quad": "raw"}[name]
     return [(method, args, {**kwargs, "waive": waive})]
 
 
@@ -394,6 +406,9 @@ def parse_line(text, location):
     tokens = _tokenize(code, location)
     labels = []
     while len(tokens) >= 2 and tokens[0].kind == "word" and tokens[1].text == ":":
+        if not is_label_name(tokens[0].text):
+            raise ParseError(f"column {tokens[0].column}: {tokens[0].text!r} cannot be a label name "
+                             f"(a letter or _, then letters, digits, _ . $ /; not pc)", location)
         labels.append(tokens[0].text)
         tokens = tokens[2:]
     if not tokens:
@@ -404,8 +419,7 @@ def parse_line(text, location):
             if not current:
                 raise ParseError(f"column {token.column}: expected an instruction part before ';'",
                                  location)
-            end = token.column
-            parts.append(_Tokens(current, location, end))
+            parts.append(_Tokens(current, location, token.column))
             current = []
         else:
             current.append(token)

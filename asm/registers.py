@@ -13,21 +13,12 @@ and how it can be written (a write address per side). The builder picks the side
   read-only here: its two write forms differ per side and are spelled ``r5quad`` / ``r5rep``.
 """
 
-import difflib
+import numbers
 
 from . import isa
-from .errors import AssemblerError
+from .errors import AssemblerError, suggestion, with_caller_location
 
 SIDES = ("a", "b")
-
-
-def suggestion(name, known):
-    """"did you mean ...?" with the names in ``known`` close to ``name``, or the list of them."""
-    known = [str(k) for k in known]
-    close = difflib.get_close_matches(str(name), known, n=3)
-    if close:
-        return f"did you mean {' or '.join(close)}?"
-    return f"known: {', '.join(known)}" if known else "none are defined"
 
 
 def resolve(kind, name, table):
@@ -49,6 +40,7 @@ class Register:
         self.mux = mux
         self.unpack_mode = unpack_mode
 
+    @with_caller_location
     def unpack(self, mode):
         """This register read through the unpack unit (regfile A reads with pm=0, r4 with pm=1)."""
         resolve("unpack mode", mode, isa.UNPACK)
@@ -95,10 +87,14 @@ class RegisterFile:
         writes = {self.side: addr} if physical or addr in isa.WRITE[self.side] else {}
         return Register(f"r{self.side}{addr}", reads, writes)
 
+    @with_caller_location
     def __getitem__(self, index):
-        if not isinstance(index, int) or not 0 <= index < len(self._registers):
-            raise AssemblerError(f"r{self.side}[{index!r}]: register file addresses are 0..63")
-        return self._registers[index]
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral) \
+                or not 0 <= index < len(self._registers):
+            raise AssemblerError(f"r{self.side}[{index!r}]: register file addresses are "
+                                 f"0..{len(self._registers) - 1} (0..{isa.REGFILE_SIZE - 1} are the "
+                                 f"physical registers)")
+        return self._registers[int(index)]
 
     def __len__(self):
         return isa.REGFILE_SIZE
@@ -117,6 +113,7 @@ NAMED = _named_registers()
 REGISTERS = {**NAMED, **{reg.name: reg for rf in (ra, rb) for reg in rf._registers}}
 
 
+@with_caller_location
 def lookup(name):
     """The register called ``name`` (as the text syntax spells it)."""
     return resolve("register", name, REGISTERS)

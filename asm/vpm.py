@@ -13,11 +13,16 @@ import numbers
 
 from . import isa
 from . import registers as regs
-from .errors import AssemblerError
+from .builder import flag
+from .errors import AssemblerError, with_caller_location
+
+WORD = isa.WORD_BITS            # the default element size: whole 32-bit words
 
 
 def _check(name, value, low, high):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise AssemblerError(f"{name}={value!r} is not an int (it must be in {low}..{high})")
+    if not low <= value <= high:
         raise AssemblerError(f"{name}={value!r} is out of range {low}..{high}")
     return int(value)
 
@@ -38,7 +43,12 @@ def _count(name, value, table, field=None):
 def _elements_per_word(size):
     if size not in isa.VPM_SIZES:
         raise AssemblerError(f"size={size!r}: element size is one of {', '.join(map(str, isa.VPM_SIZES))} bits")
-    return 32 // size
+    return isa.WORD_BITS // size
+
+
+def _element_bytes(size):
+    _elements_per_word(size)
+    return size // 8
 
 
 def _size_code(size):
@@ -65,20 +75,22 @@ def _generic_addr(y, x, size, horizontal, offset):
     return (y + x) * per_word + offset        # y is a multiple of 16: {Y[5:4], X[3:0]} = y + x
 
 
-def vpm_read_setup(num, y, x=0, size=32, horizontal=True, laned=False, stride=1, offset=0):
+@with_caller_location
+def vpm_read_setup(num, y, x=0, size=WORD, horizontal=True, laned=False, stride=1, offset=0):
     """vr_setup word for a generic VPM read of ``num`` (1..16) vectors."""
-    table = isa.VPM_GENERIC_READ
+    table, horizontal = isa.VPM_GENERIC_READ, flag("horizontal", horizontal)
     return _put(table, id=isa.VPM_GENERIC_ID, num=_count("num", num, table),
-                stride=_count("stride", stride, table), horizontal=bool(horizontal), laned=bool(laned),
+                stride=_count("stride", stride, table), horizontal=horizontal, laned=flag("laned", laned),
                 size=_size_code(size),
                 addr=_generic_addr(y, x, size, horizontal, offset))
 
 
-def vpm_write_setup(y, x=0, size=32, horizontal=True, laned=False, stride=1, offset=0):
+@with_caller_location
+def vpm_write_setup(y, x=0, size=WORD, horizontal=True, laned=False, stride=1, offset=0):
     """vw_setup word for generic VPM writes."""
-    table = isa.VPM_GENERIC_WRITE
+    table, horizontal = isa.VPM_GENERIC_WRITE, flag("horizontal", horizontal)
     return _put(table, id=isa.VPM_GENERIC_ID, stride=_count("stride", stride, table),
-                horizontal=bool(horizontal), laned=bool(laned),
+                horizontal=horizontal, laned=flag("laned", laned),
                 size=_size_code(size),
                 addr=_generic_addr(y, x, size, horizontal, offset))
 
@@ -94,19 +106,21 @@ def _dma_xy(y, x):
 
 
 def _mpitch(pitch):
-    """MPITCH for a memory pitch of 8 * 2**MPITCH bytes; 0 selects the extended pitch word."""
+    """MPITCH for a memory pitch of VDR_MPITCH_BYTES * 2**MPITCH bytes; 0 selects the extended
+    pitch word."""
     if pitch is None:
         return 0
-    width = isa.VDR_SETUP["mpitch"][1]
-    for mpitch in range(1, 1 << width):
-        if 8 << mpitch == pitch:
+    unit, codes = isa.VDR_MPITCH_BYTES, range(1, 1 << isa.VDR_SETUP["mpitch"][1])
+    for mpitch in codes:
+        if unit << mpitch == pitch:
             return mpitch
-    raise AssemblerError(f"pitch={pitch!r}: the setup word holds pitches 8*2**n bytes "
-                         f"({8 << 1}..{8 << ((1 << width) - 1)}); for others give pitch=None and "
-                         f"load vdr_pitch({pitch!r})")
+    raise AssemblerError(f"pitch={pitch!r}: the setup word holds pitches {unit}*2**n bytes "
+                         f"({unit << codes[0]}..{unit << codes[-1]}); for others give pitch=None "
+                         f"and load vdr_pitch({pitch!r})")
 
 
-def vdr_setup(rows, rowlen, y, x=0, size=32, offset=0, horizontal=True, vpitch=1, pitch=None):
+@with_caller_location
+def vdr_setup(rows, rowlen, y, x=0, size=WORD, offset=0, horizontal=True, vpitch=1, pitch=None):
     """vr_setup word for a DMA load of ``rows`` (1..16) memory rows of ``rowlen`` (1..16)
     elements, ``pitch`` bytes apart (a power of two 16..262144, or None to use the pitch from
     ``vdr_pitch``), into the VPM at (y, x), rows ``vpitch`` (1..16) VPM rows apart."""
@@ -115,29 +129,33 @@ def vdr_setup(rows, rowlen, y, x=0, size=32, offset=0, horizontal=True, vpitch=1
                 rowlen=_count("rowlen", rowlen, table), nrows=_count("rows", rows, table, "nrows"),
                 vpitch=_count("vpitch", vpitch, table),
                 # VERT has the opposite sense to the HORIZ bit of VDW and generic setups.
-                vertical=not horizontal, addrxy=_dma_xy(y, x))
+                vertical=not flag("horizontal", horizontal), addrxy=_dma_xy(y, x))
 
 
+@with_caller_location
 def vdr_pitch(pitch):
     """Extended vr_setup word: memory pitch of a DMA load in bytes, used when MPITCH is 0."""
     width = isa.VDR_EXTENDED["mpitchb"][1]
     return _put(isa.VDR_EXTENDED, id=isa.VDR_EXTENDED_ID, mpitchb=_check("pitch", pitch, 0, (1 << width) - 1))
 
 
-def vdw_setup(units, depth, y, x=0, size=32, offset=0, horizontal=True, laned=False):
+@with_caller_location
+def vdw_setup(units, depth, y, x=0, size=WORD, offset=0, horizontal=True, laned=False):
     """vw_setup word for a DMA store of ``units`` (1..128) rows of ``depth`` (1..128) elements
     from the VPM at (y, x)."""
     table = isa.VDW_SETUP
     return _put(table, id=isa.VDW_SETUP_ID, units=_count("units", units, table),
-                depth=_count("depth", depth, table), laned=bool(laned), horizontal=bool(horizontal),
+                depth=_count("depth", depth, table), laned=flag("laned", laned),
+                horizontal=flag("horizontal", horizontal),
                 vpmbase=_dma_xy(y, x), modew=_modew(size, offset))
 
 
+@with_caller_location
 def vdw_stride(stride, blockmode=False):
     """vw_setup stride word: bytes from the end of one memory row to the start of the next.
     16 bits wide, per the errata (fact sheet 5.14, see isa.VDW_STRIDE)."""
     width = isa.VDW_STRIDE["stride"][1]
-    return _put(isa.VDW_STRIDE, id=isa.VDW_STRIDE_ID, blockmode=bool(blockmode),
+    return _put(isa.VDW_STRIDE, id=isa.VDW_STRIDE_ID, blockmode=flag("blockmode", blockmode),
                 stride=_check("stride", stride, 0, (1 << width) - 1))
 
 
@@ -155,7 +173,9 @@ class VpmMacros:
         """Set up a DMA load (options as vdr_setup). ``pitch`` defaults to contiguous rows; a
         pitch the setup word cannot hold is loaded as an extended pitch word first."""
         if pitch is None:
-            pitch = rowlen * options.get("size", 32) // 8
+            bits = options.get("size", WORD)
+            rowlen_max = 1 << isa.VDR_SETUP["rowlen"][1]
+            pitch = _check("rowlen", rowlen, 1, rowlen_max) * _element_bytes(bits)
         try:
             _mpitch(pitch)
         except AssemblerError:

@@ -3,7 +3,7 @@
 Each QPU gets two uniforms: the output address of its row and its index q. The row goes through
 the VPM and a DMA store; all QPUs share VPM row 0, so the mutex serialises that part.
 
-    python examples/hello.py            # assemble and print the disassembly
+    python examples/hello.py            # assemble and print the disassembly (= examples/hello.s)
     python examples/hello.py --run 12   # also run on 12 QPUs of vc4nn.open_device()
 """
 
@@ -30,7 +30,7 @@ def hello(a):
     a.exit()
 
 
-def run(device, num_qpus):
+def run(device, num_qpus=12):
     out = device.alloc((num_qpus, 16), np.uint32)
     device.execute(hello.assemble(), num_qpus=num_qpus,
                    uniforms=[[out[q:q + 1].address, q] for q in range(num_qpus)])
@@ -43,6 +43,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=int, metavar="QPUS", help="run on this many QPUs")
     args = parser.parse_args()
+    print("# examples/hello.py as text (python examples/hello.py > examples/hello.s)")
     print(hello.assemble().disassemble(), end="")
     if args.run:
         import vc4nn

@@ -3,7 +3,7 @@ generic VPM reads and writes, store the block back.
 
 Uniforms: input address, output address. The block is ``rows`` (1..16) rows of 16 words.
 
-    python examples/vpm_dma.py           # assemble and print the disassembly
+    python examples/vpm_dma.py           # assemble and print the disassembly (= examples/vpm_dma.s)
     python examples/vpm_dma.py --run     # also run on vc4nn.open_device()
 """
 
@@ -47,6 +47,7 @@ def main():
     parser.add_argument("--rows", type=int, default=16)
     parser.add_argument("--run", action="store_true", help="run on vc4nn.open_device()")
     args = parser.parse_args()
+    print(f"# examples/vpm_dma.py --rows {args.rows} as text (python examples/vpm_dma.py > examples/vpm_dma.s)")
     print(double_plus_one.assemble(rows=args.rows).disassemble(), end="")
     if args.run:
         import vc4nn

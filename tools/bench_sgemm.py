@@ -74,10 +74,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller shapes, 12 QPUs only")
     parser.add_argument("--qpus", default=None, help="comma-separated QPU counts (default 1,4,8,12)")
+    parser.add_argument("--only", default=None,
+                        help="run only the shapes whose 'MxNxK' contains this text")
     parser.add_argument("--boards", default="pi1,pi_zero,pi3",
                         help=f"boards to report ({', '.join(BOARDS)}); default pi1,pi_zero,pi3")
     args = parser.parse_args(argv)
     shapes = QUICK_SHAPES if args.quick else SHAPES
+    if args.only:
+        shapes = [s for s in shapes if args.only in f"{s[0]}x{s[1]}x{s[2]}"]
     qpu_counts = [int(x) for x in (args.qpus or ("12" if args.quick else "1,4,8,12")).split(",")]
     boards = [BOARDS[name] for name in args.boards.split(",")]
     # One emulation per distinct clock; boards sharing a clock share its figures.

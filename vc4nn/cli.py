@@ -1,6 +1,6 @@
 """The ``vc4nn`` command.
 
-    vc4nn asm FILE.s [-o OUT] [--format bin|hex]     assemble (same as python -m asm assemble)
+    vc4nn asm FILE.s [-o OUT] [--format bin|hex]     assemble (alias: assemble; = python -m asm assemble)
     vc4nn disasm FILE                                 disassemble (same as python -m asm disasm)
     vc4nn run FILE [--qpus N] [--uniforms ...]        run a program on a device, print what it reports
     vc4nn sgemm [--m M --n N --k K] [--qpus N]        multiply random matrices on a device, check vs numpy
@@ -22,7 +22,7 @@ from .errors import Vc4nnError
 
 def _asm_main(argv):
     from asm.__main__ import main
-    return main(argv)
+    return main(argv, prog="vc4nn")
 
 
 def _load_program(path):
@@ -95,6 +95,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     # asm, disasm and doctor own their argument parsing.
     passthrough = {"asm": lambda rest: _asm_main(["assemble"] + rest),
+                   "assemble": lambda rest: _asm_main(["assemble"] + rest),
                    "disasm": lambda rest: _asm_main(["disasm"] + rest),
                    "doctor": _doctor_main}
     if argv and argv[0] in passthrough:

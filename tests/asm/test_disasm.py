@@ -72,6 +72,8 @@ EXPECTED = [
     # semaphore (mode 4): number 3, bit 4 = acquire
     (ldi(mode=4, imm=0x13), "sacq 3"),
     (ldi(mode=4, imm=0x03), "srel 3"),
+    # ...which otherwise is a 32-bit load: here of its immediate 0x15 to r0 (32) if zs (2)
+    (ldi(mode=4, cond_add=2, waddr_add=32, imm=0x15), "sacq.zs r0, 5"),
     # absolute branch (rel 0) always (15) to 0x1000 plus ra3 (reg, raddr_a 3), link in ra5
     (branch(cond_br=15, reg=1, raddr_a=3, waddr_add=5, imm=0x1000), "branch.abs 0x1000 + ra3, link=ra5"),
     # thread end (sig 3) with no ops; a bare read of vpm (48) with ldtmu1 (11): through regfile

@@ -14,6 +14,7 @@ from asm import (Assembler, HazardError, Program, SourceLocation, kernel, r0, r1
                  uniform)
 from asm.disasm import words_from_hex
 from asm.encoding import decode
+from asm.parser import assemble_file
 
 from .test_encoding_reference import ALWAYS, OR, alu, branch
 
@@ -239,11 +240,29 @@ def test_disassembly_of_an_assembled_program_reassembles():
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
 
-@pytest.mark.parametrize("script, kernel_name", [("hello.py", "hello"), ("vpm_dma.py", "double_plus_one")])
+EXAMPLE_KERNELS = [("hello.py", "hello"), ("vpm_dma.py", "double_plus_one")]
+
+
+@pytest.mark.parametrize("script, kernel_name", EXAMPLE_KERNELS)
 def test_examples_assemble_hazard_checked(script, kernel_name):
     module = runpy.run_path(str(EXAMPLES / script))
     program = module[kernel_name].assemble()
     assert program.instructions[-3].sig == 3        # thrend, then two delay slots
+
+
+@pytest.mark.parametrize("script, kernel_name", EXAMPLE_KERNELS)
+def test_example_text_versions_assemble_to_the_dsl_words(script, kernel_name):
+    text_program = assemble_file(EXAMPLES / script.replace(".py", ".s"))    # hazard-checked too
+    dsl_program = runpy.run_path(str(EXAMPLES / script))[kernel_name].assemble()
+    assert text_program.words == dsl_program.words
+    assert text_program.source_map[0].file.endswith(script.replace(".py", ".s"))
+
+
+@pytest.mark.parametrize("script", [script for script, _ in EXAMPLE_KERNELS])
+def test_example_text_versions_are_what_the_scripts_print(script, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [script])
+    runpy.run_path(str(EXAMPLES / script), run_name="__main__")
+    assert capsys.readouterr().out == (EXAMPLES / script.replace(".py", ".s")).read_text()
 
 
 # Property: whatever operands the builder accepts, every mux delivers the operand it was given.
@@ -292,3 +311,10 @@ def test_every_accepted_operand_is_delivered(add_dst, mul_dst, sources):
         assert expected_delivery(operand, delivered(ins, mux)), (operand, mux, ins)
     add_side, mul_side = ("a", "b") if ins.ws == 0 else ("b", "a")
     assert add_dst.writes[add_side] == ins.waddr_add and mul_dst.writes[mul_side] == ins.waddr_mul
+
+
+@pytest.mark.parametrize("script", ["hello.py", "vpm_dma.py"])
+def test_examples_run_on_the_emulator(script):
+    import vc4nn            # the examples' run() checks the output against numpy
+    with vc4nn.open_device("emulator") as device:
+        runpy.run_path(str(EXAMPLES / script))["run"](device)

@@ -1,6 +1,7 @@
 """Every operand conflict raises AssemblerError naming this file, the line of the offending
 call, and what conflicts."""
 
+import numpy as np
 import pytest
 
 import asm
@@ -8,11 +9,12 @@ from asm import (AssemblerError, Assembler, kernel, lookup, r0, r1, r2, r3, r4, 
                  vpm_read_setup)
 
 
-def error_of(call):
-    """Run ``call`` (a lambda written on the offending line); return the error and that line."""
+def error_of(call, line=None):
+    """Run ``call`` (a lambda written on the offending line, unless ``line`` says where that
+    is); return the error and that line."""
     with pytest.raises(AssemblerError) as info:
         call()
-    return info.value, call.__code__.co_firstlineno
+    return info.value, line or call.__code__.co_firstlineno
 
 
 def called_at(call):
@@ -21,14 +23,20 @@ def called_at(call):
     return call.__code__.co_firstlineno
 
 
-def assert_error(call, *fragments):
-    error, line = error_of(call)
+def assert_error(call, *fragments, line=None):
+    """``call`` raises an AssemblerError at its line whose message has every fragment."""
+    error, line = error_of(call, line)
     assert error.location is not None, error
     assert (error.location.file, error.location.line) == (__file__, line)
     assert f"{__file__}:{line}" in str(error)
     for fragment in fragments:
         assert fragment in error.message, error.message
     return error
+
+
+def assert_call_error(call, a, *fragments):
+    """As assert_error for ``call(a)``, a parametrized lambda: the error is at its line."""
+    return assert_error(lambda: call(a), *fragments, line=call.__code__.co_firstlineno)
 
 
 @pytest.fixture
@@ -275,4 +283,121 @@ def test_an_error_leaves_the_program_unchanged(a):
         a.add(r0, ra[1], ra[2])
     with pytest.raises(AssemblerError):
         a.ldi(r0, 1 << 40)
+    with pytest.raises(AssemblerError):
+        handle.fmul(r3, r1, r2, waive=3)        # a bad waiver is found before the op is added
     assert a.assemble(check=False).words == word
+
+
+# --- bad calls: Python would raise TypeError, a kernel author gets an AssemblerError ------------
+
+def test_misspelt_keyword_suggests_the_right_one(a):
+    assert_error(lambda: a.fadd(r0, r1, r2, cnd="zs"), "fadd: unknown keyword argument 'cnd'",
+                 "did you mean cond?")
+    assert_error(lambda: a.fadd(r0, r1, r2).fmul(r3, r1, r2, rotat=2), "fmul: unknown keyword",
+                 "did you mean rotate?")
+    assert_error(lambda: a.branch("x", conditon="any_zs"), "did you mean cond?")
+    assert_error(lambda: a.nop(sgi="thrend"), "did you mean sig?")
+
+
+def test_misspelt_keyword_of_a_macro_option(a):
+    assert_error(lambda: a.setup_vpm_read(num=1, y=0, sizee=16), "vpm_read_setup: unknown keyword "
+                 "argument 'sizee'", "did you mean size?")
+
+
+@pytest.mark.parametrize("call, fragment", [
+    (lambda a: a.fadd(), "fadd: missing a required argument: 'dst'"),
+    (lambda a: a.ldi(r0), "ldi: missing a required argument: 'value'"),
+    (lambda a: a.sema_acquire(), "sema_acquire: missing a required argument: 'number'"),
+    (lambda a: a.exit(True, 3), "exit: too many positional arguments"),
+    (lambda a: a.setup_vpm_read(num=1), "setup_vpm_read: missing a required argument: 'y'"),
+    (lambda a: a.nop().fmul(), "fmul: missing a required argument: 'dst'"),
+])
+def test_missing_or_extra_arguments(a, call, fragment):
+    error = assert_call_error(call, a, fragment, "it is called as")
+    assert "self" not in error.message
+
+
+@pytest.mark.parametrize("call, fragment", [
+    (lambda a: a.fadd(r0, r1, r2, r3), "fadd takes a destination and 2 source(s), got 3"),
+    (lambda a: a.not_(r0, r1, r2), "not takes a destination and 1 source(s), got 2"),
+    (lambda a: a.mov(r0, r1, r2), "mov takes a destination and 1 source(s), got 2"),
+    (lambda a: a.nop().mov(r0), "mov takes a destination and 1 source(s), got 0"),
+])
+def test_wrong_number_of_operands(a, call, fragment):
+    assert_call_error(call, a, fragment)
+
+
+@pytest.mark.parametrize("operand", [np.arange(16, dtype=np.uint32), None, object(), 1j, True])
+def test_non_register_sources(a, operand):
+    assert_error(lambda: a.fadd(r0, operand, r2), "is neither a register nor a number")
+
+
+@pytest.mark.parametrize("operand", [np.zeros(3), None, 5, 1.0])
+def test_non_register_destinations(a, operand):
+    assert_error(lambda: a.fadd(operand, r1, r2), "is not a register")
+    assert_error(lambda: a.ldi(operand, 5), "ldi: destination", "is not a register")
+
+
+def test_register_names_as_strings_say_what_to_write(a):
+    assert_error(lambda: a.mov(r0, "uniform"), "source 'uniform' (a string: the register is asm.uniform")
+    assert_error(lambda: a.ldi("r0", 5), "destination 'r0' (a string")
+    assert_error(lambda: a.start_dma_load(None), "mov: source None")
+
+
+@pytest.mark.parametrize("value", [1 << 32, -(1 << 31) - 1])
+def test_ldi_ints_outside_32_bits(a, value):
+    assert_error(lambda: a.ldi(r0, value), f"{value} does not fit in 32 bits", "-2147483648..4294967295")
+
+
+@pytest.mark.parametrize("value", [float("nan"), np.float32("nan")])
+def test_nan_is_refused_with_a_way_out(a, value):
+    assert_error(lambda: a.ldi(r0, value), "NaN has many float32 bit patterns", "0x7fc00000")
+    assert_error(lambda: a.fadd(r0, r1, value), "NaN")
+
+
+@pytest.mark.parametrize("name", [3, None, b"loop", ""])
+def test_label_and_scope_names_must_be_strings(a, name):
+    assert_error(lambda: a.label(name), "must be a non-empty string")
+    assert_error(lambda: a.scope(name), "scope name", "must be a non-empty string")
+
+
+@pytest.mark.parametrize("call, fragment", [
+    (lambda a: a.mov(r0, r1, sf="no"), "sf='no': give True or False"),
+    (lambda a: a.ldi(r0, 1, sf=2), "sf=2: give True or False"),
+    (lambda a: a.branch(0, absolute="yes"), "absolute='yes'"),
+    (lambda a: a.setup_vpm_write(y=0, horizontal="no"), "horizontal='no'"),
+    (lambda a: a.mov(ra[1], r1, pack=["16a"]), "unknown pack mode ['16a']"),
+    (lambda a: a.fmul(r0, r1, r2, rotate=np.array([1, 2])), "rotation is by 1..15"),
+    (lambda a: a.mov(r0, r1, ws=np.array([0, 1])), "write swap is 0 or 1"),
+    (lambda a: a.mov(r0, r1, waive=3), "waive=3: give a rule name"),
+    (lambda a: a.mutex_acquire(r1), "waive=r1: give a rule name"),
+    (lambda a: a.sema_acquire(True), "semaphore number True"),
+    (lambda a: a.sema_acquire(1, cond="zs"), "cond='zs' without a destination"),
+    (lambda a: a.ldi((), 7, cond="never"), "cond='never' without a destination"),
+    (lambda a: a.setup_dma_load(rows=1, rowlen="16", y=0), "rowlen='16' is not an int"),
+    (lambda a: a.setup_vpm_read(num=1, y=16, x=1.5, horizontal=False), "x=1.5 is not an int"),
+])
+def test_bad_option_values(a, call, fragment):
+    assert_call_error(call, a, fragment)
+
+
+def test_errors_outside_an_assembler_call_name_the_caller_line():
+    assert_error(lambda: ra[1.5], "ra[1.5]: register file addresses are 0..63")
+    assert_error(lambda: rb["3"], "rb['3']")
+    assert_error(lambda: ra[1].unpack("8e"), "unknown unpack mode '8e'")
+    assert_error(lambda: vpm_read_setup(1, y=64), "y=64 is out of range 0..63")
+    assert_error(lambda: vpm_read_setup(1, y=0, stide=2), "did you mean stride")
+    assert_error(lambda: lookup("unifrom"), "did you mean uniform")
+
+
+def test_numpy_ints_index_register_files():
+    assert ra[np.int64(3)] is ra[3]
+
+
+def test_a_type_error_from_inside_is_not_disguised(a, monkeypatch):
+    # Only a call that does not fit the signature becomes an argument error.
+    def broken(*args, **kwargs):
+        raise TypeError("internal")
+    monkeypatch.setattr(asm.builder, "build_load_imm", broken)
+    with pytest.raises(TypeError, match="internal"):
+        a.ldi(r0, 5)

@@ -8,8 +8,8 @@ facts section 1) it is also written as literal hex.
 
 import pytest
 
-from asm import (Assembler, element_number, host_int, r0, r1, r2, r3, r4, r5, ra, rb, uniform,
-                 vpm, vr_setup, vr_wait, vw_wait)
+from asm import (Assembler, AssemblerError, element_number, host_int, r0, r1, r2, r3, r4, r5, ra,
+                 rb, uniform, vpm, vr_setup, vr_wait, vw_wait)
 
 # facts section 1, "ALU / ALU+small imm" column: field -> lsb
 ALU_LSB = dict(sig=60, unpack=57, pm=56, pack=52, cond_add=49, cond_mul=46, sf=45, ws=44,
@@ -219,6 +219,11 @@ def test_ldi_worked_example_high_word():
     # semaphores: mode 100, bit 4 = acquire, bits 3:0 = number
     (lambda a: a.sema_acquire(5), 0xe80009e7_00000015),
     (lambda a: a.sema_release(15), ldi(mode=4, imm=0x0F)),
+    # ...otherwise a 32-bit load of the immediate (facts section 1): r0 = 32, ra1 = A side 1 on
+    # the MUL port, so ws=1 and r0 goes through B
+    (lambda a: a.sema_acquire(5, dst=r0), ldi(mode=4, cond_add=ALWAYS, waddr_add=32, imm=0x15)),
+    (lambda a: a.sema_release(2, dst=(r0, ra[1]), cond="zs", sf=True),
+     ldi(mode=4, ws=1, cond_add=ZS, cond_mul=ZS, sf=1, waddr_add=32, waddr_mul=1, imm=0x02)),
 ])
 def test_load_immediates(emit, expected):
     assert one_word(emit) == expected
@@ -247,3 +252,24 @@ def test_forward_branch_with_link():
 def test_absolute_branch_with_register():
     word = one_word(lambda a: a.branch(0x1000, absolute=True, reg=ra[3], link=ra[1], cond="all_cc"))
     assert word == branch(cond_br=9, rel=0, reg=1, raddr_a=3, waddr_add=1, imm=0x1000)
+
+
+# facts section 1 "Signals": every code but the three that select a format (13-15)
+FACT_SHEET_SIGNALS = {
+    "breakpoint": 0, "none": 1, "thread_switch": 2, "thrend": 3, "wait_scoreboard": 4,
+    "unlock_scoreboard": 5, "last_thread_switch": 6, "load_coverage": 7, "load_color": 8,
+    "load_color_end": 9, "ldtmu0": 10, "ldtmu1": 11, "load_alpha_mask": 12,
+}
+
+
+@pytest.mark.parametrize("name, code", sorted(FACT_SHEET_SIGNALS.items()))
+def test_every_signal_from_the_dsl(name, code):
+    assert one_word(lambda a: a.nop(sig=name)) == alu(sig=code)
+    assert one_word(lambda a: a.add(r0, r1, r2, sig=name)) == alu(
+        sig=code, cond_add=ALWAYS, waddr_add=32, op_add=ADD, add_a=1, add_b=2)
+
+
+@pytest.mark.parametrize("name", ["small_imm", "load_imm", "branch"])
+def test_format_signals_are_not_written_by_hand(name):
+    with pytest.raises(AssemblerError, match=f"unknown signal '{name}'"):
+        Assembler().nop(sig=name)

@@ -102,6 +102,14 @@ def test_dma_load_macro_power_of_two_pitch():
         ldi(cond_add=ALWAYS, waddr_add=VR_SETUP, imm=0x83041000)]
 
 
+def test_dma_load_macro_default_pitch_is_the_row_length_in_bytes():
+    # 16 elements: ROWLEN 0; 16-bit: MODEW 2 and pitch 32 = 8 * 2**2; 2 rows, VPITCH 1
+    assert words_of(lambda a: a.setup_dma_load(rows=2, rowlen=16, y=0, size=16)) == [
+        ldi(cond_add=ALWAYS, waddr_add=VR_SETUP, imm=0xA2021000)]
+    assert words_of(lambda a: a.setup_dma_load(rows=16, rowlen=16, y=0)) == [
+        ldi(cond_add=ALWAYS, waddr_add=VR_SETUP, imm=0x83001000)]
+
+
 def test_dma_load_macro_extended_pitch():
     # pitch 40 bytes does not fit MPITCH: extended word first, then MPITCH = 0
     assert words_of(lambda a: a.setup_dma_load(rows=4, rowlen=10, y=0)) == [

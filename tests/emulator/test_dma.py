@@ -288,3 +288,87 @@ def test_store_setups_the_checks_reject(setup, address_offset, rule):
     with pytest.raises(CheckError) as info:
         units.vpm.write_vw_addr(0, base + address_offset, 0)
     assert info.value.rule == rule
+
+
+# -- end to end: kernels written with the DSL, run by the EmulatorDevice -------------------------
+
+def _kernels():
+    from asm import kernel, r0, ra, uniform, vpm
+
+    @kernel
+    def double_block(a):
+        """8x8 words from a 16x24 matrix (pitch 96 bytes: extended pitch word) -> VPM (y=2,
+        x=4) -> doubled through generic access into rows 20.. -> 8x8 block of a 12x20 matrix."""
+        a.mov(ra[0], uniform)
+        a.mov(ra[1], uniform)
+        a.setup_dma_load(rows=8, rowlen=8, y=2, x=4, pitch=96)
+        a.start_dma_load(ra[0])
+        a.wait_dma_load()
+        a.setup_vpm_read(num=8, y=2)
+        a.setup_vpm_write(y=20)
+        for _ in range(8):
+            a.mov(r0, vpm)
+            a.add(vpm, r0, r0)
+        a.setup_dma_store(units=8, depth=8, y=20, x=4, stride=(20 - 8) * 4)
+        a.start_dma_store(ra[1])
+        a.wait_dma_store()
+        a.exit()
+
+    @kernel
+    def transpose16(a):
+        """16x16 words: DMA into rows 16..31, read rows, write them as VPM columns, store."""
+        a.mov(ra[0], uniform)
+        a.mov(ra[1], uniform)
+        a.setup_dma_load(rows=16, rowlen=16, y=16)
+        a.start_dma_load(ra[0])
+        a.wait_dma_load()
+        a.setup_vpm_read(num=16, y=16)
+        a.setup_vpm_write(y=0, x=0, horizontal=False)
+        for _ in range(16):
+            a.mov(r0, vpm)
+            a.mov(vpm, r0)
+        a.setup_dma_store(units=16, depth=16, y=0)
+        a.start_dma_store(ra[1])
+        a.wait_dma_store()
+        a.exit()
+
+    @kernel
+    def racy_read(a):
+        """Reads the VPM rows of a DMA load before waiting for it."""
+        a.mov(ra[0], uniform)
+        a.setup_dma_load(rows=1, rowlen=16, y=0)
+        a.start_dma_load(ra[0])
+        a.setup_vpm_read(num=1, y=0)
+        a.mov(r0, vpm)
+        a.wait_dma_load()
+        a.exit()
+
+    return double_block, transpose16, racy_read
+
+
+def test_kernel_strided_load_generic_access_strided_store(device):
+    double_block, _, _ = _kernels()
+    src = device.array(np.arange(16 * 24, dtype=np.uint32).reshape(16, 24) * 5)
+    dst = device.alloc((12, 20), np.uint32)
+    device.execute(double_block.assemble(), 1, [[src[3:, 7:].address, dst[2:, 1:].address]])
+    expected = np.zeros((12, 20), np.uint32)
+    expected[2:10, 1:9] = 2 * np.asarray(src)[3:11, 7:15]
+    assert np.array_equal(dst, expected)
+
+
+def test_kernel_transposes_through_vertical_vpm_writes(device):
+    _, transpose16, _ = _kernels()
+    src = device.array(np.arange(256, dtype=np.uint32).reshape(16, 16) + 7)
+    dst = device.alloc((16, 16), np.uint32)
+    device.execute(transpose16.assemble(), 1, [[src.address, dst.address]])
+    assert np.array_equal(dst, np.asarray(src).T)
+
+
+def test_kernel_reading_an_unwaited_load_is_a_race():
+    from vc4nn.emulator import EmulatorDevice
+    _, _, racy_read = _kernels()
+    with EmulatorDevice() as device:
+        src = device.array(np.zeros(16, np.uint32))
+        with pytest.raises(CheckError) as info:
+            device.execute(racy_read.assemble(), 1, [[src.address]])
+    assert info.value.rule == "vpm_dma_race" and info.value.qpu == 0 and info.value.pc is not None

@@ -1,5 +1,6 @@
 """Semaphores (16 four-bit counters from 0) and the mutex (facts §3)."""
 
+import numpy as np
 import pytest
 
 from vc4nn.emulator.checks import Checks
@@ -77,3 +78,53 @@ def test_reacquire_and_held_at_end(sync):
 def test_checks_modes_apply_when_given():
     sync = Sync(Timing(), Checks(mutex_not_held="off"))
     assert sync.mutex_release(0, 7) == 7
+
+
+# -- end to end: 12 QPUs, a mutex-protected VPM counter and semaphore hand-offs ------------------
+
+def _counter_kernel():
+    from asm import kernel, null, r1, ra, uniform, vpm
+
+    @kernel
+    def count(a, workers=11):
+        """QPU with uniform 1 (the master) zeroes VPM row 0, lets the workers go (semaphore 1),
+        waits for all of them (semaphore 0) and stores the row. Each worker adds 1 to every
+        element of row 0 under the mutex."""
+        a.mov(ra[0], uniform)                     # out address
+        a.mov(null, uniform, sf=True)             # master flag: Z clear on the master
+        a.branch("worker", cond="all_zs")
+        a.nop(); a.nop(); a.nop()
+        a.setup_vpm_write(y=0)
+        a.mov(vpm, 0)
+        for _ in range(workers):
+            a.sema_release(1)
+        for _ in range(workers):
+            a.sema_acquire(0)
+        a.setup_dma_store(units=1, depth=16, y=0)
+        a.start_dma_store(ra[0])
+        a.wait_dma_store()
+        a.branch("end")
+        a.nop(); a.nop(); a.nop()
+        a.label("worker")
+        a.sema_acquire(1)
+        a.mutex_acquire()
+        a.setup_vpm_read(num=1, y=0)
+        a.setup_vpm_write(y=0)
+        a.mov(r1, vpm)
+        a.add(vpm, r1, 1)
+        a.mutex_release()
+        a.sema_release(0)
+        a.label("end")
+        a.exit()
+
+    return count
+
+
+def test_kernel_mutex_and_semaphores_across_twelve_qpus(device):
+    count = _counter_kernel()
+    out = device.alloc(16, np.uint32)
+    uniforms = [[out.address, int(q == 5)] for q in range(12)]
+    run = device.execute(count.assemble(), 12, uniforms)
+    assert out.tolist() == [11] * 16
+    if run.estimated and run.cycles is not None:
+        assert sum(q.stalls.get("semaphore", 0) for q in run.qpus) > 0

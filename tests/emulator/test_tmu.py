@@ -143,3 +143,59 @@ def test_results_left_at_the_end_are_reported():
         units.tmu.finish([5])
     assert info.value.rule == "tmu_outstanding_at_end" and info.value.qpu == 5
     units.tmu.finish([5])           # finish cleared the FIFO
+
+
+# -- end to end ----------------------------------------------------------------------------------
+
+def _gather_kernel():
+    from asm import element_number, kernel, r0, r1, r4, ra, tmu0_s, uniform, vpm, vw_setup
+
+    @kernel
+    def gather_column(a, stale=False):
+        """Uniforms: column base address, out address, then the VPM write, VDW and VDW stride
+        setups. Lane i reads base + 64 * i (a column of a 16x16 matrix) through tmu0; the row
+        goes out by DMA."""
+        a.mov(r0, uniform)
+        a.mov(ra[1], uniform)
+        a.mov(vw_setup, uniform)
+        a.mov(r1, element_number)
+        a.shl(r1, r1, 6)
+        a.add(tmu0_s, r0, r1)
+        a.nop(sig="ldtmu0")
+        a.mov(vpm, r4)
+        a.mov(vw_setup, uniform)
+        a.mov(vw_setup, uniform)
+        a.start_dma_store(ra[1])
+        a.wait_dma_store()
+        if stale:
+            a.mov(r0, ra[1])
+            a.add(tmu0_s, r0, 0)                 # reads what the store just wrote
+            a.nop(sig="ldtmu0")
+        a.exit()
+
+    return gather_column
+
+
+def test_kernel_gathers_columns_on_swapped_and_unswapped_qpus(device):
+    from asm.vpm import vdw_setup, vdw_stride, vpm_write_setup
+    gather_column = _gather_kernel()
+    m = device.array(np.arange(256, dtype=np.uint32).reshape(16, 16) * 3 + 1)
+    out = device.alloc((4, 16), np.uint32)
+    uniforms = [[m[0, q:].address, out[q].address, vpm_write_setup(y=q), vdw_setup(1, 16, y=q),
+                 vdw_stride(0)] for q in range(4)]                 # QPUs 2 and 3 have tmu0 swapped to TMU1
+    device.execute(gather_column.assemble(), 4, uniforms)
+    assert np.array_equal(out, np.asarray(m)[:, :4].T)
+
+
+def test_kernel_tmu_read_after_dma_store_is_stale():
+    from asm.vpm import vdw_setup, vdw_stride, vpm_write_setup
+    from vc4nn.emulator import EmulatorDevice
+    gather_column = _gather_kernel()
+    with EmulatorDevice() as device:
+        m = device.array(np.zeros((16, 16), np.uint32))
+        out = device.alloc(16, np.uint32)
+        with pytest.raises(CheckError) as info:
+            device.execute(gather_column.assemble(stale=True), 1,
+                           [[m.address, out.address, vpm_write_setup(y=0), vdw_setup(1, 16, y=0),
+                             vdw_stride(0)]])
+    assert info.value.rule == "tmu_stale_read"

@@ -65,8 +65,8 @@ def transposes(case):
     (1, 1, 1, 12),          # eleven QPUs get no tile at all
     (7, 13, 5, 2),
     (17, 31, 19, 5),
-    (16, 63, 2, 1),         # exactly one full tile in the rows layout
-    (33, 130, 3, 12),       # partial lanes and a narrow edge tile (130 = 2 x 63 + 4)
+    (16, 48, 2, 1),         # exactly one full tile (16 x 48)
+    (33, 100, 3, 12),       # partial lanes and a narrow edge tile (100 = 2 x 48 + 4)
     (200, 3, 7, 5),         # tall-thin
     (3, 200, 9, 2),         # short-wide
     (5, 7, 41, 3),          # long k
@@ -115,7 +115,7 @@ def test_numpy_in_numpy_out(device):
 def test_cycle_model_reports_every_qpu(device_name, device):
     if device_name != "emulator":
         pytest.skip("cycle-model figures exist in the emulator only")
-    run = run_case(device, 32, 126, 8, num_qpus=4)
+    run = run_case(device, 32, 96, 8, num_qpus=4)
     assert run.num_qpus == 4 and len(run.qpus) == 4
     assert run.cycles and all(q.instructions > 0 for q in run.qpus)
 
@@ -186,3 +186,10 @@ def test_representative_big(device):
 ])
 def test_named_shapes(device, m, n, k, case):
     run_case(device, m, n, k, *transposes(case), alpha=1.5, beta=-0.5, num_qpus=12)
+
+
+def test_vdw_stride_limits_width(device):
+    """The VDW stride is 16 bits (facts §5.14, our reading): a C row longer than 16385 floats
+    cannot be stored by this kernel, and it says so instead of writing garbage."""
+    with pytest.raises(Vc4nnError, match="VDW stride"):
+        vc4nn.sgemm(np.ones((1, 1), np.float32), np.ones((1, 16386), np.float32), device=device)

@@ -9,9 +9,8 @@ Floating point (facts §1, choices in docs/hardware-choices.md "Emulator core"):
 - Operands: denormals flush to zero (sign kept); a NaN with the quiet bit set (every NaN a
   program can compute) acts as +Inf ("0 + NaN gives +Inf"); a quiet-bit-clear NaN acts as an
   infinity of its sign.
-- fadd / fsub round toward zero: the float64 sum (exact for exponent gaps up to 29, otherwise
-  rounded to 53 bits first) truncated to 24 significant bits. Overflow gives +-Inf; Inf - Inf
-  gives +Inf. fmul rounds to nearest even; a zero operand gives 0 even against Inf.
+- fadd / fsub round the exact sum toward zero. Overflow gives +-Inf; Inf - Inf gives +Inf.
+  fmul rounds to nearest even; a zero operand gives 0 even against Inf.
 - Results that are denormal flush to zero (sign kept).
 """
 
@@ -24,8 +23,11 @@ LANES = isa.SIMD_WIDTH
 
 
 def lanes(value, dtype=U32):
-    """A constant 16-lane vector (array-array numpy ops are twice as fast as array-scalar)."""
-    return np.full(LANES, value, dtype=dtype)
+    """A 16-lane vector of one value (array-array numpy ops are twice as fast as
+    array-scalar ones, and empty + fill is faster than np.full)."""
+    vector = np.empty(LANES, dtype=dtype)
+    vector.fill(value)
+    return vector
 
 
 ZERO = lanes(0)
@@ -38,6 +40,7 @@ _THIRTY_TWO_64 = lanes(32, U64)
 # Keep the sign, exponent and top 23 mantissa bits of a float64: truncation to a float32
 # significand, i.e. rounding toward zero.
 _F32_TRUNCATE = lanes(0xFFFFFFFFE0000000, U64)
+_F32_ULP_IN_F64 = lanes(1 << 29, U64)     # one float32 ulp, as float64 bits
 _INT32_MIN, _INT32_LIMIT = lanes(-2.0 ** 31, F32), lanes(2.0 ** 31, F32)
 
 
@@ -56,18 +59,49 @@ _NAN_IS_INF = _float_fixup_table(0x7F800000)      # x & 0x7F800000 of a NaN is +
 _NAN_IS_ZERO = _float_fixup_table(0x00000000)
 
 
+# Float results already have no denormals and no NaNs, and register values are never changed
+# in place, so float_in can skip the fix-up of a vector that float_out made (a float op's result
+# fed to the next float op, the common case). Keyed by id; holding the vector keeps its id
+# unique. Cleared when it grows: forgetting a vector only costs a redundant fix-up.
+_FIXED = {}
+_FIXED_LIMIT = 256
+
+
 def float_in(x):
     """A uint32 vector as the float32 values the ALU sees (denormals and NaNs fixed up)."""
+    if id(x) in _FIXED:
+        return x.view(F32)
     return (x & _NAN_IS_INF.take(x >> _TWENTY_TWO)).view(F32)
 
 
 def float_out(bits, table=_NAN_IS_INF):
-    return bits & table.take(bits >> _TWENTY_TWO)
+    """Float result bits with denormals flushed and NaNs replaced as ``table`` says."""
+    fixed = bits & table.take(bits >> _TWENTY_TWO)
+    if len(_FIXED) >= _FIXED_LIMIT:
+        _FIXED.clear()
+    _FIXED[id(fixed)] = fixed
+    return fixed
 
 
 def _truncated(f64):
     """float64 vector -> float32 bits rounded toward zero, denormal results flushed."""
     return float_out((f64.view(U64) & _F32_TRUNCATE).view(F64).astype(F32).view(U32))
+
+
+def _sum_toward_zero(x, y):
+    """float32 bits of x + y (float64 vectors holding float32 values) rounded toward zero.
+
+    The float64 sum s is exact unless the exponents are far apart; then (TwoSum gives the
+    rounding error) s may have landed exactly on a float32 value while the true sum lies
+    between it and zero, and the result steps one float32 toward zero."""
+    s = x + y
+    truncated = s.view(U64) & _F32_TRUNCATE
+    back = s - x
+    error = (x - (s - back)) + (y - back)
+    if error.any():
+        inward = (truncated == s.view(U64)) & (((error < 0) & (s > 0)) | ((error > 0) & (s < 0)))
+        truncated = np.where(inward, truncated - _F32_ULP_IN_F64, truncated)
+    return float_out(truncated.view(F64).astype(F32).view(U32))
 
 
 def _positive(bits):
@@ -81,12 +115,12 @@ def _signed(x):
 # --- ADD ALU ------------------------------------------------------------------------------
 
 def fadd(a, b):
-    r = _truncated(float_in(a).astype(F64) + float_in(b).astype(F64))
+    r = _sum_toward_zero(float_in(a).astype(F64), float_in(b).astype(F64))
     return r, _positive(r)
 
 
 def fsub(a, b):
-    r = _truncated(float_in(a).astype(F64) - float_in(b).astype(F64))
+    r = _sum_toward_zero(float_in(a).astype(F64), -float_in(b).astype(F64))
     return r, _positive(r)
 
 

@@ -112,4 +112,5 @@ def as_checks(value):
         return Checks(default=value)
     if isinstance(value, dict):
         return Checks(**value)
-    raise DeviceError(f"checks must be a Checks, a mode string or a dict; got {type(value).__name__}")
+    raise DeviceError(f"checks must be a Checks, a mode string or a dict; "
+                      f"got {type(value).__name__}")

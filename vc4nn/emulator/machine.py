@@ -38,6 +38,7 @@ from .vpm import MemoryBus, Vpm
 # 50k instructions/s would take hours).
 DEFAULT_MAX_INSTRUCTIONS = 50_000_000
 JITTER_CLOCKS = 64
+PLAN_CACHE_LIMIT = 1 << 16      # predecoded instructions kept across launches
 CONTROL_ENTRY_WORDS = 2
 
 
@@ -67,6 +68,8 @@ class Machine:
         word = int(low) | int(high) << 32
         plan = self._plan_cache.get((pc, word))
         if plan is None:
+            if len(self._plan_cache) >= PLAN_CACHE_LIMIT:
+                self._plan_cache.clear()
             plan = self._plan_cache[(pc, word)] = compile_word(word, pc)
         self.run_plans[pc] = plan
         return plan
@@ -74,6 +77,15 @@ class Machine:
     # -- a launch ----------------------------------------------------------------------------
     def run(self, num_qpus, control_address, timeout):
         """Run the control list at ``control_address``; RunResult, or a typed EmulatorError."""
+        try:
+            return self._run(num_qpus, control_address, timeout)
+        except Vc4nnError:
+            raise
+        except Exception as error:   # a bad program must never surface as a raw traceback
+            raise EmulatorError(f"the emulator failed ({type(error).__name__}: {error})") \
+                from error
+
+    def _run(self, num_qpus, control_address, timeout):
         checks, timing = self.checks, self.timing
         checks.warnings = []
         control = self.memory.read_words(control_address, CONTROL_ENTRY_WORDS * num_qpus,

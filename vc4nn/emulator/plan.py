@@ -31,6 +31,7 @@ ELEMENT_ZERO = np.zeros(isa.SIMD_WIDTH, dtype=np.intp)
 _FULL_ROTATION_MUXES = frozenset(isa.MUX_ACC[r] for r in ("r0", "r1", "r2", "r3"))
 _R4, _R5 = isa.MUX_ACC["r4"], isa.MUX_ACC["r5"]
 _SIDES = ("a", "b")
+_PURE_READS = frozenset({"element_number", "qpu_number", "nop"})
 # Signals with no effect on a compute program: threads are not switched (one thread per QPU)
 # and the scoreboard orders fragment shading only.
 _NO_EFFECT_SIGNALS = frozenset(isa.SIGNALS[s] for s in (
@@ -92,19 +93,17 @@ def _io_reader(side, addr):
     return None
 
 
-
 def _port_reader(side, addr, used):
-    """Reader of read port ``side`` for address ``addr``; None when nothing is read."""
+    """Reader of read port ``side`` for address ``addr``; None when nothing is read. Reads
+    with a side effect (uniform, vpm, waits, mutex) happen whether or not an operand uses them."""
     if addr < isa.REGFILE_SIZE:
         return (lambda q: q.regfile_read(side, addr)) if used else None
-    reader = _io_reader(side, addr)
     name = isa.READ[_SIDES[side]].get(addr, f"address {addr}")
-    if reader is None or name == "varying":
-        if not used and name != "varying":
-            return None
+    reader = _io_reader(side, addr)
+    if name == "varying" or (reader is None and used):
         _unsupported(f"reads {name} on read port {_SIDES[side].upper()}, which has no meaning "
                      f"for a compute program")
-    if name == "nop" and not used:
+    if reader is None or (name in _PURE_READS and not used):
         return None
     return reader
 

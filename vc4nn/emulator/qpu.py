@@ -16,14 +16,12 @@ from asm import isa
 
 from ..device import BUS_ADDRESS_MASK
 from . import sfu
-from .alu import U32, ZERO, lanes
+from .alu import NO_CARRY, U32, ZERO, lanes
 from .errors import MemoryFault
 
 STALL_CAUSES = ("issue", "uniform", "sfu", "tmu", "vpm", "dma", "semaphore", "mutex")
-REGFILE_SIDES = {"a": 0, "b": 1}
 _NEVER_WRITTEN = -1 << 30
 ELEMENT_NUMBER = np.arange(isa.SIMD_WIDTH, dtype=U32)
-_NO_FLAGS = np.zeros(isa.SIMD_WIDTH, dtype=bool)
 
 
 class Qpu:
@@ -36,7 +34,7 @@ class Qpu:
         # Instruction count at which each regfile location was last written.
         self.rf_written = ([_NEVER_WRITTEN] * isa.REGFILE_SIZE, [_NEVER_WRITTEN] * isa.REGFILE_SIZE)
         self.port_last = [ZERO, ZERO]        # last value each regfile read port delivered
-        self.z = self.n = self.c = _NO_FLAGS
+        self.z = self.n = self.c = NO_CARRY
         self.last_mul = ZERO                 # the MUL ALU's last result (facts §5.17)
         self.qpu_number = lanes(index)
         self.pc = code_address & 0xFFFFFFFF
@@ -44,7 +42,7 @@ class Qpu:
         self.unif_written = _NEVER_WRITTEN   # count of the last uniforms-address write
         self._unif_line = None               # memory line of the last uniform read
         self._unif_line_bytes = machine.timing.uniform_line_bytes
-        self._ublock = (0, 0, None)          # (bus start, bytes, uint32 view) of the uniforms' block
+        self._ublock = (0, 0, None)          # (bus start, bytes, uint32 view): uniforms' block
         self.sfu_written = _NEVER_WRITTEN
         self.r4_ready_count = _NEVER_WRITTEN
         self.r4_ready_clock = 0
@@ -100,7 +98,7 @@ class Qpu:
         if self.rf_written[side][i] == self.count - 1:
             self.report("regfile_read_after_write",
                         f"reads r{'ab'[side]}{i}, written by the previous instruction "
-                        f"(the read sees the old value on hardware, facts §2)")
+                        f"(undefined on hardware, facts §2; the emulator returns the new value)")
         return self.rf[side][i]
 
     # -- uniforms ----------------------------------------------------------------------------
@@ -121,7 +119,7 @@ class Qpu:
             begin = self.m.bus.reserve(self.clock, fill)
             self.wait(max(self.clock + timing.uniform_miss_latency, begin + fill), "uniform")
         self.unif_addr = (address + 4) & 0xFFFFFFFF
-        return np.full(isa.SIMD_WIDTH, word, dtype=U32)
+        return lanes(word)
 
     def _uniform_word(self, address):
         bus = address & BUS_ADDRESS_MASK

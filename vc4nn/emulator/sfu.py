@@ -9,8 +9,6 @@ operand (alu.float_in: denormals flush, NaN acts as +Inf); denormal results flus
 
 import numpy as np
 
-from asm import isa
-
 from .alu import F32, F64, U32, U64, float_out, float_in, lanes
 
 FRACTION_BITS = 13

@@ -9,9 +9,19 @@ Violations go through ``checks.report`` (vc4nn.emulator.checks) when a Checks is
 they raise CheckError.
 """
 
+from types import MappingProxyType
+
 from asm import isa
 
 from .errors import CheckError
+
+# Dynamic checks of this unit (vc4nn/emulator/checks.py): rule -> what it catches.
+CHECK_RULES = MappingProxyType({
+    "semaphore_balance": "a semaphore not back at its start value (0) when the run ends",
+    "mutex_held_at_end": "the run ended with the mutex held",
+    "mutex_not_held": "mutex_release written by a QPU that does not hold the mutex",
+    "mutex_reacquire": "mutex_acquire read by the QPU that already holds the mutex",
+})
 
 
 class Sync:

@@ -9,6 +9,7 @@ cache-dependent latency of the cycle model and is delivered in order, per TMU, b
 """
 
 import collections
+from types import MappingProxyType
 
 import numpy as np
 
@@ -21,6 +22,16 @@ from .vpm import MemoryBus, scalar
 _WORD = 4
 _ZEROS = np.zeros(isa.SIMD_WIDTH, dtype=np.uint32)
 _ZEROS.setflags(write=False)
+
+# Dynamic checks of this unit (vc4nn/emulator/checks.py): rule -> what it catches.
+CHECK_RULES = MappingProxyType({
+    "tmu_texture_unsupported": "a write to tmuN_t/r/b: a texture lookup, which is not modelled",
+    "tmu_fifo_overflow": "more TMU requests outstanding than tmu_fifo_depth (facts §5.13)",
+    "ldtmu_empty": "ldtmu with no request outstanding on that TMU: hangs on a Pi (facts §2)",
+    "tmu_outstanding_at_end": "a QPU ended with TMU results it never read",
+    "tmu_stale_read": "a TMU read of memory a DMA store wrote earlier in the launch: the VDW "
+                      "does not invalidate the TMU cache (facts §3)",
+})
 
 
 class TmuCache:

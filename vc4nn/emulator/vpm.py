@@ -16,6 +16,7 @@ cycle model (vc4nn.emulator.timing) and the shared memory bus.
 
 import collections
 import functools
+from types import MappingProxyType
 
 import numpy as np
 
@@ -30,6 +31,22 @@ VERTICAL_SPAN = isa.SIMD_WIDTH          # a vertical vector covers 16 rows start
 _ZEROS = np.zeros(isa.SIMD_WIDTH, dtype=np.uint32)
 _ZEROS.setflags(write=False)
 _SIZE_BYTES = {code: bits // 8 for bits, code in isa.VPM_SIZES.items()}
+
+# Dynamic checks of this unit (vc4nn/emulator/checks.py): rule -> what it catches.
+CHECK_RULES = MappingProxyType({
+    "vpm_setup_invalid":
+        "a vr_setup/vw_setup word that selects no setup, or a reserved SIZE or MODEW (facts §3)",
+    "vpm_missing_setup": "a VPM read or write, or a DMA start, with no setup written before",
+    "vpm_read_past_setup": "more VPM reads than the read setups' NUM: hangs on a Pi (facts §3)",
+    "vpm_read_queue_overflow": "a third VPM read setup queued while two have vectors unread",
+    "vpm_read_pending_at_end": "a QPU ended with VPM vectors of its read setups unread",
+    "vpm_out_of_range": "a DMA reaching VPM rows 64..127 (facts §5.15) or past its row/column",
+    "vpm_dma_race": "a VPM access overlapping a DMA its issuer has not waited for, unless both "
+                    "only read the VPM (docs/cycle-model.md)",
+    "dma_alignment": "a DMA memory address that is not a multiple of the element size",
+    "dma_unsupported": "a DMA store with LANED set (the guide: write as 0) or vertical BLOCKMODE",
+    "dma_in_flight_at_end": "a QPU ended without waiting for its last DMA store",
+})
 
 
 class MemoryBus:

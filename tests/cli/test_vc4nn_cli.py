@@ -1,0 +1,75 @@
+"""The ``vc4nn`` command as a user runs it: one-line errors, exit codes, real output."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from vc4nn.cli import main
+
+COUNTER = """\
+# each QPU: r0 = uniform + element_number, then exit
+mov r0, uniform
+mov r1, element_number
+add r0, r0, r1
+mov host_int, 1
+thrend
+nop
+nop
+"""
+
+
+@pytest.fixture
+def source(tmp_path):
+    path = tmp_path / "k.s"
+    path.write_text(COUNTER)
+    return path
+
+
+def test_asm_then_disasm_round_trip(source, tmp_path, capsys):
+    out = tmp_path / "k.bin"
+    assert main(["asm", str(source), "-o", str(out)]) == 0
+    words = np.frombuffer(out.read_bytes(), dtype="<u8")
+    assert len(words) == 7
+    # thrend: sig 3 in bits 63:60, no ops, both writes to nop (39), reads nop (39), muxes 0
+    assert int(words[4]) == (3 << 60) | (39 << 38) | (39 << 32) | (39 << 18) | (39 << 12)
+    capsys.readouterr()
+    assert main(["disasm", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "mov r0, uniform" in text and "thrend" in text
+
+
+def test_run_reports_each_qpu(source, capsys):
+    assert main(["run", str(source), "--qpus", "3", "--uniforms", "7"]) == 0
+    out = capsys.readouterr().out
+    assert "host interrupts: 3 of 3" in out
+    for qpu in range(3):
+        assert f"QPU {qpu}: 7 instructions" in out
+    assert "estimate" in out
+
+
+def test_run_error_is_one_line_not_a_traceback(tmp_path):
+    bad = tmp_path / "bad.s"
+    bad.write_text("mov r0, uniform\nfrobnicate r0, r1\n")
+    proc = subprocess.run([sys.executable, "-m", "vc4nn.cli", "run", str(bad)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "bad.s:2" in proc.stderr
+
+
+def test_run_program_without_host_interrupt_is_reported(tmp_path):
+    silent = tmp_path / "silent.s"
+    silent.write_text("thrend\nnop\nnop\n")
+    proc = subprocess.run([sys.executable, "-m", "vc4nn.cli", "run", str(silent)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "interrupt" in proc.stderr
+
+
+def test_doctor_off_a_pi_says_what_to_do(capsys):
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "not a Raspberry Pi" in out and "fix:" in out
