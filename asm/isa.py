@@ -141,10 +141,6 @@ class Op:
     def __init__(self, name, code, kind, arity):
         self.name, self.code, self.kind, self.arity = name, code, kind, arity
 
-    @property
-    def is_float(self):
-        return self.kind == "float"
-
     def __repr__(self):
         return f"Op({self.name!r}, {self.code}, {self.kind!r}, {self.arity})"
 
@@ -292,12 +288,9 @@ TMU_WRITE_BASE = _frozen({0: 56, 1: 60})                    # unit -> address of
 TMU_WRITE = _frozen({addr: (unit, coord) for unit, base in TMU_WRITE_BASE.items()
                      for addr, coord in zip(range(base, base + 4), "strb")})
 TLB_WRITE = frozenset(range(43, 48))
-VPM_ADDR = 48
-UNIFORM_ADDR = 32
-MUTEX_ADDR = 51
-HOST_INT_ADDR = 38
-TMU_NOSWAP_ADDR = 36
-UNIF_ADDR_WRITE = 40
+MUTEX_ADDR = READ_BY_NAME["a"]["mutex_acquire"]
+TMU_NOSWAP_ADDR = WRITE_BY_NAME["a"]["tmu_noswap"]
+UNIF_ADDR_WRITE = WRITE_BY_NAME["a"]["unif_addr"]
 
 # ---------------------------------------------------------------------------------------------
 # Pack and unpack (fact sheet section 1).
@@ -343,7 +336,6 @@ def _small_immediates():
 SMALL_IMMEDIATES = _small_immediates()
 SMALL_IMM_INT = _frozen({v: c for c, (k, v) in SMALL_IMMEDIATES.items() if k == "int"})
 SMALL_IMM_FLOAT = _frozen({v: c for c, (k, v) in SMALL_IMMEDIATES.items() if k == "float"})
-SMALL_IMM_ROTATE_R5 = 48
 SMALL_IMM_ROTATE_BASE = 48          # code = 48 + n for a rotation by n (1..15)
 
 
@@ -432,7 +424,6 @@ VDR_EXTENDED_ID = 0b1001
 
 VPM_ROWS = 64                  # rows of 16 words reachable by generic QPU access (4 KB)
 VPM_DMA_ROWS = 128             # DMA base addresses have a 7-bit Y
-VPM_BYTES = 12 * 1024          # total VPM on the Pi (V3D_IDENT1)
 QPUS_PER_SLICE = 4
 NUM_QPUS = 12
 SIMD_WIDTH = 16

@@ -12,12 +12,35 @@ from vc4nn.errors import Vc4nnError
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "cycle-model.md"
 
 
+# Where a value may come from: a section of the fact sheet, one of its source keys (e.g. "ADD",
+# the vc4asm errata, for cache geometry the sheet does not list), or a labelled assumption.
+SOURCE_KEYS = ("ADD", "VA", "MD", "MV", "MS", "MX", "KV", "PV", "CE", "CO", "CV", "CS", "WIKI",
+               "HH", "AS")
+
+
 def test_every_parameter_has_a_value_unit_and_source():
     for name, entry in PARAMETERS.items():
         value, unit, source, note = entry
         assert isinstance(value, (int, float)) and value >= 0, name
         assert unit and source.strip(), name
-        assert source.startswith(("facts §", "assumption")), name
+        assert (source.startswith(("facts §", "assumption"))
+                or source.split(" ")[0] in SOURCE_KEYS), name
+
+
+def test_assumptions_say_why():
+    for name, (_value, _unit, source, note) in PARAMETERS.items():
+        if source.startswith("assumption"):
+            assert len(note) > 20, name
+
+
+def test_cache_latencies_are_ordered_as_facts_section_4_says():
+    # facts §4: TMU latency 9-20 instructions (TMU cache / L2 / RAM)
+    t = Timing()
+    assert 9 * t.issue_clocks == t.tmu_hit_latency < t.l2_hit_latency < t.tmu_miss_latency \
+        == 20 * t.issue_clocks == t.uniform_miss_latency
+    assert t.l2_cache_bytes == 32 * 1024 and t.l2_cache_ways == 4       # ADD cache table
+    assert t.l2_cache_line_bytes == t.tmu_cache_line_bytes == 64
+    assert "uncertain" in PARAMETERS["l2_cache_bytes"][2]
 
 
 def test_board_clocks_follow_facts_section_4():

@@ -1,9 +1,9 @@
 """What each ADD and MUL operation computes: one or two lines per op, keyed by the op names of
 ``asm.isa``.
 
-Every op takes two 16-lane uint32 vectors and returns ``(result, carry)``: the uint32 result and
-the carry flag per lane (a bool vector, or None for "clear everywhere"). Unary ops read their
-first operand (mux a); toolchains put the same source in both muxes (facts §5.8).
+Every op takes two 16-lane uint32 vectors and returns the uint32 result; ``CARRY`` gives the
+carry flag of the ops that set one, computed only when an instruction sets the flags. Unary ops
+read their first operand (mux a); toolchains put the same source in both muxes (facts §5.8).
 
 Floating point (facts §1, choices in docs/hardware-choices.md "Emulator core"):
 - Operands: denormals flush to zero (sign kept); a NaN with the quiet bit set (every NaN a
@@ -59,28 +59,49 @@ _NAN_IS_INF = _float_fixup_table(0x7F800000)      # x & 0x7F800000 of a NaN is +
 _NAN_IS_ZERO = _float_fixup_table(0x00000000)
 
 
-# Float results already have no denormals and no NaNs, and register values are never changed
-# in place, so float_in can skip the fix-up of a vector that float_out made (a float op's result
-# fed to the next float op, the common case). Keyed by id; holding the vector keeps its id
+# Fixed-up float operands by vector: a float op's result already has no denormals and no NaNs
+# and register values are never changed in place, so ``float_in`` of a vector that
+# ``float_out`` made (the common case: a result fed to the next float op) needs no fix-up, and a
+# vector read as a float many times (r4 after a TMU load, fed to a run of fmuls) is fixed once.
+# Keyed by id -> (vector, float32 view of its fixed-up bits); holding the vector keeps its id
 # unique. Cleared when it grows: forgetting a vector only costs a redundant fix-up.
-_FIXED = {}
-_FIXED_LIMIT = 256
+_FLOAT_VIEWS = {}
+_FLOAT_VIEWS_LIMIT = 4096
+
+
+def _remember(vector, f32):
+    if len(_FLOAT_VIEWS) >= _FLOAT_VIEWS_LIMIT:
+        _FLOAT_VIEWS.clear()
+    _FLOAT_VIEWS[id(vector)] = (vector, f32)
 
 
 def float_in(x):
     """A uint32 vector as the float32 values the ALU sees (denormals and NaNs fixed up)."""
-    if id(x) in _FIXED:
-        return x.view(F32)
-    return (x & _NAN_IS_INF.take(x >> _TWENTY_TWO)).view(F32)
+    known = _FLOAT_VIEWS.get(id(x))
+    if known is not None:
+        return known[1]
+    f32 = (x & _NAN_IS_INF.take(x >> _TWENTY_TWO)).view(F32)
+    _remember(x, f32)
+    return f32
 
 
 def float_out(bits, table=_NAN_IS_INF):
     """Float result bits with denormals flushed and NaNs replaced as ``table`` says."""
     fixed = bits & table.take(bits >> _TWENTY_TWO)
-    if len(_FIXED) >= _FIXED_LIMIT:
-        _FIXED.clear()
-    _FIXED[id(fixed)] = fixed
+    _remember(fixed, fixed.view(F32))
     return fixed
+
+
+_NAN_IS_INF_WORDS = _NAN_IS_INF.tolist()
+
+
+def word_lanes(word):
+    """``lanes(word)`` for a word read from memory (a uniform); noted as needing no float fix-up
+    when it is a clean float, a check much cheaper on one Python int than on 16 lanes."""
+    vector = lanes(word)
+    if word & _NAN_IS_INF_WORDS[word >> 22] == word:
+        _remember(vector, vector.view(F32))
+    return vector
 
 
 def _truncated(f64):
@@ -88,13 +109,45 @@ def _truncated(f64):
     return float_out((f64.view(U64) & _F32_TRUNCATE).view(F64).astype(F32).view(U32))
 
 
-def _sum_toward_zero(x, y):
-    """float32 bits of x + y (float64 vectors holding float32 values) rounded toward zero.
+def _f64_truncate_table():
+    """AND masks for a float64 holding an exact sum of two float32s, indexed by its bits 63:52
+    (sign, exponent) as a signed number: keep a float32 significand (round toward zero); below
+    the float32 normal range keep only the sign (the float32 result would be denormal: flush).
+    Negative indices (sign set) count from the end, as numpy indexing does."""
+    exponent = np.arange(4096) & 0x7FF
+    tiny = (exponent < 1023 - 126) & (exponent != 0)
+    return np.where(tiny, 1 << 63, int(_F32_TRUNCATE[0])).astype(U64).view(I64)
+
+
+# Indexing with a signed int64 vector is several times faster than take with an unsigned one.
+_F64_TRUNCATE_TABLE = _f64_truncate_table()
+_FIFTY_TWO_I64 = lanes(52, I64)
+
+
+def _sum_toward_zero(x, y, s):
+    """float32 bits of x + y rounded toward zero, given float64 vectors x and y holding float32
+    values and s = x + y in float64.
+
+    Fast path, when s is exact (the common case): truncate it with one table lookup. s is exact
+    when s - x gives back y and s - y gives back x, bit for bit: an inexact s differs from
+    x + y by at least one float32 ulp of the smaller operand, which subtracting the larger one
+    keeps. Otherwise (and for Inf, or a -0.0 that does not come back) the exact path."""
+    if (s - x).tobytes() == y.tobytes() and (s - y).tobytes() == x.tobytes():
+        bits = s.view(I64)
+        f32 = (bits & _F64_TRUNCATE_TABLE[bits >> _FIFTY_TWO_I64]).view(F64).astype(F32)
+        result = f32.view(U32)
+        _remember(result, f32)
+        return result
+    return _sum_toward_zero_exact(x, y, s)
+
+
+def _sum_toward_zero_exact(x, y, s):
+    """float32 bits of x + y (float64 vectors holding float32 values, s = x + y) rounded toward
+    zero, for any operands.
 
     The float64 sum s is exact unless the exponents are far apart; then (TwoSum gives the
     rounding error) s may have landed exactly on a float32 value while the true sum lies
     between it and zero, and the result steps one float32 toward zero."""
-    s = x + y
     truncated = s.view(U64) & _F32_TRUNCATE
     back = s - x
     error = (x - (s - back)) + (y - back)
@@ -112,28 +165,29 @@ def _signed(x):
     return x.view(I32)
 
 
+def _sum(fa, fb):
+    x, y = fa.astype(F64), fb.astype(F64)
+    return _sum_toward_zero(x, y, x + y)
+
+
 # --- ADD ALU ------------------------------------------------------------------------------
 
 def fadd(a, b):
-    r = _sum_toward_zero(float_in(a).astype(F64), float_in(b).astype(F64))
-    return r, _positive(r)
+    return _sum(float_in(a), float_in(b))
 
 
 def fsub(a, b):
-    r = _sum_toward_zero(float_in(a).astype(F64), -float_in(b).astype(F64))
-    return r, _positive(r)
+    return _sum(float_in(a), -float_in(b))
 
 
 def fmin(a, b):
     fa, fb = float_in(a), float_in(b)
-    c = fa > fb
-    return np.where(c, fb, fa).view(U32), c
+    return np.where(fa > fb, fb, fa).view(U32)
 
 
 def fmax(a, b):
     fa, fb = float_in(a), float_in(b)
-    c = fa > fb
-    return np.where(c, fa, fb).view(U32), c
+    return np.where(fa > fb, fa, fb).view(U32)
 
 
 def _magnitude(x):
@@ -142,14 +196,12 @@ def _magnitude(x):
 
 def fminabs(a, b):
     fa, fb = _magnitude(a), _magnitude(b)
-    c = fa > fb
-    return np.where(c, fb, fa).view(U32), c
+    return np.where(fa > fb, fb, fa).view(U32)
 
 
 def fmaxabs(a, b):
     fa, fb = _magnitude(a), _magnitude(b)
-    c = fa > fb
-    return np.where(c, fa, fb).view(U32), c
+    return np.where(fa > fb, fa, fb).view(U32)
 
 
 def ftoi(a, b):
@@ -157,21 +209,20 @@ def ftoi(a, b):
     # outside int32 give 0 (facts §1).
     f = float_in(a)
     valid = (f >= _INT32_MIN) & (f < _INT32_LIMIT)
-    return np.where(valid, f, 0).astype(I32).view(U32), None
+    return np.where(valid, f, 0).astype(I32).view(U32)
 
 
 def itof(a, b):
     # Rounds toward zero (facts §1).
-    return _truncated(_signed(a).astype(F64)), _signed(a) > 0
+    return _truncated(_signed(a).astype(F64))
 
 
 def add(a, b):
-    r = a + b
-    return r, r < a
+    return a + b
 
 
 def sub(a, b):
-    return a - b, a < b
+    return a - b
 
 
 def _bit_before_shift(a, s):
@@ -180,54 +231,49 @@ def _bit_before_shift(a, s):
 
 
 def shr(a, b):
-    s = b & _THIRTY_ONE
-    return a >> s, _bit_before_shift(a, s)
+    return a >> (b & _THIRTY_ONE)
 
 
 def asr(a, b):
-    s = b & _THIRTY_ONE
-    return (_signed(a) >> s.view(I32)).view(U32), _bit_before_shift(a, s)
+    return (_signed(a) >> (b & _THIRTY_ONE).view(I32)).view(U32)
 
 
 def ror(a, b):
     s = b & _THIRTY_ONE
-    return (a >> s) | (a << ((_THIRTY_TWO - s) & _THIRTY_ONE)), None
+    return (a >> s) | (a << ((_THIRTY_TWO - s) & _THIRTY_ONE))
 
 
 def shl(a, b):
-    s = b & _THIRTY_ONE
-    return a << s, ((a.astype(U64) << s.astype(U64)) >> _THIRTY_TWO_64 & _ONE64).astype(bool)
+    return a << (b & _THIRTY_ONE)
 
 
 def min_(a, b):
-    c = _signed(a) > _signed(b)
-    return np.where(c, b, a), c
+    return np.where(_signed(a) > _signed(b), b, a)
 
 
 def max_(a, b):
-    c = _signed(a) > _signed(b)
-    return np.where(c, a, b), c
+    return np.where(_signed(a) > _signed(b), a, b)
 
 
 def and_(a, b):
-    return a & b, None
+    return a & b
 
 
 def or_(a, b):
-    return a | b, None
+    return a | b
 
 
 def xor(a, b):
-    return a ^ b, None
+    return a ^ b
 
 
 def not_(a, b):
-    return ~a, None
+    return ~a
 
 
 def clz(a, b):
     # frexp's exponent of a positive integer is its bit length; frexp(0) gives 0, so clz(0) = 32.
-    return (32 - np.frexp(a.astype(F64))[1]).astype(U32), None
+    return (32 - np.frexp(a.astype(F64))[1]).astype(U32)
 
 
 def _bytes(x):
@@ -235,35 +281,34 @@ def _bytes(x):
 
 
 def v8adds(a, b):
-    return np.minimum(_bytes(a).astype(np.uint16) + _bytes(b), 255).astype(np.uint8).view(U32), None
+    return np.minimum(_bytes(a).astype(np.uint16) + _bytes(b), 255).astype(np.uint8).view(U32)
 
 
 def v8subs(a, b):
-    return np.maximum(_bytes(a).astype(np.int16) - _bytes(b), 0).astype(np.uint8).view(U32), None
+    return np.maximum(_bytes(a).astype(np.int16) - _bytes(b), 0).astype(np.uint8).view(U32)
 
 
 # --- MUL ALU ------------------------------------------------------------------------------
 
 def fmul(a, b):
-    return float_out((float_in(a) * float_in(b)).view(U32), _NAN_IS_ZERO), None
+    return float_out((float_in(a) * float_in(b)).view(U32), _NAN_IS_ZERO)
 
 
 def mul24(a, b):
-    # Carry: facts §5.10 is disputed; we leave it clear like every op without a listed carry.
-    return (a & _MUL24_MASK) * (b & _MUL24_MASK), None
+    return (a & _MUL24_MASK) * (b & _MUL24_MASK)
 
 
 def v8muld(a, b):
     # Byte by byte (facts §5.11: the hardware tests), (a * b + 127) / 255 per byte.
-    return ((_bytes(a).astype(np.uint16) * _bytes(b) + 127) // 255).astype(np.uint8).view(U32), None
+    return ((_bytes(a).astype(np.uint16) * _bytes(b) + 127) // 255).astype(np.uint8).view(U32)
 
 
 def v8min(a, b):
-    return np.minimum(_bytes(a), _bytes(b)).view(U32), None
+    return np.minimum(_bytes(a), _bytes(b)).view(U32)
 
 
 def v8max(a, b):
-    return np.maximum(_bytes(a), _bytes(b)).view(U32), None
+    return np.maximum(_bytes(a), _bytes(b)).view(U32)
 
 
 ADD = {"fadd": fadd, "fsub": fsub, "fmin": fmin, "fmax": fmax, "fminabs": fminabs,
@@ -274,6 +319,35 @@ MUL = {"fmul": fmul, "mul24": mul24, "v8muld": v8muld, "v8min": v8min, "v8max": 
        "v8adds": v8adds, "v8subs": v8subs}
 
 
+# --- carry ------------------------------------------------------------------------------------
+# The C flag an op sets, as a function (a, b, result) -> bool vector, computed only by
+# instructions that set flags; ops not listed clear it (facts §1 carry table; mul24: facts §5.10
+# is disputed, we leave it clear like every op without a listed carry). The carries of add and
+# sub come from the operands, so the saturating forms below share them.
+
+def _float_greater(a, b, r):
+    return float_in(a) > float_in(b)
+
+
+CARRY = {
+    "fadd": lambda a, b, r: _positive(r),
+    "fsub": lambda a, b, r: _positive(r),
+    "fmin": _float_greater,
+    "fmax": _float_greater,
+    "fminabs": lambda a, b, r: _magnitude(a) > _magnitude(b),
+    "fmaxabs": lambda a, b, r: _magnitude(a) > _magnitude(b),
+    "itof": lambda a, b, r: _signed(a) > 0,
+    "add": lambda a, b, r: a + b < a,
+    "sub": lambda a, b, r: a < b,
+    "shr": lambda a, b, r: _bit_before_shift(a, b & _THIRTY_ONE),
+    "asr": lambda a, b, r: _bit_before_shift(a, b & _THIRTY_ONE),
+    "shl": lambda a, b, r: ((a.astype(U64) << (b & _THIRTY_ONE).astype(U64)) >> _THIRTY_TWO_64
+                            & _ONE64).astype(bool),
+    "min": lambda a, b, r: _signed(a) > _signed(b),
+    "max": lambda a, b, r: _signed(a) > _signed(b),
+}
+
+
 # --- saturating forms for the regfile-A pack "32s" -------------------------------------------
 # The pack saturates the exact result to int32; ops whose result always fits are unchanged.
 
@@ -282,15 +356,15 @@ def _saturated(wide):
 
 
 def add_saturating(a, b):
-    return _saturated(_signed(a).astype(I64) + _signed(b)), add(a, b)[1]
+    return _saturated(_signed(a).astype(I64) + _signed(b))
 
 
 def sub_saturating(a, b):
-    return _saturated(_signed(a).astype(I64) - _signed(b)), a < b
+    return _saturated(_signed(a).astype(I64) - _signed(b))
 
 
 def mul24_saturating(a, b):
-    return _saturated((a & _MUL24_MASK).astype(I64) * (b & _MUL24_MASK)), None
+    return _saturated((a & _MUL24_MASK).astype(I64) * (b & _MUL24_MASK))
 
 
 SATURATING = {"add": add_saturating, "sub": sub_saturating, "mul24": mul24_saturating}

@@ -131,21 +131,24 @@ class Machine:
         return self._rng.random() if self._rng is not None else q.index
 
     def _schedule(self, qpus, deadline, budget, timeout):
+        rng = self._rng
         heap = [(q.clock, self._tie(q), q.index) for q in qpus]
         heapq.heapify(heap)
         blocked = {}
         executed = 0
+        clock_limit = deadline + 1
         while heap:
             _, tie, i = heapq.heappop(heap)
             q = qpus[i]
-            limit = math.inf
+            limit = clock_limit
             if heap:
                 top_clock, top_tie, _ = heap[0]
                 # Run while this QPU is still first in (clock, tie) order.
-                limit = top_clock + (0 if tie > top_tie else 1)
-                if self._rng is not None:
-                    limit += self._rng.randrange(JITTER_CLOCKS)
-            executed += self._run_slice(q, min(limit, deadline + 1), budget - executed)
+                first_until = top_clock + (0 if tie > top_tie else 1)
+                if rng is not None:
+                    first_until += rng.randrange(JITTER_CLOCKS)
+                limit = min(limit, first_until)
+            executed += self._run_slice(q, limit, budget - executed)
             if self.sync_event:
                 self.sync_event = False
                 for b in blocked.values():
@@ -176,9 +179,10 @@ class Machine:
         step = q.step
         q.block_cause = None
         try:
-            while step():
-                if q.ended or q.clock >= limit or q.count >= count_limit or self.sync_event:
-                    break
+            # Most slices are one instruction (QPUs with equal clocks take turns).
+            while step() and not (q.ended or q.clock >= limit or q.count >= count_limit
+                                  or self.sync_event):
+                pass
         except EmulatorError as error:
             _locate(error, q.index, q.pc)
             raise

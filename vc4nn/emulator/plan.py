@@ -144,6 +144,16 @@ def _rotated(operand, mux, amount):
 
 def _register_write(get_file, get_written, i, packer, cond):
     """Write to a register list slot: pack against the old value, then the condition."""
+    if packer is None and cond is True:         # the common case, without the general steps
+        if get_written is None:
+            def write_plain(q, value):
+                get_file(q)[i] = value
+        else:
+            def write_plain(q, value):
+                get_file(q)[i] = value
+                get_written(q)[i] = q.count
+        return write_plain
+
     def write(q, value):
         regs = get_file(q)
         old = regs[i]
@@ -235,7 +245,8 @@ def _writes(ins, add_kind, mul_kind):
 # --- flags --------------------------------------------------------------------------------
 
 def _flag_update(cond):
-    """Function (q, result, carry) setting Z, N, C where ``cond`` holds; None if nowhere."""
+    """Function (q, result, carry) setting Z, N, C where ``cond`` holds; None if nowhere.
+    ``carry`` is a bool vector or None for clear."""
     if cond is None:
         return None
     if cond is True:
@@ -317,6 +328,9 @@ def _alu_plan(ins):
     acquire = isa.MUTEX_ADDR in (ins.raddr_a, None if small_imm else ins.raddr_b)
     signal = _signal(ins.sig)
 
+    flags_op = add_op.name if flags_from_add else mul_op.name
+    carry_of = alu.CARRY.get(flags_op) if flags is not None else None
+
     def run(q):
         if acquire and not q.try_mutex_acquire():
             return False
@@ -326,10 +340,11 @@ def _alu_plan(ins):
         if read_b is not None:
             pb = q.port_last[1] = read_b(q)
         if add_fn is not None:
-            add_result, add_carry = add_fn(add_in[0](q, pa, pb), add_in[1](q, pa, pb))
+            add_x, add_y = add_in[0](q, pa, pb), add_in[1](q, pa, pb)
+            add_result = add_fn(add_x, add_y)
         if mul_fn is not None:
-            mul_result, mul_carry = mul_fn(mul_in[0](q, pa, pb), mul_in[1](q, pa, pb))
-            q.last_mul = mul_result
+            mul_x, mul_y = mul_in[0](q, pa, pb), mul_in[1](q, pa, pb)
+            mul_result = q.last_mul = mul_fn(mul_x, mul_y)
         elif mul_write is not None:
             # MUL op nop with a destination writes the MUL ALU's previous result (facts §5.17).
             mul_result = q.last_mul
@@ -339,9 +354,9 @@ def _alu_plan(ins):
             mul_write(q, mul_result)
         if flags is not None:
             if flags_from_add:
-                flags(q, add_result, add_carry)
+                flags(q, add_result, carry_of and carry_of(add_x, add_y, add_result))
             else:
-                flags(q, mul_result, mul_carry)
+                flags(q, mul_result, carry_of and carry_of(mul_x, mul_y, mul_result))
         if signal is not None:
             signal(q)
         return True

@@ -16,7 +16,7 @@ from asm import isa
 
 from ..device import BUS_ADDRESS_MASK
 from . import sfu
-from .alu import NO_CARRY, U32, ZERO, lanes
+from .alu import NO_CARRY, U32, ZERO, lanes, word_lanes
 from .errors import MemoryFault
 
 STALL_CAUSES = ("issue", "uniform", "sfu", "tmu", "vpm", "dma", "semaphore", "mutex")
@@ -119,7 +119,7 @@ class Qpu:
             begin = self.m.bus.reserve(self.clock, fill)
             self.wait(max(self.clock + timing.uniform_miss_latency, begin + fill), "uniform")
         self.unif_addr = (address + 4) & 0xFFFFFFFF
-        return lanes(word)
+        return word_lanes(word)
 
     def _uniform_word(self, address):
         bus = address & BUS_ADDRESS_MASK

@@ -24,11 +24,11 @@ PARAMETERS = MappingProxyType({
         12, "clocks", "facts §4 (MV): r4 readable 3 instructions after the SFU write",
         "3 instructions x issue_clocks"),
     "tmu_hit_latency": (
-        36, "clocks", "facts §4 (WIKI): TMU latency 9-20 instructions",
-        "low end (9 instructions) taken as a TMU cache hit"),
+        36, "clocks", "facts §4 (WIKI): TMU latency 9-20 instructions (TMU cache / L2 / RAM)",
+        "low end (9 instructions): a line in the TMU cache"),
     "tmu_miss_latency": (
-        80, "clocks", "facts §4 (WIKI): TMU latency 9-20 instructions",
-        "high end (20 instructions) taken as a TMU cache miss served by L2/RAM"),
+        80, "clocks", "facts §4 (WIKI): TMU latency 9-20 instructions (TMU cache / L2 / RAM)",
+        "high end (20 instructions): a line in neither the TMU cache nor the L2, read from RAM"),
     "tmu_request_clocks": (
         4, "clocks/request", "assumption",
         "a TMU serves one quad (4 lookups) per clock, so a 16-element request occupies it 4 "
@@ -39,10 +39,24 @@ PARAMETERS = MappingProxyType({
     "tmu_cache_bytes": (
         4096, "bytes", "facts §4 (ADD): TMU cache 4 KB", "one cache per physical TMU"),
     "tmu_cache_line_bytes": (
-        64, "bytes", "assumption",
-        "same line size as the instruction cache (facts §4: 64 B lines)"),
+        64, "bytes", "ADD (cache table): TMU cache lines 64 B", ""),
     "tmu_cache_ways": (
-        4, "ways", "assumption", "same associativity as the instruction cache (facts §4: 4-way)"),
+        1, "ways", "ADD (cache table): TMU cache associativity '-'; 'sequence counts': one read "
+        "4 KB away in between evicts a line",
+        "direct-mapped: a line has one place in the 4 KB"),
+    "l2_cache_bytes": (
+        32768, "bytes", "facts §4 (ADD): V3D L2 ~32 KB (uncertain)",
+        "UNCERTAIN (the errata write '32 kiB ?'). One L2 shared by all slices; TMU and uniform "
+        "line fills look in it before the memory bus, DMA bypasses it (docs/cycle-model.md)"),
+    "l2_cache_line_bytes": (
+        64, "bytes", "ADD (cache table): V3D L2C lines 64 B", ""),
+    "l2_cache_ways": (
+        4, "ways", "ADD (cache table): V3D L2C 4-way", "LRU within a set (assumption)"),
+    "l2_hit_latency": (
+        58, "clocks", "assumption",
+        "a line in the L2 but not in the TMU or uniform cache: midway (14.5 instructions) "
+        "between the TMU cache (9) and RAM (20) of facts §4 (WIKI), which gives no figure for "
+        "the L2 alone; docs/cycle-model.md shows the calibration at both ends"),
     "dma_load_row_bandwidth": (
         700e6, "bytes/s", "facts §4 (WIKI): ~700 MB/s VPM DMA read of full 16-word rows",
         "with dma_load_word_bandwidth fixes the per-row overhead and the peak rate"),
@@ -67,10 +81,10 @@ PARAMETERS = MappingProxyType({
         64, "bytes", "assumption",
         "the uniform stream is fetched a line at a time; same line size as the other caches"),
     "uniform_miss_latency": (
-        80, "clocks", "facts §4 (WIKI): 20 instructions, as a TMU miss",
-        "a uniform read in a new line waits this long (no prefetch) and the line also takes its "
-        "turn on the memory bus; reproduces the published 1- and 12-QPU SGEMM figures "
-        "(docs/cycle-model.md)"),
+        80, "clocks", "facts §4 (WIKI): 20 instructions, as a TMU read from RAM",
+        "a uniform read in a new line waits this long when the line is not in the L2, and the "
+        "line takes its turn on the memory bus; no prefetch of the next line (no source "
+        "describes one, docs/cycle-model.md)"),
     "semaphore_clocks": (
         0, "clocks", "assumption", "no cost beyond the instruction's issue when it does not block"),
     "mutex_clocks": (

@@ -16,6 +16,7 @@ import numpy as np
 from asm import isa
 
 from ..device import BUS_ADDRESS_MASK
+from .cache import LruCache
 from .errors import MemoryFault
 from .vpm import MemoryBus, scalar
 
@@ -34,26 +35,6 @@ CHECK_RULES = MappingProxyType({
 })
 
 
-class TmuCache:
-    """Set-associative, LRU, whole-line cache: only its hit/miss timing is modelled."""
-
-    def __init__(self, size, line, ways):
-        self.line, self.ways = line, ways
-        self.sets = [[] for _ in range(max(1, size // (line * ways)))]
-
-    def touch(self, line_number):
-        """True on a hit; either way the line ends up most recently used."""
-        lines = self.sets[line_number % len(self.sets)]
-        if line_number in lines:
-            lines.remove(line_number)
-            lines.append(line_number)
-            return True
-        lines.append(line_number)
-        if len(lines) > self.ways:
-            del lines[0]
-        return False
-
-
 class _Request:
     __slots__ = ("values", "ready")
 
@@ -64,10 +45,11 @@ class _Request:
 class Tmu:
     def __init__(self, memory, timing, checks, bus=None):
         self.memory, self.timing, self.checks = memory, timing, checks
-        self.bus = bus if bus is not None else MemoryBus()
+        self.bus = bus if bus is not None else MemoryBus(timing)
+        self.bus.use(timing)        # the bus's L2 runs with this machine's parameters
         slices = isa.NUM_QPUS // isa.QPUS_PER_SLICE
         units = len(isa.TMU_WRITE_BASE)
-        self._caches = [[TmuCache(timing.tmu_cache_bytes, timing.tmu_cache_line_bytes,
+        self._caches = [[LruCache(timing.tmu_cache_bytes, timing.tmu_cache_line_bytes,
                                   timing.tmu_cache_ways) for _ in range(units)]
                         for _ in range(slices)]
         self._free_at = [[0] * units for _ in range(slices)]
@@ -143,21 +125,19 @@ class Tmu:
         return mem[start[:, None] + np.arange(_WORD)].view("<u4").reshape(-1).astype(np.uint32)
 
     def _ready_time(self, slice_, physical, addresses, now):
+        """A request whose lines are all in this TMU's cache is ready after tmu_hit_latency;
+        otherwise when its last missing line has come through the L2 or over the bus."""
         timing = self.timing
         begin = max(now, self._free_at[slice_][physical])
         self._free_at[slice_][physical] = begin + timing.tmu_request_clocks
         cache = self._caches[slice_][physical]
         lines = np.unique((addresses & np.uint32(BUS_ADDRESS_MASK)) // np.uint32(cache.line))
-        fill = timing.line_fill_clocks(cache.line)
-        filled = begin
-        missed = False
+        ready = begin + timing.tmu_hit_latency
         for line in lines.tolist():
             if not cache.touch(line):
-                missed = True
-                filled = self.bus.transfer(filled, fill)
-        if not missed:
-            return begin + timing.tmu_hit_latency
-        return max(begin + timing.tmu_miss_latency, filled + timing.tmu_hit_latency)
+                ready = max(ready, self.bus.read_line(begin, line * cache.line, cache.line,
+                                                      timing.tmu_miss_latency))
+        return ready
 
     def _check_stale(self, qpu, addresses):
         written = self.bus.vdw_words

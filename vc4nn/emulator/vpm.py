@@ -14,6 +14,7 @@ completes. A DMA has its functional effect when it starts; its completion time c
 cycle model (vc4nn.emulator.timing) and the shared memory bus.
 """
 
+import bisect
 import collections
 import functools
 from types import MappingProxyType
@@ -23,6 +24,8 @@ import numpy as np
 from asm import isa
 
 from ..device import BUS_ADDRESS_MASK
+from .cache import LruCache
+from .timing import Timing
 
 WORD_BYTES = 4
 ROW_WORDS = isa.SIMD_WIDTH
@@ -50,26 +53,109 @@ CHECK_RULES = MappingProxyType({
 
 
 class MemoryBus:
-    """The memory path the DMA engines and the TMUs share.
+    """The memory path the DMA engines, the TMUs and the uniform fetches share, with the V3D L2.
 
-    ``free_at``: the clock at which the bus is next free, so transfers of all 12 QPUs queue behind
-    each other (contention). ``vdw_words``: bus word addresses the VDW wrote this launch, behind
-    the back of the TMU and uniform caches (facts §3), for the TMU's stale-read check.
+    The bus carries one transfer at a time: a transfer takes the first idle stretch at or after
+    the clock it is asked for, so transfers of all 12 QPUs queue behind each other (contention).
+    The QPUs are stepped one at a time, and one that waited inside a unit (a DMA behind its own
+    previous one) books its slot at that later clock before the others have asked for theirs;
+    keeping the idle stretches (not just the end of the last booking) lets their earlier
+    transfers still use the time before it. ``vdw_words``: bus word addresses the VDW wrote this
+    launch, behind the back of the TMU, uniform and L2 caches (facts §3), for the TMU's
+    stale-read check.
+
+    The L2 (timing.l2_cache_*) is shared by all slices and sits in front of the bus for TMU and
+    uniform line fills (``read_line``): a line another QPU has read recently costs no bus time,
+    and a line whose fill is still under way is waited for rather than read twice. The DMA
+    engines use the bus directly (``reserve``): the VDW writes memory directly (maazl/vc4asm#5,
+    after the guide's block diagram, p. 13), and the VDR is assumed to do the same.
+
+    The parameters come from ``timing`` (or the first unit that calls ``use``), so that a bus
+    made without one still runs at its machine's board clock.
     """
 
-    def __init__(self):
-        self.free_at = 0
+    # Bookings that ended this many clocks before a new request are forgotten: QPUs ask within
+    # a few instructions of each other's clocks (the scheduler runs the one that is behind).
+    HISTORY_CLOCKS = 4096
+
+    def __init__(self, timing=None):
+        self._starts, self._ends = [], []     # booked stretches [start, end), sorted, disjoint
         self.vdw_words = set()
+        self.busy_clocks = 0          # statistics of the launch: bus occupancy, L2 hits/misses
+        self.l2_hits = self.l2_misses = 0
+        self.timing = None
+        self.use(timing if timing is not None else Timing())
+
+    def use(self, timing):
+        """Take the cycle model's parameters (board clock, L2 geometry and latency)."""
+        if timing is self.timing:
+            return
+        self.timing = timing
+        self.l2 = LruCache(timing.l2_cache_bytes, timing.l2_cache_line_bytes,
+                           timing.l2_cache_ways)
+        self._l2_fill = timing.line_fill_clocks(timing.l2_cache_line_bytes)
 
     def reserve(self, now, clocks):
-        """Occupy the bus for ``clocks`` from ``now`` or when it frees; returns the start."""
-        begin = max(now, self.free_at)
-        self.free_at = begin + clocks
+        """Occupy the bus for ``clocks`` in the first idle stretch at or after ``now`` that is
+        long enough; returns the start."""
+        starts, ends = self._starts, self._ends
+        if len(starts) > 64:
+            del_to = bisect.bisect_right(ends, now - self.HISTORY_CLOCKS)
+            del starts[:del_to], ends[:del_to]
+        i = bisect.bisect_right(ends, now)
+        begin = now
+        while i < len(starts) and starts[i] < begin + clocks:
+            begin = max(begin, ends[i])
+            i += 1
+        end = begin + clocks
+        self.busy_clocks += clocks
+        if i and ends[i - 1] == begin:          # join the booking before
+            i -= 1
+            ends[i] = end
+        else:
+            starts.insert(i, begin)
+            ends.insert(i, end)
+        if i + 1 < len(starts) and starts[i + 1] == end:     # and the one after
+            ends[i] = ends.pop(i + 1)
+            del starts[i + 1]
         return begin
 
     def transfer(self, now, clocks):
         """Occupy the bus for ``clocks`` from ``now`` or when it frees; returns the end."""
         return self.reserve(now, clocks) + clocks
+
+    def read_line(self, now, address, nbytes, miss_latency):
+        """A TMU or uniform cache asks at ``now`` for its ``nbytes`` line at bus ``address``:
+        the clock at which the line is there.
+
+        Per L2 line: a hit arrives after ``l2_hit_latency``, or when the fill under way brings
+        it; a miss takes its turn on the bus and arrives ``miss_latency`` after the request,
+        or when its bus slot ends if the queue made it later, and is kept in the L2.
+        """
+        line = self.l2.line
+        first = (address & BUS_ADDRESS_MASK) // line
+        last = ((address & BUS_ADDRESS_MASK) + nbytes - 1) // line
+        ready = now
+        for number in range(first, last + 1):
+            arrives = self.l2.get(number)
+            if arrives is not None:
+                self.l2_hits += 1
+                arrives = max(arrives, now + self.timing.l2_hit_latency)
+            else:
+                self.l2_misses += 1
+                end = self.transfer(now, self._l2_fill)
+                arrives = max(now + miss_latency, end)
+                self.l2.put(number, arrives)
+            ready = max(ready, arrives)
+        return ready
+
+    def uniform_line(self, now, address):
+        """The uniform stream reaches a new line at bus ``address``: when it is there (for the
+        QPU core, which keeps the line it has; see docs/cycle-model.md)."""
+        timing = self.timing
+        size = timing.uniform_line_bytes
+        start = (address & BUS_ADDRESS_MASK) // size * size
+        return self.read_line(now, start, size, timing.uniform_miss_latency)
 
 
 def field_count(word, field):

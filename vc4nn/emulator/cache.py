@@ -1,0 +1,42 @@
+"""A set-associative LRU cache of whole lines, for the cycle model (timing only, never data).
+
+The TMU caches and the V3D L2 use it. A line number maps to set ``line % sets``; each set keeps
+at most ``ways`` lines in least- to most-recently-used order, with a value per line (the L2
+keeps the clock at which a line's fill arrives). It runs once per line fill in Python, so each
+set is an OrderedDict: hit, insert and eviction are O(1).
+"""
+
+import collections
+
+
+class LruCache:
+    """``size`` bytes in ``line``-byte lines, ``ways`` per set; size 0 holds nothing."""
+
+    def __init__(self, size, line, ways):
+        self.line = line
+        self.ways = ways if size else 0
+        self.sets = [collections.OrderedDict()
+                     for _ in range(max(1, size // (line * max(ways, 1))))]
+
+    def get(self, line_number):
+        """The value stored with the line (and the line becomes most recently used), or None."""
+        lines = self.sets[line_number % len(self.sets)]
+        value = lines.get(line_number)
+        if value is not None:
+            lines.move_to_end(line_number)
+        return value
+
+    def put(self, line_number, value):
+        """Store the line as most recently used, evicting its set's least recently used."""
+        lines = self.sets[line_number % len(self.sets)]
+        lines[line_number] = value
+        lines.move_to_end(line_number)
+        while len(lines) > self.ways:
+            lines.popitem(last=False)
+
+    def touch(self, line_number):
+        """True on a hit; either way the line ends up in the cache, most recently used."""
+        if self.get(line_number) is not None:
+            return True
+        self.put(line_number, True)
+        return False
