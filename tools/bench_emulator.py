@@ -5,9 +5,11 @@
     python tools/bench_emulator.py --board pi3 --n 768
     python tools/bench_emulator.py --kernel dma    # VPM/DMA streaming on 12 QPUs
 
-The SGEMM case is the calibration of docs/cycle-model.md: 96x363 times 363xN (the published
-shape has N = 3072; per-QPU work does not depend on N, so a smaller N gives the same GFLOPS
-sooner). Cycle figures are ESTIMATES of the model in vc4nn/emulator/timing.py.
+The SGEMM case runs the library kernel (vc4nn.sgemm) on the published shape 96x363 times
+363xN (published N = 3072; a smaller N gives about the same GFLOPS sooner). The comparison with
+the published measurements uses a fixed kernel of the published design instead, so that it does
+not move when the library kernel changes: tools/calibrate.py (docs/cycle-model.md). Cycle
+figures are ESTIMATES of the model in vc4nn/emulator/timing.py.
 """
 
 import argparse
@@ -24,7 +26,7 @@ from vc4nn import sgemm  # noqa: E402
 from vc4nn.emulator import EmulatorDevice  # noqa: E402
 from vc4nn.emulator.timing import BOARDS  # noqa: E402
 
-# facts §4: py-videocore SGEMM 96x363 x 363x3072
+# facts §4: py-videocore SGEMM 96x363 x 363x3072 (a different kernel: for orientation only)
 PUBLISHED = {12: "8 (py-videocore README), 6.7 (Pi 3), 9.6 (qmkl)", 1: "0.80 (py-videocore)"}
 
 

@@ -163,6 +163,11 @@ def sgemm_streams(device, num_qpus, n, a_buf, b_buf, c_buf):
 
 
 def run_sgemm(timing_overrides, board, num_qpus, n, rng):
+    col_groups = SPLITS[num_qpus][1]
+    if n % (TILE_COLS * col_groups) or n * WORD >= 1 << 13:
+        # The C load's row pitch goes in the 13-bit extended pitch (facts §3: MPITCHB 12:0).
+        raise SystemExit(f"N={n}: must be a multiple of {TILE_COLS * col_groups} and at most "
+                         f"2047 (the C tile's DMA pitch, N*4 bytes, has 13 bits)")
     a = rng.standard_normal((M, K)).astype(np.float32)
     b = rng.standard_normal((K, n)).astype(np.float32)
     c = rng.standard_normal((M, n)).astype(np.float32)
@@ -246,7 +251,8 @@ def main():
     parser.add_argument("--case", choices=("sgemm1", "sgemm12", "dma", "all"), default="all")
     parser.add_argument("--board", choices=sorted(BOARDS), default="pi1")
     parser.add_argument("--n", type=int, default=None,
-                        help="SGEMM N (published 3072; default 128 on 1 QPU, 384 on 12)")
+                        help="SGEMM N (published 3072, here at most 2047; default 128 on 1 QPU, "
+                             "384 on 12)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="override a cycle-model parameter")
     args = parser.parse_args()

@@ -260,3 +260,93 @@ def test_saturating_forms():
 def test_every_isa_op_has_semantics():
     assert set(alu.ADD) == {name for name in isa.ADD_OPS if name != "nop"}
     assert set(alu.MUL) == {name for name in isa.MUL_OPS if name != "nop"}
+
+
+# --- fast paths against the exact paths -------------------------------------------------------
+# fadd/fsub take a shortcut when the float64 sum is exact, fmul when both operands are moderate,
+# and uniforms are checked for a needed fix-up on one Python int. Operands mix every special
+# class (denormals, NaNs of both quiet bits, infinities, -0.0, the moderate-range edges) with
+# ordinary values.
+
+SPECIAL_WORDS = [0x00000000, 0x80000000, 0x00000001, 0x807FFFFF, 0x00800000, 0x7F7FFFFF, INF,
+                 NEG_INF, QNAN, 0xFFC00001, 0x7F800001, 0xFF800001, 0x1F800000, 0x1F7FFFFF,
+                 0x5F7FFFFF, 0x5F800000, 0xDF800000, 0x9F800000, 0x3F800000, 0xBF800001]
+any_words = st.one_of(st.sampled_from(SPECIAL_WORDS), words,
+                      st.floats(width=32, allow_nan=False).map(
+                          lambda f: int(np.array(f, np.float32).view(U32))))
+any_vectors = st.lists(any_words, min_size=16, max_size=16).map(vec)
+
+
+@st.composite
+def banded_vectors(draw):
+    """Floats whose exponents lie near one centre (drawn over the whole range, so that they
+    reach the denormal, overflow and moderate-range edges): every lane of such operands often
+    takes a fast path, which only then decides the result."""
+    centre, spread = draw(st.integers(0, 255)), draw(st.integers(0, 32))
+    lanes = []
+    for _ in range(16):
+        exponent = min(255, max(0, centre + draw(st.integers(-spread, spread))))
+        sign, mantissa = draw(st.integers(0, 1)), draw(st.sampled_from([0, 1, 0x7FFFFF])
+                                                        | st.integers(0, 0x7FFFFF))
+        lanes.append(sign << 31 | exponent << 23 | mantissa)
+    return vec(lanes)
+
+
+operand_vectors = st.one_of(any_vectors, banded_vectors())
+
+
+def fresh(v):
+    """A copy, so that no fix-up noted for ``v`` applies (the ALU tracks vectors by identity)."""
+    return np.array(v, dtype=U32)
+
+
+def exact_sum(a, b, negate):
+    x = alu.float_in(fresh(a)).astype(np.float64)
+    y = alu.float_in(fresh(b)).astype(np.float64)
+    y = -y if negate else y
+    return alu.sum_toward_zero_exact(x, y, x + y)
+
+
+@settings(max_examples=500, deadline=None)
+@given(operand_vectors, operand_vectors)
+def test_fadd_fsub_fast_path_matches_exact_path(a, b):
+    assert alu.fadd(fresh(a), fresh(b)).tolist() == exact_sum(a, b, False).tolist()
+    assert alu.fsub(fresh(a), fresh(b)).tolist() == exact_sum(a, b, True).tolist()
+
+
+def test_fadd_fast_path_rejects_an_absorbed_small_operand():
+    # 2^-24 + -(2^29 + 64): the float64 sum rounds (a tie) and s - x gives back y; only s - y
+    # shows the inexact sum. Exact: -(2^29 + 64) + 2^-24 truncates to the float32 above it.
+    a, b = fbits([2.0 ** -24]), fbits([-(2.0 ** 29 + 64)])
+    assert floats(alu.fadd(a, b))[0] == np.nextafter(np.float32(-(2.0 ** 29 + 64)), np.float32(0))
+
+
+@settings(max_examples=500, deadline=None)
+@given(operand_vectors, operand_vectors)
+def test_fmul_fast_path_matches_exact_path(a, b):
+    expected = alu.fmul_exact(fresh(a), fresh(b)).tolist()
+    assert alu.fmul(fresh(a), fresh(b)).tolist() == expected
+    # An operand seen before keeps what was noted about it: the same again, in both orders.
+    assert alu.fmul(a, b).tolist() == expected
+    assert alu.fmul(b, a).tolist() == alu.fmul_exact(fresh(b), fresh(a)).tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_words, operand_vectors)
+def test_uniform_vectors_fix_up_like_any_vector(word, other):
+    u = alu.word_lanes(word)
+    assert u.tolist() == [word] * 16
+    assert alu.float_in(u).view(U32).tolist() == alu.float_in(fresh(u)).view(U32).tolist()
+    assert alu.fmul(u, other).tolist() == alu.fmul_exact(fresh(u), fresh(other)).tolist()
+    assert alu.fadd(u, other).tolist() == exact_sum(u, other, False).tolist()
+
+
+def test_fmul_fast_path_edges_by_hand():
+    # 2^-63 squared is the smallest normal, 2^-64 squared is denormal and flushes to zero (same
+    # sign rule as the exact path); every lane alike, so the fast path is the one that decides.
+    assert alu.fmul(fbits([2.0 ** -63]), fbits([-(2.0 ** -63)])).tolist() == [0x80800000] * 16
+    assert alu.fmul(fbits([2.0 ** -64]), fbits([-(2.0 ** -64)])).tolist() == [0x80000000] * 16
+    assert alu.fmul(alu.word_lanes(0x1F800000), fbits([2.0 ** -64])).tolist() == [0] * 16
+    big = np.finfo(np.float32).max
+    assert alu.fmul(fbits([big]), fbits([big])).tolist() == [INF] * 16
+    assert alu.fmul(fbits([0.0]), fbits([np.inf])).tolist() == [0] * 16

@@ -63,16 +63,18 @@ _NAN_IS_ZERO = _float_fixup_table(0x00000000)
 # and register values are never changed in place, so ``float_in`` of a vector that
 # ``float_out`` made (the common case: a result fed to the next float op) needs no fix-up, and a
 # vector read as a float many times (r4 after a TMU load, fed to a run of fmuls) is fixed once.
-# Keyed by id -> (vector, float32 view of its fixed-up bits); holding the vector keeps its id
-# unique. Cleared when it grows: forgetting a vector only costs a redundant fix-up.
+# Keyed by id -> (vector, float32 view of its fixed-up bits, moderate); holding the vector keeps
+# its id unique. Cleared when it grows: forgetting a vector only costs a redundant fix-up.
+# "moderate" (see ``_moderate``) is True or False when known, None when not yet checked, and
+# False for float results, which are not worth checking (most are used once).
 _FLOAT_VIEWS = {}
 _FLOAT_VIEWS_LIMIT = 4096
 
 
-def _remember(vector, f32):
+def _remember(vector, f32, moderate=False):
     if len(_FLOAT_VIEWS) >= _FLOAT_VIEWS_LIMIT:
         _FLOAT_VIEWS.clear()
-    _FLOAT_VIEWS[id(vector)] = (vector, f32)
+    _FLOAT_VIEWS[id(vector)] = (vector, f32, moderate)
 
 
 def float_in(x):
@@ -81,7 +83,7 @@ def float_in(x):
     if known is not None:
         return known[1]
     f32 = (x & _NAN_IS_INF.take(x >> _TWENTY_TWO)).view(F32)
-    _remember(x, f32)
+    _remember(x, f32, None)
     return f32
 
 
@@ -92,15 +94,51 @@ def float_out(bits, table=_NAN_IS_INF):
     return fixed
 
 
+# A moderate float operand is 0 or finite with magnitude at least 2^-63 (fixed up): the
+# product of two moderate floats is 0 or has magnitude at least 2^-126, so it is never denormal
+# and never NaN (it may round to Inf, which needs no fix-up) and fmul can skip the fix-up.
+_MODERATE_LOW, _MODERATE_SPAN = 64 << 23, 0x7F800000 - (64 << 23)
+_MODERATE_LOW_LANES, _MODERATE_SPAN_LANES = lanes(_MODERATE_LOW), lanes(_MODERATE_SPAN)
+_EVERY_LANE = np.ones(LANES, dtype=bool).tobytes()
+
+
+def _moderate_word(word):
+    magnitude = word & 0x7FFFFFFF
+    return magnitude == 0 or 0 <= magnitude - _MODERATE_LOW < _MODERATE_SPAN
+
+
+def _moderate(x):
+    """Whether every lane of ``x`` is a moderate float; checked once per vector, and only for
+    vectors that did not come from a float op."""
+    known = _FLOAT_VIEWS.get(id(x))
+    if known is None:
+        float_in(x)
+        known = _FLOAT_VIEWS[id(x)]
+    if known[2] is None:
+        magnitude = known[1].view(U32) & _ABS_MASK
+        moderate = ((magnitude - _MODERATE_LOW_LANES < _MODERATE_SPAN_LANES)
+                    | (magnitude == ZERO)).tobytes() == _EVERY_LANE
+        known = _FLOAT_VIEWS[id(x)] = (x, known[1], moderate)
+    return known[2]
+
+
 _NAN_IS_INF_WORDS = _NAN_IS_INF.tolist()
+# Vectors of uniform words, shared between reads (vectors are never changed in place): a
+# program's uniforms repeat, across loop iterations and across QPUs.
+_WORD_VECTORS = {}
+_WORD_VECTORS_LIMIT = 1 << 14
 
 
 def word_lanes(word):
-    """``lanes(word)`` for a word read from memory (a uniform); noted as needing no float fix-up
-    when it is a clean float, a check much cheaper on one Python int than on 16 lanes."""
-    vector = lanes(word)
-    if word & _NAN_IS_INF_WORDS[word >> 22] == word:
-        _remember(vector, vector.view(F32))
+    """``lanes(word)`` for a word read from memory (a uniform), noted as needing no float
+    fix-up when it is a clean float: checks much cheaper on one Python int than on 16 lanes."""
+    vector = _WORD_VECTORS.get(word)
+    if vector is None:
+        if len(_WORD_VECTORS) >= _WORD_VECTORS_LIMIT:
+            _WORD_VECTORS.clear()
+        vector = _WORD_VECTORS[word] = lanes(word)
+    if id(vector) not in _FLOAT_VIEWS and word & _NAN_IS_INF_WORDS[word >> 22] == word:
+        _remember(vector, vector.view(F32), _moderate_word(word))
     return vector
 
 
@@ -138,10 +176,10 @@ def _sum_toward_zero(x, y, s):
         result = f32.view(U32)
         _remember(result, f32)
         return result
-    return _sum_toward_zero_exact(x, y, s)
+    return sum_toward_zero_exact(x, y, s)
 
 
-def _sum_toward_zero_exact(x, y, s):
+def sum_toward_zero_exact(x, y, s):
     """float32 bits of x + y (float64 vectors holding float32 values, s = x + y) rounded toward
     zero, for any operands.
 
@@ -291,6 +329,17 @@ def v8subs(a, b):
 # --- MUL ALU ------------------------------------------------------------------------------
 
 def fmul(a, b):
+    fa, fb = float_in(a), float_in(b)
+    if _moderate(a) and _moderate(b):       # fast path: the product needs no fix-up
+        product = fa * fb
+        result = product.view(U32)
+        _remember(result, product)
+        return result
+    return fmul_exact(a, b)
+
+
+def fmul_exact(a, b):
+    """fmul for any operands (the fast path of ``fmul`` must agree with it)."""
     return float_out((float_in(a) * float_in(b)).view(U32), _NAN_IS_ZERO)
 
 

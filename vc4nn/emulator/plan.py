@@ -15,7 +15,7 @@ Choices where the fact sheet leaves room are listed in docs/hardware-choices.md 
 import numpy as np
 
 from asm import isa
-from asm.encoding import decode
+from asm.encoding import branch_target, decode
 
 from . import alu, pack
 from .alu import U32, lanes
@@ -217,9 +217,14 @@ def _destination(side, addr, cond, packer):
     return lambda q, value: action(q, packer(value, alu.ZERO))
 
 
+def _write_sides(ws):
+    """(side index of the ADD write, of the MUL write): 0 = A, 1 = B."""
+    return tuple(_SIDES.index(isa.write_side(alu, ws)) for alu in ("add", "mul"))
+
+
 def _packers(ins, add_kind, mul_kind):
     """(ADD packer, MUL packer, ALU whose op saturates for pack 32s or None)."""
-    add_side, mul_side = (0, 1) if ins.ws == 0 else (1, 0)
+    add_side, mul_side = _write_sides(ins.ws)
     if ins.pm:
         if ins.pack and ins.pack not in isa.PACK_MUL_NAMES:
             _unsupported(f"MUL pack code {ins.pack} (pm = 1) is reserved")
@@ -236,7 +241,7 @@ def _packers(ins, add_kind, mul_kind):
 
 def _writes(ins, add_kind, mul_kind):
     add_packer, mul_packer, saturating = _packers(ins, add_kind, mul_kind)
-    add_side, mul_side = (0, 1) if ins.ws == 0 else (1, 0)
+    add_side, mul_side = _write_sides(ins.ws)
     add_cond, mul_cond = _condition(ins.cond_add), _condition(ins.cond_mul)
     return (_destination(add_side, ins.waddr_add, add_cond, add_packer),
             _destination(mul_side, ins.waddr_mul, mul_cond, mul_packer), saturating)
@@ -365,21 +370,12 @@ def _alu_plan(ins):
 
 # --- load immediate and semaphore ---------------------------------------------------------
 
-def _per_element(imm, signed):
-    """Per-element load immediate: element i gets imm bits (16 + i, i) as a 2-bit number."""
-    values = []
-    for i in range(isa.SIMD_WIDTH):
-        v = ((imm >> (16 + i)) & 1) << 1 | ((imm >> i) & 1)
-        values.append(v - 4 if signed and v & 2 else v)
-    return np.array(values, dtype=np.int64).astype(U32)
-
-
 def _load_imm_plan(ins):
     mode = isa.LOAD_IMM_MODE_NAMES.get(ins.ldi_mode)
     if mode is None:
         _unsupported(f"load immediate mode {ins.ldi_mode} is reserved")
-    value = _per_element(ins.immediate, mode == "signed") if mode in ("signed", "unsigned") \
-        else lanes(ins.immediate)
+    value = np.array(isa.per_element_values(ins.immediate, mode), dtype=np.int64).astype(U32) \
+        if mode in ("signed", "unsigned") else lanes(ins.immediate)
     semaphore = None
     if mode == "semaphore":
         semaphore = (isa.field_get(ins.immediate, isa.SEMAPHORE_FIELDS["number"]),
@@ -423,12 +419,11 @@ def _branch_plan(ins, pc):
     if name is None:
         _unsupported(f"branch condition {ins.cond_br} is reserved")
     taken = _BRANCH_TESTS[name]
-    imm = ins.immediate - (1 << 32) if ins.immediate & 0x80000000 else ins.immediate
-    base = pc + (isa.BRANCH_DELAY_SLOTS + 1) * isa.INSTRUCTION_BYTES + imm if ins.rel else imm
-    link = pc + (isa.BRANCH_DELAY_SLOTS + 1) * isa.INSTRUCTION_BYTES
+    base = branch_target(ins, pc) if ins.rel else ins.immediate
+    link = pc + isa.BRANCH_RETURN_OFFSET
     link_value = lanes(link & 0xFFFFFFFF)
     register = ins.raddr_a if ins.reg else None
-    add_side, mul_side = (0, 1) if ins.ws == 0 else (1, 0)
+    add_side, mul_side = _write_sides(ins.ws)
     links = [w for w in (_destination(add_side, ins.waddr_add, True, None),
                          _destination(mul_side, ins.waddr_mul, True, None)) if w is not None]
     # Bit 45 is both raddr_a bit 0 and "sf" (facts §5.4): an odd register number sets the

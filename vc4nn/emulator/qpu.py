@@ -108,8 +108,14 @@ class Qpu:
                         f"reads a uniform {self.count - self.unif_written} instruction(s) after "
                         f"writing the uniforms address (needs {isa.UNIF_ADDR_LATENCY}, facts §2)")
         address = self.unif_addr
-        word = self._uniform_word(address)
-        line = (address & BUS_ADDRESS_MASK) // self._unif_line_bytes
+        bus = address & BUS_ADDRESS_MASK
+        start, size, words = self._ublock
+        offset = bus - start
+        if 0 <= offset < size and not bus & 3:
+            word = int(words[offset >> 2])
+        else:
+            word = self._uniform_word(address)
+        line = bus // self._unif_line_bytes
         if line != self._unif_line:
             # A uniform in a new line waits for the line to be fetched, which takes its turn on
             # the memory bus (timing: uniform_line_bytes, uniform_miss_latency).
@@ -122,20 +128,18 @@ class Qpu:
         return word_lanes(word)
 
     def _uniform_word(self, address):
+        """The uniform at ``address`` outside the block of the last one (or a fault)."""
         bus = address & BUS_ADDRESS_MASK
         if bus & 3:
             raise MemoryFault(f"uniform read at bus address {address:#010x}, which is not "
                               f"4-byte aligned", self.index, self.pc, "uniform", address)
-        start, size, words = self._ublock
-        offset = bus - start
-        if not 0 <= offset < size:
-            memory, offset = self.m.memory.locate(address, 4, "uniform", self.index, self.pc)
-            start = bus - offset
-            if start & 3:       # a block not word aligned: no word view of it
-                return int(memory[offset:offset + 4].view("<u4")[0])
-            size = memory.size & ~3
-            words = memory[:size].view("<u4")
-            self._ublock = (start, size, words)
+        memory, offset = self.m.memory.locate(address, 4, "uniform", self.index, self.pc)
+        start = bus - offset
+        if start & 3:       # a block not word aligned: no word view of it
+            return int(memory[offset:offset + 4].view("<u4")[0])
+        size = memory.size & ~3
+        words = memory[:size].view("<u4")
+        self._ublock = (start, size, words)
         return int(words[offset >> 2])
 
     def set_uniforms_address(self, value, relative):

@@ -174,7 +174,7 @@ def scalar(value):
 def dma_width(modew):
     """(element bytes, sub-word offset index) of a DMA MODEW code, or None if unused."""
     for bits, base in isa.DMA_MODEW.items():
-        if base <= modew < base + 32 // bits:
+        if base <= modew < base + isa.WORD_BITS // bits:
             return bits // 8, modew - base
     return None
 
