@@ -90,7 +90,8 @@ def main(argv=None):
         clocks.setdefault(board.clock_hz, board.name)
     rng = np.random.default_rng(0)
 
-    print("SGEMM C = A @ B (NN, float32), emulator cycle model -- ESTIMATES, not measurements")
+    print("SGEMM C = A @ B (NN, float32: the shared-B panel kernel), emulator cycle model -- "
+          "ESTIMATES, not measurements")
     print("boards: " + ", ".join(f"{b.name} {b.clock_hz / 1e6:g} MHz" for b in boards))
     header = (f"{'M x N x K':>18} {'QPUs':>4} {'MHz':>4} {'clocks':>10} {'time ms':>8} "
               f"{'GFLOPS':>6} {'peak':>5} | " + " ".join(f"{c:>5}" for c in STALL_ORDER))

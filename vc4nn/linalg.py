@@ -9,6 +9,7 @@ from asm import isa
 from .device import Buffer, uniform_words
 from .errors import Vc4nnError
 from .kernels import sgemm as _sgemm
+from .kernels import sgemm_panel as _panel
 
 
 class ShapeError(Vc4nnError):
@@ -60,8 +61,14 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, devic
             or not 1 <= num_qpus <= isa.NUM_QPUS:
         raise Vc4nnError(f"sgemm: num_qpus must be 1..{isa.NUM_QPUS}, got {num_qpus!r}")
 
-    plan = _sgemm.SgemmPlan(m, n, k, trans_a, trans_b, int(num_qpus), alpha == 1, beta == 0)
-    program = _sgemm.program_for(plan)
+    # Which kernel (docs/sgemm.md, "Which kernel runs"): when op(B) is B (NN, TN), B is the
+    # operand all QPUs share and the panel kernel reads it once; otherwise the general kernel.
+    if not trans_b:
+        plan = _panel.PanelPlan(m, n, k, trans_a, int(num_qpus), alpha == 1, beta == 0)
+        program = _panel.program_for(plan)
+    else:
+        plan = _sgemm.SgemmPlan(m, n, k, trans_a, trans_b, int(num_qpus), alpha == 1, beta == 0)
+        program = _sgemm.program_for(plan)
     temporaries = []
     try:
         a_buf = _on_device(device, A, temporaries)
@@ -73,10 +80,14 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, devic
             return_host = not (isinstance(A, Buffer) and isinstance(B, Buffer))
             if return_host:
                 temporaries.append(c_buf)
-        ws = device.alloc(max(plan.workspace_words, 1), np.float32)
-        temporaries.append(ws)
-        addresses = (a_buf.address, b_buf.address, c_buf.address, ws.address)
-        uniforms = _uniform_buffers(device, plan, addresses, alpha, beta, temporaries)
+        if isinstance(plan, _panel.PanelPlan):
+            addresses = (a_buf.address, b_buf.address, c_buf.address)
+            uniforms = _panel.uniform_streams(plan, addresses, alpha, beta)
+        else:
+            ws = device.alloc(max(plan.workspace_words, 1), np.float32)
+            temporaries.append(ws)
+            addresses = (a_buf.address, b_buf.address, c_buf.address, ws.address)
+            uniforms = _uniform_buffers(device, plan, addresses, alpha, beta, temporaries)
         run = device.execute(program, plan.num_qpus, uniforms)
         if C is None:
             C = np.array(c_buf) if return_host else c_buf

@@ -76,6 +76,46 @@ def test_shapes(device, m, n, k, num_qpus, case):
     run_case(device, m, n, k, *transposes(case), num_qpus=num_qpus, seed=m * 31 + n * 7 + k)
 
 
+# -- the panel kernel (NN, TN): every path of vc4nn/kernels/sgemm_panel.py ---------------------
+# M: rows per QPU R = 8 or fewer, a partial last block, passes with QPUs that only help;
+# N: full panels (96), the shifted edge window (N > 96), narrow panels (N < 96, with and
+# without a partial vector, one vector); K: one chunk, several, a partial last chunk; QPUs 1-12
+# (the chunk has min(4, QPUs) k-rows, one loaded by each of the first QPUs).
+PANEL_SHAPES = [
+    (8, 96, 4, 1),          # one block, one full panel, one chunk
+    (96, 192, 9, 12),       # 12 blocks of 8 rows, 2 full panels, partial last chunk
+    (50, 300, 13, 12),      # R = 5, 10 QPUs take part, edge window shifted (300 = 3 x 96 + 12)
+    (100, 100, 6, 12),      # partial last block, edge vector of 4 columns
+    (203, 40, 11, 3),       # several passes; the last has QPUs that only help; narrow N (40)
+    (9, 16, 8, 2),          # narrow panel of one full vector
+    (13, 5, 5, 4),          # narrow panel of one partial vector
+    (24, 97, 17, 7),        # edge window with a 1-column partial vector
+]
+
+
+@pytest.mark.parametrize("m,n,k,num_qpus", PANEL_SHAPES)
+@pytest.mark.parametrize("case", ["nn", "tn"])
+def test_panel_shapes(device, m, n, k, num_qpus, case):
+    run_case(device, m, n, k, *transposes(case), num_qpus=num_qpus, seed=m + n + k)
+
+
+@pytest.mark.parametrize("m,n,k,num_qpus", [(100, 100, 6, 12), (203, 40, 11, 3), (13, 5, 5, 4),
+                                            (50, 300, 13, 12)])
+@pytest.mark.parametrize("case", ["nn", "tn"])
+def test_panel_alpha_beta(device, m, n, k, num_qpus, case):
+    """beta gathers C with clamped lanes on partial vectors (shifted and narrow)."""
+    run_case(device, m, n, k, *transposes(case), alpha=-1.5, beta=0.75, num_qpus=num_qpus)
+
+
+def test_panel_scale_only(device):
+    run_case(device, 37, 130, 10, alpha=0.5, num_qpus=5)
+
+
+def test_panel_tn_large_m_stride(device):
+    """TN with M*4 beyond the small immediates: A's k step lives in a register."""
+    run_case(device, 40, 100, 7, trans_a=True, alpha=2.0, beta=-1.0, num_qpus=6)
+
+
 @pytest.mark.parametrize("alpha,beta", [(2.5, 0.0), (1.0, 1.0), (-0.75, 0.5), (0.0, -2.0)])
 @pytest.mark.parametrize("case", CASES)
 def test_alpha_beta(device, alpha, beta, case):
@@ -189,7 +229,13 @@ def test_named_shapes(device, m, n, k, case):
 
 
 def test_vdw_stride_limits_width(device):
-    """The VDW stride is 16 bits (facts §5.14, our reading): a C row longer than 16385 floats
-    cannot be stored by this kernel, and it says so instead of writing garbage."""
+    """The VDW stride is 16 bits (facts §5.14, our reading): the general kernel (NT, TT) cannot
+    store a C row longer than 16385 floats, and it says so instead of writing garbage."""
     with pytest.raises(Vc4nnError, match="VDW stride"):
-        vc4nn.sgemm(np.ones((1, 1), np.float32), np.ones((1, 16386), np.float32), device=device)
+        vc4nn.sgemm(np.ones((1, 1), np.float32), np.ones((16386, 1), np.float32), trans_b=True,
+                    device=device)
+
+
+def test_panel_kernel_has_no_width_limit(device):
+    """The panel kernel (NN, TN) stores one 16-column row per DMA, so no VDW stride limits N."""
+    run_case(device, 1, 16390, 1, num_qpus=2)

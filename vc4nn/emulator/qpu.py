@@ -117,13 +117,10 @@ class Qpu:
             word = self._uniform_word(address)
         line = bus // self._unif_line_bytes
         if line != self._unif_line:
-            # A uniform in a new line waits for the line to be fetched, which takes its turn on
-            # the memory bus (timing: uniform_line_bytes, uniform_miss_latency).
+            # A uniform in a new line waits for the line, served by the shared L2 or fetched
+            # over the memory bus (docs/cycle-model.md "Uniforms").
             self._unif_line = line
-            timing = self.m.timing
-            fill = timing.line_fill_clocks(self._unif_line_bytes)
-            begin = self.m.bus.reserve(self.clock, fill)
-            self.wait(max(self.clock + timing.uniform_miss_latency, begin + fill), "uniform")
+            self.wait(self.m.bus.uniform_line(self.clock, address), "uniform")
         self.unif_addr = (address + 4) & 0xFFFFFFFF
         return word_lanes(word)
 
