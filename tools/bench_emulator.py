@@ -26,10 +26,6 @@ from vc4nn import sgemm  # noqa: E402
 from vc4nn.emulator import EmulatorDevice  # noqa: E402
 from vc4nn.emulator.timing import BOARDS  # noqa: E402
 
-# facts §4: py-videocore SGEMM 96x363 x 363x3072 (a different kernel: for orientation only)
-PUBLISHED = {12: "8 (py-videocore README), 6.7 (Pi 3), 9.6 (qmkl)", 1: "0.80 (py-videocore)"}
-
-
 @kernel
 def stream(a, blocks):
     """Each QPU: load 16 rows, add 1 to every word through the VPM, store; ``blocks`` times.
@@ -53,7 +49,7 @@ def stream(a, blocks):
     a.exit()
 
 
-def report(name, run, host_seconds, flops=None, published=None):
+def report(name, run, host_seconds, flops=None):
     print(f"{name}: {run.instructions} QPU instructions in {host_seconds:.1f} s host time = "
           f"{run.instructions / host_seconds:,.0f} instructions/s")
     line = (f"  model ({run.board}, {run.clock_hz / 1e6:g} MHz): {run.cycles:,} clocks, "
@@ -61,8 +57,6 @@ def report(name, run, host_seconds, flops=None, published=None):
     if flops:
         line += f", {flops / (run.cycles / run.clock_hz) / 1e9:.2f} GFLOPS (estimate)"
     print(line)
-    if published:
-        print(f"  published: {published} GFLOPS")
     total = {}
     for q in run.qpus:
         for cause, clocks in q.stalls.items():
@@ -81,8 +75,7 @@ def bench_sgemm(board, n, qpu_counts, rng):
             c, run = sgemm(a, b, device=device, num_qpus=num_qpus, return_run=True)
             host = time.perf_counter() - start
         assert np.allclose(c, a @ b, rtol=1e-3, atol=1e-3)
-        report(f"SGEMM 96x363 x 363x{n}, {num_qpus} QPU(s)", run, host, 2 * 96 * 363 * n,
-               PUBLISHED[num_qpus])
+        report(f"SGEMM 96x363 x 363x{n}, {num_qpus} QPU(s)", run, host, 2 * 96 * 363 * n)
 
 
 def bench_dma(board, blocks):
@@ -104,7 +97,8 @@ def main():
     parser.add_argument("--kernel", choices=("sgemm", "dma"), default="sgemm")
     parser.add_argument("--board", choices=sorted(BOARDS), default="pi1")
     parser.add_argument("--n", type=int, default=384, help="SGEMM N (published: 3072)")
-    parser.add_argument("--qpus", type=int, nargs="+", default=[12, 1], choices=(1, 12))
+    parser.add_argument("--qpus", type=int, nargs="+", default=[12, 1], choices=range(1, 13),
+                        metavar="N")
     parser.add_argument("--blocks", type=int, default=8, help="DMA blocks per QPU")
     args = parser.parse_args()
     if args.kernel == "sgemm":

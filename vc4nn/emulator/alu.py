@@ -218,13 +218,11 @@ def fsub(a, b):
     return _sum(float_in(a), -float_in(b))
 
 
-def fmin(a, b):
-    fa, fb = float_in(a), float_in(b)
+def _smaller(fa, fb):
     return np.where(fa > fb, fb, fa).view(U32)
 
 
-def fmax(a, b):
-    fa, fb = float_in(a), float_in(b)
+def _larger(fa, fb):
     return np.where(fa > fb, fa, fb).view(U32)
 
 
@@ -232,14 +230,20 @@ def _magnitude(x):
     return (float_in(x).view(U32) & _ABS_MASK).view(F32)
 
 
+def fmin(a, b):
+    return _smaller(float_in(a), float_in(b))
+
+
+def fmax(a, b):
+    return _larger(float_in(a), float_in(b))
+
+
 def fminabs(a, b):
-    fa, fb = _magnitude(a), _magnitude(b)
-    return np.where(fa > fb, fb, fa).view(U32)
+    return _smaller(_magnitude(a), _magnitude(b))
 
 
 def fmaxabs(a, b):
-    fa, fb = _magnitude(a), _magnitude(b)
-    return np.where(fa > fb, fa, fb).view(U32)
+    return _larger(_magnitude(a), _magnitude(b))
 
 
 def ftoi(a, b):

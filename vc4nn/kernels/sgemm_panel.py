@@ -374,33 +374,55 @@ def a_k_operand(plan):
     return registers(plan)[0]["a_k"] if plan.a_k > 15 else plan.a_k
 
 
+def k_kinds(plan):
+    """Per k of a panel, what its step does with A: "both" asks for A(k+2) and pops A(k+1),
+    "pop" (k = K-2) only pops, "none" (k = K-1) neither. A is asked for two k ahead: one k
+    (~60 instructions) covers the TMU latency but not a line fill queued on the bus behind the
+    other QPUs' fills and the chunk DMAs. At most two requests are ever outstanding (the FIFO
+    holds 4, facts §5.13) and none reads past A."""
+    return ["both" if k + 2 < plan.k else "pop" if k + 1 < plan.k else "none"
+            for k in range(plan.k)]
+
+
 def panel(a, plan, variant):
     """One panel of C (R rows x the variant's vectors): its chunks, then the store."""
     regs = registers(plan)[0]
     acc = accumulators(plan, variant.vectors)
     zero(a, [reg for row in acc for reg in row])
-    # A[rows, 0]: asked for and waited for once per panel; each k step asks for the next k.
+    # A[rows, 0] and A[rows, 1] asked for once per panel and A[rows, 0] waited for; r2 is left
+    # at k = 2, the first request of the k steps.
     a.add(r2, regs["a_row"], a_k_operand(plan)).mov(tmu0_s, regs["a_row"])
+    if plan.k > 1:
+        a.add(r2, r2, a_k_operand(plan)).mov(tmu0_s, r2)
     a.nop(sig="ldtmu0")
     # The first multiply-add of each k finishes the previous k's last one: make it add 0.
     a.ldi(r0, 0)
-    if plan.chunks > 1:
-        a.ldi(regs["chunks_left"], plan.chunks - 1)
+    kinds = k_kinds(plan)
+    kc = plan.chunk_rows
+    chunk_kinds = [kinds[c * kc:(c + 1) * kc] for c in range(plan.chunks)]
+    # Chunks whose every k is "both" are one loop; the last one or two chunks hold the "pop"
+    # and "none" k and are generated one by one.
+    steady = sum(1 for ks in chunk_kinds[:-1] if ks == ["both"] * kc)
+    if steady:
+        a.ldi(regs["chunks_left"], steady)
         a.label("chunk")
-        boundary(a, plan, variant, plan.chunk_rows)
+        boundary(a, plan, variant, kc)
         a.label("k")
-        k_step(a, plan, variant, acc, loop="k", prefetch=True)
+        k_step(a, plan, variant, acc, loop="k", kind="both")
         a.sub(regs["chunks_left"], regs["chunks_left"], 1, sf=True)
         a.branch("chunk", cond="all_zc")
         a.nop()
         a.nop()
         a.nop()
-    # The last chunk: its last k is generated without the request for k+1 (there is none).
-    boundary(a, plan, variant, plan.last_chunk_rows - 1)
-    if plan.last_chunk_rows > 1:
-        a.label("k_last")
-        k_step(a, plan, variant, acc, loop="k_last", prefetch=True)
-    k_step(a, plan, variant, acc, loop=None, prefetch=False)
+    for ks in chunk_kinds[steady:]:
+        with a.scope():
+            looped = ks.count("both")
+            boundary(a, plan, variant, looped)
+            if looped:
+                a.label("k")
+                k_step(a, plan, variant, acc, loop="k", kind="both")
+            for kind in ks[looped:]:
+                k_step(a, plan, variant, acc, loop=None, kind=kind)
     a.fadd(acc[-1][-1], acc[-1][-1], r0)
     store(a, plan, variant, acc)
 
@@ -449,15 +471,16 @@ def boundary(a, plan, variant, k_count):
         a.label("skip")
 
 
-def k_step(a, plan, variant, acc, loop, prefetch):
+def k_step(a, plan, variant, acc, loop, kind):
     """One k: 1-3 bookkeeping instructions, then per row g the broadcast of A[m0+g, k] and its
     V multiply-adds; in a loop, the branch goes 3 instructions before the end (its delay slots
-    are multiply-adds) and after the instruction that sets its flags."""
+    are multiply-adds) and after the instruction that sets its flags. ``kind``: see k_kinds."""
     regs = registers(plan)[0]
+    request, pop = kind == "both", kind != "none"
     rows, vectors = plan.rows, variant.vectors
     # Each step: (emit(sig), True if it uses a small immediate, which excludes a signal).
     steps = [(lambda sig: a.mov(vr_setup, r3, sig=sig).mov(r1, r4), False)]  # group 0; A(k)
-    if prefetch:    # ask for A(k+1): the MUL reads r2 before the ADD steps it
+    if request:     # ask for A(k+2): the MUL reads r2 before the ADD steps it
         steps.append((lambda sig: a.add(r2, r2, a_k_operand(plan), sig=sig).mov(tmu0_s, r2),
                       plan.a_k <= 15))
     if loop:
@@ -483,7 +506,7 @@ def k_step(a, plan, variant, acc, loop, prefetch):
     nop = (lambda sig: a.nop(sig=sig), False)
     # ldtmu0 pops A(k+1) after the last rotation has read r1 and on an instruction without a
     # small immediate; a one-vector panel has none, so it gets a nop for it.
-    if prefetch and all(small for _, small in steps[last_rotation + 1:]):
+    if pop and all(small for _, small in steps[last_rotation + 1:]):
         steps.append(nop)
     if loop:
         branch_at = max(flags_at, len(steps) - isa.BRANCH_DELAY_SLOTS)
@@ -494,7 +517,7 @@ def k_step(a, plan, variant, acc, loop, prefetch):
         if step is None:
             a.branch(loop, cond="all_zc")
         else:
-            step[0]("ldtmu0" if prefetch and i == pop_at else None)
+            step[0]("ldtmu0" if pop and i == pop_at else None)
 
 
 def store(a, plan, variant, acc):
