@@ -49,10 +49,15 @@ def _print_run(result):
     for i, q in enumerate(result.qpus):
         stalls = ", ".join(f"{k} {v}" for k, v in sorted(q.stalls.items()) if v)
         cycles = "" if q.cycles is None else f", {q.cycles} cycles (estimate)"
-        print(f"QPU {i}: {q.instructions} instructions{cycles}" + (f"; stalls: {stalls}" if stalls else ""))
+        count = "instruction count not available" if q.instructions is None \
+            else f"{q.instructions} instructions"
+        print(f"QPU {i}: {count}{cycles}" + (f"; stalls: {stalls}" if stalls else ""))
     if result.cycles is not None:
         print(f"total: {result.cycles} cycles = {result.seconds * 1e6:.1f} us at "
               f"{result.clock_hz / 1e6:.0f} MHz ({result.board}), cycle-model estimate")
+    elif result.seconds is not None:
+        print(f"total: {result.seconds * 1e6:.1f} us measured on {result.board} "
+              f"(includes the execute_qpu call)")
     for warning in getattr(result, "warnings", []) or []:
         print(f"warning: {warning}")
 

@@ -72,7 +72,7 @@ class Allocation:
 
 @dataclasses.dataclass
 class QpuStats:
-    instructions: int = 0
+    instructions: Optional[int] = None    # None where the backend cannot count (a real Pi)
     cycles: Optional[int] = None
     # stall cause -> cycles (cycle-model estimate; empty on real hardware)
     stalls: Dict[str, int] = dataclasses.field(default_factory=dict)
@@ -94,7 +94,9 @@ class RunResult:
 
     @property
     def instructions(self):
-        return sum(q.instructions for q in self.qpus)
+        """Instructions executed by all QPUs, or None where the backend cannot count them."""
+        counts = [q.instructions for q in self.qpus]
+        return None if None in counts else sum(counts)
 
 
 class Device(abc.ABC):
