@@ -350,3 +350,12 @@ def test_fmul_fast_path_edges_by_hand():
     big = np.finfo(np.float32).max
     assert alu.fmul(fbits([big]), fbits([big])).tolist() == [INF] * 16
     assert alu.fmul(fbits([0.0]), fbits([np.inf])).tolist() == [0] * 16
+
+
+def test_fixup_indices_are_safe_take_indices_on_32_bit_hosts():
+    # On a 32-bit Pi intp is int32 and take() refuses uint32 indices ("safe" casting), which
+    # made every float op fail there (found by running the suite in an i386 chroot).
+    bits = np.array([0xFFFFFFFF, 0x7F800000, 0x00000001] + [0] * 13, dtype=np.uint32)
+    index = alu._fixup_index(bits)
+    assert np.can_cast(index.dtype, np.int32, casting="safe")
+    assert list(index[:3]) == [0x3FF, 0x1FE, 0]

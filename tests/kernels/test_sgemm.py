@@ -79,10 +79,14 @@ def test_shapes(device, m, n, k, num_qpus, case):
 # -- the panel kernel (NN, TN): every path of vc4nn/kernels/sgemm_panel.py ---------------------
 # M: rows per QPU R = 8 or fewer, a partial last block, passes with QPUs that only help;
 # N: full panels (96), the shifted edge window (N > 96), narrow panels (N < 96, with and
-# without a partial vector, one vector); K: one chunk, several, a partial last chunk; QPUs 1-12
-# (the chunk has min(4, QPUs) k-rows, one loaded by each of the first QPUs).
+# without a partial vector, one vector); K: one chunk, several, a partial last chunk, and the
+# ends of the A requests (asked 3 k ahead: K = 1, 2, 3 ask fewer at the start; the last 3 k of a
+# panel, generated without requests, fall in one chunk (K = 7 and 19 on 5 QPUs, test_shapes) or
+# over two (K = 6, 9, 13, 17) or more (K = 4 on one QPU)); QPUs 1-12 (the chunk has min(4, QPUs)
+# k-rows, each loaded by one QPU: QPUs 1..4, or every QPU, master included, when there are 4 or
+# fewer).
 PANEL_SHAPES = [
-    (8, 96, 4, 1),          # one block, one full panel, one chunk
+    (8, 96, 4, 1),          # one block, one full panel, chunks of one k-row
     (96, 192, 9, 12),       # 12 blocks of 8 rows, 2 full panels, partial last chunk
     (50, 300, 13, 12),      # R = 5, 10 QPUs take part, edge window shifted (300 = 3 x 96 + 12)
     (100, 100, 6, 12),      # partial last block, edge vector of 4 columns

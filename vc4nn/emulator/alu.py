@@ -77,19 +77,25 @@ def _remember(vector, f32, moderate=False):
     _FLOAT_VIEWS[id(vector)] = (vector, f32, moderate)
 
 
+def _fixup_index(bits):
+    """Bits 31:22 as take() indices. take() casts its indices to intp "safely", which uint32
+    is not where intp is 32 bits (a 32-bit ARM Pi), so view them as int32 (they are < 1024)."""
+    return (bits >> _TWENTY_TWO).view(I32)
+
+
 def float_in(x):
     """A uint32 vector as the float32 values the ALU sees (denormals and NaNs fixed up)."""
     known = _FLOAT_VIEWS.get(id(x))
     if known is not None:
         return known[1]
-    f32 = (x & _NAN_IS_INF.take(x >> _TWENTY_TWO)).view(F32)
+    f32 = (x & _NAN_IS_INF.take(_fixup_index(x))).view(F32)
     _remember(x, f32, None)
     return f32
 
 
 def float_out(bits, table=_NAN_IS_INF):
     """Float result bits with denormals flushed and NaNs replaced as ``table`` says."""
-    fixed = bits & table.take(bits >> _TWENTY_TWO)
+    fixed = bits & table.take(_fixup_index(bits))
     _remember(fixed, fixed.view(F32))
     return fixed
 

@@ -40,8 +40,13 @@ MAX_ROWS = 8                    # rows of A (of C) per QPU: 8 x 6 accumulators +
 CHUNK_ROWS = 4                  # k-rows per chunk: 2 x 4 x 6 = 48 VPM rows double-buffered
 STAGING_Y = 2 * CHUNK_ROWS * PANEL_VECTORS      # rows 48..59: QPU q stages C in row 48 + q
 ROW_BYTES = LANES * WORD
-# ROLE word (first word after "participates"): bit 31 = barrier master (so the N flag tests
-# it), bit 0 = loader (so a non-zero value means "loads").
+# A[rows, k] is asked for this many k ahead of its use. One k (~60 instructions) covers the TMU
+# latency but not a line fill queued on the bus behind the other QPUs' fills and the chunk DMAs
+# (all issued at the start of a chunk); at most A_AHEAD requests are outstanding, within the
+# FIFO depth of 4 (facts §5.13), and none reads past A (the last k are generated without).
+A_AHEAD = 3
+# ROLE word (first word after "participates"): bit 31 = barrier master (so the N flag of the
+# word tests it), bit 0 = loader. Any other QPU that does not load has role 0 (the Z flag).
 ROLE_MASTER, ROLE_LOADER = 1 << 31, 1
 
 
@@ -108,6 +113,15 @@ class PanelPlan:
     @property
     def chunks(self):
         return ceil_div(self.k, self.chunk_rows)
+
+    def loader_slot(self, q):
+        """The k-row of each chunk QPU ``q`` loads, or None. The loaders are QPUs 1..Kc: not
+        the master, whose barrier work is on everybody's path, unless every QPU must load
+        (QPUs <= 4). A loader reads its load words just after the barrier, and the emulator hands
+        out the "go" tokens in QPU order: the first ones out find the bus free of the others'
+        loads (loaders as the last QPUs waited up to 5% of the run for their uniforms)."""
+        first = 1 if self.qpus > self.chunk_rows else 0
+        return q - first if first <= q < first + self.chunk_rows else None
 
     @property
     def last_chunk_rows(self):
@@ -218,7 +232,8 @@ def uniform_streams(plan, addresses, alpha, beta):
         if q >= plan.qpus:
             streams.append([0])
             continue
-        loader = q < plan.chunk_rows
+        slot = plan.loader_slot(q)
+        loader = slot is not None
         role = (ROLE_MASTER if q == 0 else 0) | (ROLE_LOADER if loader else 0)
         y = STAGING_Y + q
         words = [1, role, vpm_write_setup(y), vdw_setup(units=1, depth=LANES, y=y),
@@ -228,7 +243,7 @@ def uniform_streams(plan, addresses, alpha, beta):
         if not plan.beta_zero:
             words.append(float(beta))
         if loader:
-            words += load_words(plan, b_addr, chunks[0], 0, q)
+            words += load_words(plan, b_addr, chunks[0], 0, slot)
         index = 0
         for p in range(plan.passes):
             block = min(p * plan.qpus + q, plan.blocks - 1)     # past the end: repeat the last
@@ -239,7 +254,7 @@ def uniform_streams(plan, addresses, alpha, beta):
                       c_addr + m0 * plan.n * WORD]
             for _ in range(len(plan.panel_starts()) * plan.chunks):
                 if loader:
-                    words += load_words(plan, b_addr, loads_after[index], index + 1, q)
+                    words += load_words(plan, b_addr, loads_after[index], index + 1, slot)
                 index += 1
         streams.append(words)
     return streams
@@ -248,18 +263,21 @@ def uniform_streams(plan, addresses, alpha, beta):
 # ---------------------------------------------------------------------------------------------
 # Registers. Accumulators r0-r5 all have a job in the k loop:
 #   r0 product (added by the next instruction)   r1 A[rows, k] (the 8 scalars of this k)
-#   r2 TMU address of A[rows, k+1]               r3 VPM read setup of the current k-row
+#   r2 TMU address of A[rows, k+A_AHEAD]         r3 VPM read setup of the current k-row
 #   r4 A[rows, k+1] as ldtmu0 delivers it        r5 the broadcast scalar A[m0+g, k]
 # The regfile holds the R x V accumulators and the bookkeeping below. A counter decremented
 # with a small immediate must be on regfile A (a small-immediate instruction cannot read
 # regfile B, facts §1), and so must acc[g][V-1]: it is added in the instruction that rotates
 # (the rotation amount is a small immediate).
 # ---------------------------------------------------------------------------------------------
-A_SIDE_BOOKKEEPING = ("k_left", "chunks_left", "panels_left", "passes_left", "a_row", "store")
+# role is tested with a small immediate and toggle is xored with the B-side buffer: both on
+# regfile A too.
+A_SIDE_BOOKKEEPING = ("k_left", "chunks_left", "panels_left", "passes_left", "a_row", "store",
+                      "role", "toggle")
 
 
 def bookkeeping_names(plan):
-    names = ["role", "buffer", "c_panel", "stage_w", "vdw_full", "vdw_part"]
+    names = ["buffer", "c_panel", "stage_w", "vdw_full", "vdw_part"]
     if not plan.alpha_one:
         names.append("alpha")
     if not plan.beta_zero:
@@ -306,6 +324,7 @@ def program_for(plan):
 @kernel
 def panel_kernel(a, plan):
     regs, _, _ = registers(plan)
+    masters = []                # the master's barrier code of each boundary, placed after exit
     a.mov(null, uniform, sf=True)                   # 0: not needed for this shape
     a.branch("exit", cond="all_zs")
     a.nop()
@@ -321,7 +340,9 @@ def panel_kernel(a, plan):
         a.ldi(regs["a_k"], plan.a_k)
     # The boundary before each chunk toggles the buffer first: start on buffer 1's setup.
     a.ldi(regs["buffer"], vpm_read_setup(PANEL_VECTORS, CHUNK_ROWS * PANEL_VECTORS))
-    a.mov(null, regs["role"], sf=True)
+    a.ldi(regs["toggle"], vpm_read_setup(PANEL_VECTORS, 0)
+          ^ vpm_read_setup(PANEL_VECTORS, CHUNK_ROWS * PANEL_VECTORS))
+    a.and_(null, regs["role"], ROLE_LOADER, sf=True)
     with a.scope("first_load"):
         issue_loads(a, plan)
     a.ldi(regs["passes_left"], plan.passes)
@@ -334,7 +355,7 @@ def panel_kernel(a, plan):
         a.ldi(regs["panels_left"], plan.full_panels)
         a.label("panel")
         with a.scope("full"):
-            panel(a, plan, plan.variants[0])
+            panel(a, plan, plan.variants[0], masters)
         a.ldi(r3, panel_bytes)
         a.add(regs["c_panel"], regs["c_panel"], r3)
         a.sub(regs["panels_left"], regs["panels_left"], 1, sf=True)
@@ -346,7 +367,7 @@ def panel_kernel(a, plan):
         a.ldi(r3, (plan.edge.start - plan.full_panels * panel_bytes // WORD) * WORD)
         a.add(regs["c_panel"], regs["c_panel"], r3)
         with a.scope("edge"):
-            panel(a, plan, plan.edge)
+            panel(a, plan, plan.edge, masters)
     a.sub(regs["passes_left"], regs["passes_left"], 1, sf=True)
     a.branch("pass", cond="all_zc")
     a.nop()
@@ -355,6 +376,8 @@ def panel_kernel(a, plan):
     a.read(vr_wait)                 # the extra load after the last chunk (see uniform_streams)
     a.label("exit")
     a.exit()
+    for emit in masters:
+        emit()
 
 
 def issue_loads(a, plan):
@@ -375,24 +398,27 @@ def a_k_operand(plan):
 
 
 def k_kinds(plan):
-    """Per k of a panel, what its step does with A: "both" asks for A(k+2) and pops A(k+1),
-    "pop" (k = K-2) only pops, "none" (k = K-1) neither. A is asked for two k ahead: one k
-    (~60 instructions) covers the TMU latency but not a line fill queued on the bus behind the
-    other QPUs' fills and the chunk DMAs. At most two requests are ever outstanding (the FIFO
-    holds 4, facts §5.13) and none reads past A."""
-    return ["both" if k + 2 < plan.k else "pop" if k + 1 < plan.k else "none"
+    """Per k of a panel, what its step does with A: "both" asks for A(k+A_AHEAD) and pops
+    A(k+1); "pop" only pops (there is no k+A_AHEAD); "none" (k = K-1) does neither."""
+    return ["both" if k + A_AHEAD < plan.k else "pop" if k + 1 < plan.k else "none"
             for k in range(plan.k)]
 
 
-def panel(a, plan, variant):
+def panel(a, plan, variant, masters):
     """One panel of C (R rows x the variant's vectors): its chunks, then the store."""
     regs = registers(plan)[0]
     acc = accumulators(plan, variant.vectors)
     zero(a, [reg for row in acc for reg in row])
-    # A[rows, 0] and A[rows, 1] asked for once per panel and A[rows, 0] waited for; r2 is left
-    # at k = 2, the first request of the k steps.
+    # buffer holds the VPM read setup of a k-row of the panel: a narrower panel reads fewer
+    # vectors (the NUM field; the toggle flips the address only).
+    delta = vpm_read_setup(variant.vectors, 0) - vpm_read_setup(PANEL_VECTORS, 0)
+    if delta:
+        a.ldi(r3, delta)
+        a.add(regs["buffer"], regs["buffer"], r3)
+    # A[rows, k] for the first A_AHEAD k asked for once per panel and A[rows, 0] waited for;
+    # r2 is left at the first k the k steps ask for.
     a.add(r2, regs["a_row"], a_k_operand(plan)).mov(tmu0_s, regs["a_row"])
-    if plan.k > 1:
+    for _ in range(1, min(A_AHEAD, plan.k)):
         a.add(r2, r2, a_k_operand(plan)).mov(tmu0_s, r2)
     a.nop(sig="ldtmu0")
     # The first multiply-add of each k finishes the previous k's last one: make it add 0.
@@ -400,13 +426,13 @@ def panel(a, plan, variant):
     kinds = k_kinds(plan)
     kc = plan.chunk_rows
     chunk_kinds = [kinds[c * kc:(c + 1) * kc] for c in range(plan.chunks)]
-    # Chunks whose every k is "both" are one loop; the last one or two chunks hold the "pop"
-    # and "none" k and are generated one by one.
+    # The chunks whose every k is "both" are one loop; the last chunks, which hold the "pop"
+    # and "none" k, are generated one by one (their "both" k, if any, as a loop).
     steady = sum(1 for ks in chunk_kinds[:-1] if ks == ["both"] * kc)
     if steady:
         a.ldi(regs["chunks_left"], steady)
         a.label("chunk")
-        boundary(a, plan, variant, kc)
+        boundary(a, plan, kc, masters)
         a.label("k")
         k_step(a, plan, variant, acc, loop="k", kind="both")
         a.sub(regs["chunks_left"], regs["chunks_left"], 1, sf=True)
@@ -417,58 +443,76 @@ def panel(a, plan, variant):
     for ks in chunk_kinds[steady:]:
         with a.scope():
             looped = ks.count("both")
-            boundary(a, plan, variant, looped)
+            boundary(a, plan, looped, masters)
             if looped:
                 a.label("k")
                 k_step(a, plan, variant, acc, loop="k", kind="both")
             for kind in ks[looped:]:
                 k_step(a, plan, variant, acc, loop=None, kind=kind)
     a.fadd(acc[-1][-1], acc[-1][-1], r0)
+    if delta:
+        a.ldi(r3, delta)
+        a.sub(regs["buffer"], regs["buffer"], r3)
     store(a, plan, variant, acc)
 
 
-def boundary(a, plan, variant, k_count):
+def boundary(a, plan, k_count, masters):
     """Before each chunk: finish my load of it, meet the others, start my load of the next.
 
-    The barrier (every QPU says "done", the master waits for all, then says "go" once per QPU)
-    covers both conditions at once: the chunk's loads were waited for by their issuers before
-    they said "done", and nobody reads the previous chunk any more, so its buffer is free for
-    the next chunk's loads. Since nobody passes a barrier before everybody has reached it, the
-    "go" tokens of two chunks are never outstanding at once and one semaphore pair suffices.
+    The barrier (every QPU but the master releases DONE and acquires GO; the master acquires
+    DONE and releases GO once per other QPU) covers both conditions at once: the chunk's loads
+    were waited for by their issuers before they said "done", and nobody reads the previous
+    chunk any more, so its buffer is free for the next chunk's loads. Since nobody passes a
+    barrier before everybody has reached it, the "go" tokens of two chunks are never
+    outstanding at once and one semaphore pair suffices. The others fall through; the master
+    branches to its code, placed after the end of the program (``masters``), so that the
+    others jump over nothing. (A two-level tree through relay QPUs, which shortens the
+    master's part, measured slower: each level adds a semaphore round trip to every chunk.)
     """
     regs = registers(plan)[0]
-    toggle = vpm_read_setup(PANEL_VECTORS, 0) ^ vpm_read_setup(PANEL_VECTORS,
-                                                              CHUNK_ROWS * PANEL_VECTORS)
-    delta = vpm_read_setup(variant.vectors, 0) - vpm_read_setup(PANEL_VECTORS, 0)
     with a.scope():
         a.read(vr_wait)         # returns at once on a QPU with no load in flight
-        a.sema_release(SEMA_DONE)
-        a.mov(null, regs["role"], sf=True)
-        a.branch("not_master", cond="all_nc")
-        a.ldi(r3, toggle)                               # delay slots: the next buffer ...
-        a.xor(regs["buffer"], regs["buffer"], r3)
-        if k_count:                                     # ... and the chunk's k count
+        a.mov(null, regs["role"], sf=True)              # N: master; Z: not master, no load
+        a.branch(f"master{len(masters)}", cond="all_ns")
+        a.xor(regs["buffer"], regs["buffer"], regs["toggle"])   # delay slots: the next buffer,
+        if k_count:                                             # the chunk's k count,
             a.ldi(regs["k_left"], k_count)
         else:
             a.nop()
-        for _ in range(plan.qpus):
-            a.sema_acquire(SEMA_DONE)
-        for _ in range(plan.qpus):
-            a.sema_release(SEMA_GO)
-        a.label("not_master")
+        a.mov(r3, regs["buffer"])                               # its k-row 0 for the k step
+        a.branch("skip", cond="all_zs")                 # not a loader
+        a.sema_release(SEMA_DONE)                       # delay slots: the barrier
         a.sema_acquire(SEMA_GO)
-        a.branch("skip", cond="all_zs")                 # role's flags: not a loader
-        if delta:
-            a.ldi(r3, delta)                            # delay slots: r3 = this chunk's k-row 0
-            a.add(r3, r3, regs["buffer"])
-        else:
-            a.mov(r3, regs["buffer"])
-            a.nop()
         a.nop()
+        loads = a.label("loads")
         for _ in range(pieces_per_load(plan)):
             a.mov(vr_setup, uniform)
             a.mov(vr_addr, uniform)
-        a.label("skip")
+        skip = a.label("skip")
+    back = skip if plan.loader_slot(0) is None else loads
+    masters.append(functools.partial(master, a, plan, len(masters), back))
+
+
+def master(a, plan, number, back):
+    """The master's part of one boundary's barrier; it returns to the boundary at ``back``
+    (its loads, when the master loads, or past them)."""
+    others = plan.qpus - 1
+    a.label(f"master{number}")
+    ops_then_branch(a, [lambda: a.sema_acquire(SEMA_DONE)] * others
+                    + [lambda: a.sema_release(SEMA_GO)] * others, back)
+
+
+def ops_then_branch(a, ops, target):
+    """Emit ``ops`` and a branch to ``target``, the last ops filling the delay slots."""
+    slots = isa.BRANCH_DELAY_SLOTS
+    before = max(0, len(ops) - slots)
+    for op in ops[:before]:
+        op()
+    a.branch(target)
+    for op in ops[before:]:
+        op()
+    for _ in range(slots - (len(ops) - before)):
+        a.nop()
 
 
 def k_step(a, plan, variant, acc, loop, kind):
@@ -480,7 +524,7 @@ def k_step(a, plan, variant, acc, loop, kind):
     rows, vectors = plan.rows, variant.vectors
     # Each step: (emit(sig), True if it uses a small immediate, which excludes a signal).
     steps = [(lambda sig: a.mov(vr_setup, r3, sig=sig).mov(r1, r4), False)]  # group 0; A(k)
-    if request:     # ask for A(k+2): the MUL reads r2 before the ADD steps it
+    if request:     # ask for A(k+A_AHEAD): the MUL reads r2 before the ADD steps it
         steps.append((lambda sig: a.add(r2, r2, a_k_operand(plan), sig=sig).mov(tmu0_s, r2),
                       plan.a_k <= 15))
     if loop:
