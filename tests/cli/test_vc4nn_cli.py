@@ -1,5 +1,6 @@
 """The ``vc4nn`` command as a user runs it: one-line errors, exit codes, real output."""
 
+import re
 import subprocess
 import sys
 
@@ -83,3 +84,11 @@ def test_run_report_of_a_real_pi_says_what_is_measured(capsys):
     out = capsys.readouterr().out
     assert "QPU 1: instruction count not available" in out
     assert "250.0 us measured on pi3" in out and "estimate" not in out
+
+
+def test_sgemm_main_job_checks_against_numpy(capsys):
+    assert main(["sgemm", "--m", "5", "--n", "7", "--k", "3", "--qpus", "2"]) == 0
+    out = capsys.readouterr().out
+    error = float(re.search(r"max relative error vs numpy ([0-9.e+-]+)", out).group(1))
+    assert error < 1e-6
+    assert "GFLOPS on the QPUs" in out and "cycle-model estimate" in out
