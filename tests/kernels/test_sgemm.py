@@ -111,6 +111,34 @@ def test_panel_alpha_beta(device, m, n, k, num_qpus, case):
     run_case(device, m, n, k, *transposes(case), alpha=-1.5, beta=0.75, num_qpus=num_qpus)
 
 
+@pytest.mark.parametrize("num_qpus", range(1, 13))
+@pytest.mark.parametrize("m", [1, 20, 40, 96, 203])
+def test_panel_barrier_tokens_balance(m, num_qpus):
+    """Every barrier must consume one arrival per QPU other than the master and hand out one
+    "go" per leaf (a QPU that is neither the master nor a relay): counted here from the roles,
+    not from the kernel's own split."""
+    from vc4nn.kernels import sgemm_panel as panel
+    plan = panel.PanelPlan(m, 200, 9, False, num_qpus, True, True)
+    relays = [q for q in range(1, plan.qpus) if plan.loader_slot(q) is not None]
+    leaves = plan.qpus - 1 - len(relays)
+    (relay_arrived, relay_go), (own_arrived, own_go) = (panel.relay_counts(plan),
+                                                        panel.master_counts(plan))
+    assert min(relay_arrived, relay_go, own_arrived, own_go) >= 0
+    assert own_arrived + relay_arrived * len(relays) == plan.qpus - 1
+    assert own_go + relay_go * len(relays) == leaves
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_panel_barrier_under_jitter(device_name, seed):
+    """The scheduler's jitter reorders the QPUs; the race checks then catch a barrier that lets
+    a QPU read a chunk whose DMA load has not been waited for (a relay that released its
+    leaves' "go" late did exactly that on this shape: 10 QPUs, 4 relays, 5 leaves)."""
+    if device_name != "emulator":
+        pytest.skip("the scheduler's jitter exists in the emulator only")
+    with vc4nn.open_device("emulator", seed=seed) as jittered:
+        run_case(jittered, 40, 200, 64, alpha=0.5, beta=0.25, num_qpus=12, seed=seed)
+
+
 def test_panel_scale_only(device):
     run_case(device, 37, 130, 10, alpha=0.5, num_qpus=5)
 

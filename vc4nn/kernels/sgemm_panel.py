@@ -33,6 +33,9 @@ from asm import (element_number, isa, kernel, null, r0, r1, r2, r3, r4, r5, r5re
 
 from .sgemm import GATHER_DEPTH, LANES, SEMA_DONE, SEMA_GO, WORD, lane_addresses, zero
 
+# The barrier's other two semaphores (see boundary); sgemm.py uses only DONE and GO.
+SEMA_RELAY, SEMA_ARRIVED = SEMA_GO + 1, SEMA_GO + 2
+
 # A panel is 6 vectors (96 columns): 8 rows x 6 vectors = 48 accumulators per QPU, and with 12
 # QPUs the 96 rows of AlexNet conv1 in one pass (docs/sgemm.md: the bus table for W = 96).
 PANEL_VECTORS = 6
@@ -265,6 +268,8 @@ def uniform_streams(plan, addresses, alpha, beta):
 #   r0 product (added by the next instruction)   r1 A[rows, k] (the 8 scalars of this k)
 #   r2 TMU address of A[rows, k+A_AHEAD]         r3 VPM read setup of the current k-row
 #   r4 A[rows, k+1] as ldtmu0 delivers it        r5 the broadcast scalar A[m0+g, k]
+# (r5 is dead between chunks: a relay keeps the address of its next load there across the
+# barrier, see relay.)
 # The regfile holds the R x V accumulators and the bookkeeping below. A counter decremented
 # with a small immediate must be on regfile A (a small-immediate instruction cannot read
 # regfile B, facts §1), and so must acc[g][V-1]: it is added in the instruction that rotates
@@ -374,6 +379,7 @@ def panel_kernel(a, plan):
     a.nop()
     a.nop()
     a.read(vr_wait)                 # the extra load after the last chunk (see uniform_streams)
+    a.read(vw_wait)                 # the last store of C (store_row does not wait for its own)
     a.label("exit")
     a.exit()
     for emit in masters:
@@ -459,47 +465,115 @@ def panel(a, plan, variant, masters):
 def boundary(a, plan, k_count, masters):
     """Before each chunk: finish my load of it, meet the others, start my load of the next.
 
-    The barrier (every QPU but the master releases DONE and acquires GO; the master acquires
-    DONE and releases GO once per other QPU) covers both conditions at once: the chunk's loads
-    were waited for by their issuers before they said "done", and nobody reads the previous
-    chunk any more, so its buffer is free for the next chunk's loads. Since nobody passes a
-    barrier before everybody has reached it, the "go" tokens of two chunks are never
-    outstanding at once and one semaphore pair suffices. The others fall through; the master
-    branches to its code, placed after the end of the program (``masters``), so that the
-    others jump over nothing. (A two-level tree through relay QPUs, which shortens the
-    master's part, measured slower: each level adds a semaphore round trip to every chunk.)
+    The barrier covers both conditions at once: the chunk's loads were waited for by their
+    issuers before they arrived, and nobody reads the previous chunk any more, so its buffer is
+    free for the next chunk's loads. The master (QPU 0) is the QPU everyone waits for: it starts
+    a chunk after handing out "go" and counts the others' arrivals after computing it, so its
+    semaphore instructions are on every chunk's path, and the relays (the loaders other than the
+    master) take some of them over:
+
+    - arrive: every QPU but the master releases ARRIVED. Each relay acquires
+      ``relay_counts(plan)[0]`` ARRIVED tokens (its own and some leaves', whichever) and then
+      releases DONE; the master acquires the remaining ARRIVED tokens and one DONE per relay.
+      That consumes exactly one ARRIVED per other QPU, so the master passes when all arrived.
+    - go: the master releases RELAY once per relay and GO for some leaves; each relay, in the
+      instruction after it gets its RELAY token, releases GO for ``relay_counts(plan)[1]``
+      leaves. Exactly one GO per leaf.
+
+    Every token is released while the QPUs it is for are already waiting for it (they arrived,
+    or the master would not have passed) and nothing that can stall lies between a relay's
+    RELAY and its GO releases, so a QPU gets its token within a few instructions, long before
+    anyone could finish a chunk and ask again: the tokens of two chunks are never outstanding
+    at once and one semaphore per kind suffices (see ``relay`` for what broke this once).
+    Leaves fall through; the master and the relays branch to their code, placed after the end
+    of the program (``masters``). Flat arrival, with the master acquiring one DONE per QPU and
+    releasing one GO per QPU, measured 15.00 GFLOPS on the quick AlexNet shape, this 15.22.
     """
     regs = registers(plan)[0]
+    number = len(masters)
     with a.scope():
         a.read(vr_wait)         # returns at once on a QPU with no load in flight
-        a.mov(null, regs["role"], sf=True)              # N: master; Z: not master, no load
-        a.branch(f"master{len(masters)}", cond="all_ns")
+        a.mov(null, regs["role"], sf=True)              # N: master; Z: a leaf; else a relay
+        a.branch(f"master{number}", cond="all_ns")
         a.xor(regs["buffer"], regs["buffer"], regs["toggle"])   # delay slots: the next buffer,
         if k_count:                                             # the chunk's k count,
             a.ldi(regs["k_left"], k_count)
         else:
             a.nop()
         a.mov(r3, regs["buffer"])                               # its k-row 0 for the k step
-        a.branch("skip", cond="all_zs")                 # not a loader
-        a.sema_release(SEMA_DONE)                       # delay slots: the barrier
-        a.sema_acquire(SEMA_GO)
-        a.nop()
-        loads = a.label("loads")
-        for _ in range(pieces_per_load(plan)):
-            a.mov(vr_setup, uniform)
-            a.mov(vr_addr, uniform)
-        skip = a.label("skip")
-    back = skip if plan.loader_slot(0) is None else loads
-    masters.append(functools.partial(master, a, plan, len(masters), back))
+        if relays(plan):
+            a.branch(f"relay{number}", cond="all_zc")
+        a.sema_release(SEMA_ARRIVED)                    # (delay slots of the relay branch)
+        if relays(plan):
+            a.nop()
+            a.nop()
+        a.sema_acquire(SEMA_GO)                         # leaves
+        back = a.label("back")
+    masters.append(functools.partial(master, a, plan, number, back))
+    if relays(plan):
+        masters.append(functools.partial(relay, a, plan, number, back))
+
+
+def relays(plan):
+    """The relays: the loaders other than the master (see boundary)."""
+    return [q for q in range(1, plan.qpus) if plan.loader_slot(q) is not None]
+
+
+def relay_counts(plan):
+    """(ARRIVED tokens each relay acquires, GO tokens each relay releases): the same for every
+    relay, since they run the same code; the master does the rest (``master_counts``)."""
+    count = len(relays(plan))
+    if not count:
+        return 0, 0
+    others = plan.qpus - 1
+    return others // count, (others - count) // count
+
+
+def master_counts(plan):
+    """(ARRIVED tokens, GO tokens) the master acquires / releases itself."""
+    arrived, go = relay_counts(plan)
+    count = len(relays(plan))
+    return plan.qpus - 1 - arrived * count, plan.qpus - 1 - count - go * count
+
+
+def load_ops(a, plan):
+    """The DMA pieces of this QPU's k-row of the next chunk, read from the uniform stream."""
+    ops = []
+    for _ in range(pieces_per_load(plan)):
+        ops += [lambda: a.mov(vr_setup, uniform), lambda: a.mov(vr_addr, uniform)]
+    return ops
 
 
 def master(a, plan, number, back):
-    """The master's part of one boundary's barrier; it returns to the boundary at ``back``
-    (its loads, when the master loads, or past them)."""
-    others = plan.qpus - 1
+    """The master's part of one boundary's barrier (and its loads, when it loads)."""
+    arrived, go = master_counts(plan)
+    count = len(relays(plan))
     a.label(f"master{number}")
-    ops_then_branch(a, [lambda: a.sema_acquire(SEMA_DONE)] * others
-                    + [lambda: a.sema_release(SEMA_GO)] * others, back)
+    loads = load_ops(a, plan) if plan.loader_slot(0) is not None else []
+    ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived
+                    + [lambda: a.sema_acquire(SEMA_DONE)] * count
+                    + [lambda: a.sema_release(SEMA_RELAY)] * count
+                    + [lambda: a.sema_release(SEMA_GO)] * go + loads, back)
+
+
+def relay(a, plan, number, back):
+    """A relay's part of one boundary's barrier: arrivals, its "go", its leaves' "go", its loads.
+
+    Its leaves' GO goes out in the instruction after its own RELAY: anything that can stall in
+    between (a uniform read of the load words waits for a line fill queued behind the other
+    relays' DMAs) would leave a GO token outstanding that a leaf already through this barrier
+    could take at the next one (the emulator's race check caught exactly that). The load words
+    of the first DMA piece are read before the barrier instead, where the relay waits for the
+    others anyway and the bus is quiet: the setup into vr_setup (the previous load was waited
+    for) and the address into r5, which is dead between chunks (see registers).
+    """
+    arrived, go = relay_counts(plan)
+    a.label(f"relay{number}")
+    early = [lambda: a.mov(vr_setup, uniform), lambda: a.mov(r5rep, uniform)]
+    late = [lambda: a.mov(vr_addr, r5)] + load_ops(a, plan)[2:]
+    ops_then_branch(a, early + [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived
+                    + [lambda: a.sema_release(SEMA_DONE), lambda: a.sema_acquire(SEMA_RELAY)]
+                    + [lambda: a.sema_release(SEMA_GO)] * go + late, back)
 
 
 def ops_then_branch(a, ops, target):
@@ -605,6 +679,10 @@ def store_row(a, plan, variant, row, address, alpha):
     partial = variant.partial[0] if variant.partial else None
     scale = not plan.alpha_one and plan.beta_zero
     for j, reg in enumerate(row):
+        # One store in flight per QPU (facts §3): the previous one still reads the staging row,
+        # so wait for it here, not after starting each store. A store's instructions then run
+        # while it moves, and the panel's last store drains during the next panel's start.
+        a.read(vw_wait)
         a.mov(vw_setup, regs["stage_w"])
         if scale:
             a.fmul(vpm, reg, alpha)
@@ -615,7 +693,6 @@ def store_row(a, plan, variant, row, address, alpha):
         step = column_offset(variant, (j + 1) % len(row)) - column_offset(variant, j)
         a.ldi(r3, step)
         a.add(address, address, r3).mov(vw_addr, address)      # the MUL reads the old address
-        a.read(vw_wait)                 # the staging row is written again next
 
 
 def add_beta_c(a, plan, variant, row, address, alpha):
