@@ -50,24 +50,23 @@ def test_run_reports_each_qpu(source, capsys):
     assert "estimate" in out
 
 
-def test_run_error_is_one_line_not_a_traceback(tmp_path):
-    bad = tmp_path / "bad.s"
-    bad.write_text("mov r0, uniform\nfrobnicate r0, r1\n")
-    proc = subprocess.run([sys.executable, "-m", "vc4nn.cli", "run", str(bad)],
+def failed_run_stderr(tmp_path, name, text):
+    """Run ``vc4nn run`` on ``text`` in a subprocess; it must fail with a one-line error."""
+    path = tmp_path / name
+    path.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "vc4nn.cli", "run", str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
-    assert "bad.s:2" in proc.stderr
+    return proc.stderr
+
+
+def test_run_error_names_the_line(tmp_path):
+    assert "bad.s:2" in failed_run_stderr(tmp_path, "bad.s", "mov r0, uniform\nfrobnicate r0, r1\n")
 
 
 def test_run_program_without_host_interrupt_is_reported(tmp_path):
-    silent = tmp_path / "silent.s"
-    silent.write_text("thrend\nnop\nnop\n")
-    proc = subprocess.run([sys.executable, "-m", "vc4nn.cli", "run", str(silent)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 1
-    assert "Traceback" not in proc.stderr
-    assert "interrupt" in proc.stderr
+    assert "interrupt" in failed_run_stderr(tmp_path, "silent.s", "thrend\nnop\nnop\n")
 
 
 def test_doctor_off_a_pi_says_what_to_do(capsys):
