@@ -114,6 +114,8 @@ class FakePi:
         self.blocks, self.next_handle = {}, 1
         self.qpus_enabled = False
         self.messages, self.calls, self.launches, self.mappings = [], [], [], []
+        self.attached = {}          # id(view) -> (handle, physical offset, length) still mapped
+        self.last_locked = None     # the block a following mmap is for (alloc, lock, map)
         self.open_fds, self.next_fd = {}, 3
         overlay = f"dtoverlay={kms}\n" if kms else ""
         self.files = {
@@ -176,7 +178,15 @@ class FakePi:
                    for b in self.blocks.values()):
             raise ProtocolViolation(f"mmap of physical {offset:#x} covers no locked block")
         self.mappings.append((offset, length))
-        return memoryview(self.ram)[start:start + length]
+        view = memoryview(self.ram)[start:start + length]
+        self.attached[id(view)] = (self.last_locked, offset, length)
+        return view
+
+    def detach_mapping(self, mapping):
+        where = self.attached.pop(id(mapping), None)
+        if where is None:
+            raise ProtocolViolation("detach_mapping of something that is not a live GPU mapping")
+        self.calls.append(("detach_mapping", where[1:], ()))
 
     def read_text(self, path):
         file = self.files.get(path)
@@ -299,12 +309,17 @@ class FakePi:
     def _mem_lock(self, handle):
         block = self._block(handle, "mem_lock")
         block.locked = True
+        self.last_locked = handle
         return (block.physical | ALIAS_BITS[self.soc][block.flags & 0xC] << 30,)
 
     def _mem_unlock(self, handle):
         block = self._block(handle, "mem_unlock")
         if not block.locked:
             raise ProtocolViolation(f"mem_unlock of handle {handle}, which is not locked")
+        if any(mapped == handle for mapped, _, _ in self.attached.values()):
+            # Once unlocked the firmware may move or reuse the memory: a live ARM mapping of it
+            # would let stale numpy views write into someone else's memory.
+            raise ProtocolViolation(f"mem_unlock of handle {handle} while the ARM still maps it")
         block.locked = False
         return (0,)
 

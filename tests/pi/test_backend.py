@@ -243,3 +243,14 @@ def test_timeout_in_whole_milliseconds(seconds, ms):
 def test_impossible_timeouts_are_refused(seconds):
     with pytest.raises(DeviceError, match="timeout"):
         timeout_to_ms(seconds)
+
+
+def test_free_detaches_the_arm_mapping_before_giving_the_block_back():
+    fake = pi_zero_w(root=True)
+    with PiDevice(fake) as dev:
+        buf = dev.alloc(16, np.uint32)
+        handle = next(h for name, _, results in fake.calls if name == "mem_alloc" for h in results)
+        dev.free(buf)
+        names = [(name, args) for name, args, _ in fake.calls]
+        detach = names.index(("detach_mapping", ((buf.address & 0x3FFFFFFF) // 4096 * 4096, 4096)))
+        assert detach < names.index(("mem_unlock", (handle,))) < names.index(("mem_release", (handle,)))

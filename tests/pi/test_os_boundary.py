@@ -55,3 +55,28 @@ def test_this_machine_is_not_a_pi():
     out = io.StringIO()
     assert doctor_main([], out=out) == 1
     assert "not a Raspberry Pi" in out.getvalue()
+
+
+def test_detached_mapping_no_longer_reaches_the_mapped_memory(tmp_path):
+    # Stand-in for /dev/mem: a shared mapping of a file. After detach_mapping, a numpy view that
+    # outlived the release writes into private pages, not into the file (GPU memory on a Pi).
+    real = OsBoundary()
+    page = mmap.PAGESIZE
+    path = tmp_path / "gpu"
+    path.write_bytes(bytes(2 * page))
+    fd = real.open(str(path), write=True)
+    try:
+        mapping = real.mmap(fd, 2 * page, 0)
+        view = np.frombuffer(mapping, dtype=np.uint32)
+        view[:4] = 7
+        assert os.pread(fd, 16, 0) == bytes([7, 0, 0, 0]) * 4
+        real.detach_mapping(mapping)
+        view[:4] = 9
+        view[page // 4] = 9
+        assert os.pread(fd, 16, 0) == bytes([7, 0, 0, 0]) * 4
+        assert os.pread(fd, 4, page) == bytes(4)
+        assert int(view[0]) == 9                 # the stale view still works, harmlessly
+        del view
+        mapping.close()
+    finally:
+        real.close(fd)

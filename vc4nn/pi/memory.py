@@ -50,11 +50,14 @@ class GpuMemory:
         return Allocation(bus_address=block.bus_address, size=nbytes, memory=memory, handle=block)
 
     def release(self, block):
-        """Unlock and free a block. Its ARM mapping goes with its last view (docs/pi-backend.md)."""
+        """Detach the ARM mapping from GPU memory, then unlock and free the block. The mapping
+        itself goes with its last view (docs/pi-backend.md)."""
         if self._blocks.pop(block.handle, None) is None:
             return
-        block.mapping = None
+        mapping, block.mapping = block.mapping, None
         try:
+            if mapping is not None:
+                self._os.detach_mapping(mapping)
             if block.bus_address:
                 self._mailbox.call("mem_unlock", block.handle)
         finally:

@@ -16,6 +16,18 @@ import pwd
 import stat as stat_module
 
 
+# Linux's MAP_FIXED (the same value on ARM and x86); Python's mmap module does not export it.
+MAP_FIXED = 0x10
+
+
+def _libc_mmap(*args):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long)
+    return libc.mmap(*args)
+
+
 @dataclasses.dataclass(frozen=True)
 class FileInfo:
     mode: int          # st_mode (type and permission bits)
@@ -50,10 +62,28 @@ class OsBoundary:
     def mmap(self, fd, length, offset):
         """A shared read/write mapping of ``length`` bytes at ``offset`` (page aligned) of ``fd``.
 
-        The mapping stays until the last view of it (numpy arrays included) is gone.
+        The mapping stays until the last view of it (numpy arrays included) is gone; releasing a
+        block detaches it first (``detach_mapping``).
         """
         return mmap.mmap(fd, length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE,
                          offset=offset)
+
+    def detach_mapping(self, mapping):
+        """Put private anonymous pages where ``mapping`` (from ``mmap``) maps GPU memory.
+
+        A numpy view can outlive the release of its block; after this, writing through it
+        lands in memory of this process only, never in GPU memory the firmware has taken back.
+        The mmap object still unmaps the range when its last view goes.
+        """
+        window = (ctypes.c_char * len(mapping)).from_buffer(mapping)
+        address = ctypes.addressof(window)
+        del window
+        result = _libc_mmap(address, len(mapping), mmap.PROT_READ | mmap.PROT_WRITE,
+                            mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+        if result != address:
+            error = ctypes.get_errno()
+            raise OSError(error, f"could not detach the mapping at {address:#x}: "
+                                 f"{os.strerror(error)}")
 
     def read_text(self, path):
         """The file's text, or None if it cannot be read."""
