@@ -8,6 +8,7 @@ memory, building the control list, checking arguments) lives here, once.
 
 import abc
 import dataclasses
+import numbers
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -179,9 +180,7 @@ class Device(abc.ABC):
             stored as float32 bits) or a device Buffer holding them. None = no uniforms.
         timeout: seconds; on the Pi the firmware's timeout, in the emulator the modelled time.
         """
-        if not 1 <= int(num_qpus) <= isa.NUM_QPUS:
-            raise DeviceError(f"num_qpus must be 1..{isa.NUM_QPUS}, got {num_qpus}")
-        num_qpus = int(num_qpus)
+        num_qpus = qpu_count(num_qpus)
         temporaries = []
         try:
             code = program if self.owns(program) else self._place(code_bytes(program), temporaries)
@@ -209,15 +208,21 @@ class Device(abc.ABC):
 
     def execute_control_list(self, num_qpus, control_address, timeout=DEFAULT_TIMEOUT_S):
         """Launch exactly as the mailbox's execute_qpu does, from a control list already in memory."""
-        if not 1 <= int(num_qpus) <= isa.NUM_QPUS:
-            raise DeviceError(f"num_qpus must be 1..{isa.NUM_QPUS}, got {num_qpus}")
-        return self._launch(int(num_qpus), int(control_address), timeout)
+        return self._launch(qpu_count(num_qpus), int(control_address), timeout)
 
     def _place(self, data, temporaries):
         raw = np.frombuffer(bytes(data), dtype=np.uint8)
         buf = self.array(raw)
         temporaries.append(buf)
         return buf
+
+
+def qpu_count(num_qpus):
+    """``num_qpus`` as an int, if it is a whole number of QPUs the V3D has."""
+    if isinstance(num_qpus, bool) or not isinstance(num_qpus, numbers.Integral) \
+            or not 1 <= num_qpus <= isa.NUM_QPUS:
+        raise DeviceError(f"num_qpus must be an int 1..{isa.NUM_QPUS}, got {num_qpus!r}")
+    return int(num_qpus)
 
 
 def code_bytes(program):

@@ -4,9 +4,7 @@ import numbers
 
 import numpy as np
 
-from asm import isa
-
-from .device import Buffer, uniform_words
+from .device import Buffer, qpu_count, uniform_words
 from .errors import Vc4nnError
 from .kernels import sgemm as _sgemm
 from .kernels import sgemm_panel as _panel
@@ -57,9 +55,7 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, devic
         raise ShapeError(f"sgemm: M, N, K must be >= 1, got M={m}, N={n}, K={k}")
     if C is not None and C.shape != (m, n):
         raise ShapeError(f"sgemm: C is {C.shape[0]}x{C.shape[1]} but op(A) @ op(B) is {m}x{n}")
-    if isinstance(num_qpus, bool) or not isinstance(num_qpus, numbers.Integral) \
-            or not 1 <= num_qpus <= isa.NUM_QPUS:
-        raise Vc4nnError(f"sgemm: num_qpus must be 1..{isa.NUM_QPUS}, got {num_qpus!r}")
+    num_qpus = qpu_count(num_qpus)
 
     # Which kernel (docs/sgemm.md, "Which kernel runs"): when op(B) is B (NN, TN), B is the
     # operand all QPUs share and the panel kernel reads it once; otherwise the general kernel.

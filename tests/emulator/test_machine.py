@@ -215,3 +215,11 @@ def test_alu_kernel_speed():
     rate = result.instructions / (time.perf_counter() - start)
     assert result.instructions > 24000
     assert rate > 15000, f"{rate:.0f} instructions/s"
+
+
+@pytest.mark.parametrize("num_qpus", [0, 13, 2.5, "4", True, None])
+def test_num_qpus_must_be_a_whole_number_of_qpus(num_qpus):
+    from vc4nn.device import DeviceError
+    from vc4nn.emulator import EmulatorDevice
+    with EmulatorDevice() as device, pytest.raises(DeviceError, match="num_qpus must be an int 1..12"):
+        device.execute(np.zeros(2, dtype=np.uint64), num_qpus=num_qpus)

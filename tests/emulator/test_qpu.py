@@ -419,6 +419,22 @@ def test_branch_runs_three_delay_slots_then_jumps(run_body):
     assert out[0, 0, 0] == 7
 
 
+def branch_over_a_write(a, cond):
+    """r3 = 0; a ``cond`` branch over three delay slots and an ``ldi r3, 1``."""
+    a.ldi(r3, 0)
+    a.branch("skip", cond=cond)
+    a.nop()
+    a.nop()
+    a.nop()
+    a.ldi(r3, 1)
+    a.label("skip")
+
+
+def branch_taken(run_body, body):
+    out, _ = run_body(body, [r3])
+    return out[0, 0, 0] == 0
+
+
 @pytest.mark.parametrize("cond, lanes_set, taken", [
     ("all_zs", 16, True), ("all_zs", 3, False), ("any_zs", 3, True), ("any_zs", 0, False),
     ("all_zc", 0, True), ("all_zc", 1, False), ("any_zc", 15, True), ("any_zc", 16, False),
@@ -428,19 +444,12 @@ def test_branch_conditions_on_z(run_body, cond, lanes_set, taken):
         a.mov(r1, element_number)
         a.ldi(r2, lanes_set)
         a.sub(r2, r1, r2, sf=True)      # N set in the first lanes_set elements
-        a.ldi(r3, 0)
         a.mov(r2, 0)
         a.mov(r2, 1, cond="ns")
         a.xor(r2, r2, 1)
         a.or_(r2, r2, r2, sf=True)       # Z set in the first lanes_set elements
-        a.branch("skip", cond=cond)
-        a.nop()
-        a.nop()
-        a.nop()
-        a.ldi(r3, 1)
-        a.label("skip")
-    out, _ = run_body(body, [r3])
-    assert out[0, 0, 0] == (0 if taken else 1)
+        branch_over_a_write(a, cond)
+    assert branch_taken(run_body, body) == taken
 
 
 @pytest.mark.parametrize("cond, taken", [("all_ns", False), ("any_ns", True), ("all_nc", False),
@@ -450,15 +459,8 @@ def test_branch_conditions_on_n_and_c(run_body, cond, taken):
     def body(a):
         a.mov(r1, element_number)
         a.sub(r2, r1, 4, sf=True)        # N and C (borrow) in elements 0..3
-        a.ldi(r3, 0)
-        a.branch("skip", cond=cond)
-        a.nop()
-        a.nop()
-        a.nop()
-        a.ldi(r3, 1)
-        a.label("skip")
-    out, _ = run_body(body, [r3])
-    assert out[0, 0, 0] == (0 if taken else 1)
+        branch_over_a_write(a, cond)
+    assert branch_taken(run_body, body) == taken
 
 
 def test_branch_link_and_register_return(run_body):

@@ -392,10 +392,9 @@ class Vpm:
         self._check_race(qpu, np.flatnonzero(words), True, "a DMA load into the VPM")
         for r in range(nrows):
             self.bytes[index[r]] = data[r]
-        occupancy = self.timing.dma_load_clocks(nrows, rowlen * width)
-        begin = self.bus.reserve(now, occupancy)
-        self._start(self._load, qpu, "load", words,
-                    begin + occupancy + self.timing.dma_load_latency)
+        self._transfer(self._load, qpu, "load", words, now,
+                       self.timing.dma_load_clocks(nrows, rowlen * width),
+                       self.timing.dma_load_latency)
         return now
 
     def write_vw_addr(self, qpu, addr, now):
@@ -451,10 +450,8 @@ class Vpm:
             start = (address & BUS_ADDRESS_MASK) + u * pitch
             self.bus.vdw_words.update(range(start // WORD_BYTES,
                                             (start + nbytes - 1) // WORD_BYTES + 1))
-        occupancy = self.timing.dma_store_clocks(units, nbytes)
-        begin = self.bus.reserve(now, occupancy)
-        self._start(self._store, qpu, "store", words,
-                    begin + occupancy + self.timing.dma_store_latency)
+        self._transfer(self._store, qpu, "store", words, now,
+                       self.timing.dma_store_clocks(units, nbytes), self.timing.dma_store_latency)
         return now
 
     def read_vr_wait(self, qpu, now):
@@ -509,8 +506,10 @@ class Vpm:
             self._retire(slots, qpu, now)
         return np.full(isa.SIMD_WIDTH, int(busy), dtype=np.uint32), now
 
-    def _start(self, slots, qpu, kind, words, complete):
-        dma = _Dma(qpu, kind, words, complete)
+    def _transfer(self, slots, qpu, kind, words, now, occupancy, latency):
+        """Book a DMA on the memory bus; it completes ``latency`` after its bus slot ends."""
+        begin = self.bus.reserve(now, occupancy)
+        dma = _Dma(qpu, kind, words, begin + occupancy + latency)
         slots[qpu] = dma
         self._unsettled.append(dma)
 
