@@ -304,16 +304,22 @@ def each_record(a, body):
     a.label("done")
 
 
-def lane_addresses(a, dst, stride, scratch):
-    """dst = uniform (address of lane 0) + min(lane, uniform (valid lanes - 1)) * stride.
+def lane_addresses(a, dst, stride, scratch, group=None):
+    """dst = uniform (address of lane 0) + min(lane, uniform (valid lanes - 1)) * stride, where
+    lane counts modulo ``group`` (a power of two) if given: lanes i and i + group then address
+    the same row.
 
     Lanes past the matrix edge repeat the last valid lane's address: they read real data and
     compute values nobody stores, which is cheaper than masking every instruction. A stride
     above the small immediates goes through r5 (whose writes replicate element 0: a constant).
     """
     a.mov(dst, uniform)
-    a.mov(scratch, uniform)
-    a.min(scratch, element_number, scratch)
+    if group:
+        a.and_(scratch, element_number, group - 1)
+        a.min(scratch, scratch, uniform)
+    else:
+        a.mov(scratch, uniform)
+        a.min(scratch, element_number, scratch)
     if stride > 15:
         a.ldi(r5rep, stride)
         stride = STRIDE

@@ -43,11 +43,16 @@ MAX_ROWS = 8                    # rows of A (of C) per QPU: 8 x 6 accumulators +
 CHUNK_ROWS = 4                  # k-rows per chunk: 2 x 4 x 6 = 48 VPM rows double-buffered
 STAGING_Y = 2 * CHUNK_ROWS * PANEL_VECTORS      # rows 48..59: QPU q stages C in row 48 + q
 ROW_BYTES = LANES * WORD
-# A[rows, k] is asked for this many k ahead of its use. One k (~60 instructions) covers the TMU
-# latency but not a line fill queued on the bus behind the other QPUs' fills and the chunk DMAs
-# (all issued at the start of a chunk); at most A_AHEAD requests are outstanding, within the
-# FIFO depth of 4 (facts §5.13), and none reads past A (the last k are generated without).
-A_AHEAD = 3
+# r3 during a chunk: the read setup of its k-row 1, so that every k-row's setup is r3 plus a
+# small immediate (-6, 0, 6, 12; small immediates reach -16..15).
+ROW_BASE = PANEL_VECTORS
+# A is gathered two k at a time when a chunk holds an even number of k-rows: lanes 0-7 hold
+# A[rows, k], lanes 8-15 A[rows, k+1] (a QPU has at most 8 rows), which halves the TMU requests
+# and the copies out of r4. A gather is asked for this many gathers ahead of its use: 4 k (or
+# 3 single ones), well past the TMU latency and a line fill queued on the bus behind the other
+# QPUs' fills and the chunk DMAs; at most that many requests are outstanding, within the FIFO
+# depth of 4 (facts §5.13), and none reads past A (see KStep).
+GATHERS_AHEAD = {1: 3, 2: 2}
 # ROLE word (first word after "participates"): bit 31 = barrier master (so the N flag of the
 # word tests it), bit 0 = loader. Any other QPU that does not load has role 0 (the Z flag).
 ROLE_MASTER, ROLE_LOADER = 1 << 31, 1
@@ -127,6 +132,11 @@ class PanelPlan:
         return q - first if first <= q < first + self.chunk_rows else None
 
     @property
+    def gather_k(self):
+        """k per TMU gather of A: 2 when every chunk's k-rows pair up (see GATHERS_AHEAD)."""
+        return 2 if self.chunk_rows % 2 == 0 else 1
+
+    @property
     def last_chunk_rows(self):
         return self.k - (self.chunks - 1) * self.chunk_rows
 
@@ -183,7 +193,9 @@ class PanelPlan:
 #   loaders: the DMA pieces of chunk 0, each [vdr setup, address]
 #   per pass: [A address of the block's first row, rows valid - 1, rows to store (0: a pass
 #             this QPU only helps with), C address of the block's row 0]
-#      per panel, per chunk: loaders: the DMA pieces of the chunk after it
+#      per panel: [A's gather step in bytes (negative: k runs backwards), bytes to its first
+#                 k, (two-k gathers) A's k step]
+#         per chunk: loaders: the DMA pieces of the chunk after it
 # ---------------------------------------------------------------------------------------------
 def dma_pieces(plan, variant, slot, buffer):
     """(vdr setup, column offset) of the loads that bring one k-row of a panel into ``slot``."""
@@ -201,21 +213,38 @@ def pieces_per_load(plan):
     return len(dma_pieces(plan, plan.variants[-1], 0, 0))
 
 
+def panel_sequence(plan):
+    """Every panel the QPUs run together, in order: (variant, first column, reversed).
+
+    Every other panel runs k backwards, so it starts on the k where the panel before ended:
+    the lines of A the QPUs gathered last are still in the shared L2 (timing.l2_cache_bytes,
+    ~32 KB) and the new panel's first ~80 k of A cost no bus time (docs/sgemm.md)."""
+    panels = [(variant, col) for _ in range(plan.passes) for variant, col in plan.panel_starts()]
+    return [(variant, col, i % 2 == 1) for i, (variant, col) in enumerate(panels)]
+
+
+def panel_direction(plan, reverse):
+    """The panel's uniforms, in the order the kernel reads them: bytes per gather step of A,
+    bytes from A's k = 0 to the panel's first k, and (two-k gathers) bytes per k."""
+    step = -plan.a_k if reverse else plan.a_k
+    words = [(step * plan.gather_k) & 0xFFFFFFFF, (plan.k - 1) * plan.a_k if reverse else 0]
+    return words + ([step & 0xFFFFFFFF] if plan.gather_k == 2 else [])
+
+
 def chunk_sequence(plan):
-    """Every chunk the QPUs run together, in order: (variant, first column, first k)."""
-    out = []
-    for _ in range(plan.passes):
-        for variant, col in plan.panel_starts():
-            out += [(variant, col, c * plan.chunk_rows) for c in range(plan.chunks)]
-    return out
+    """Every chunk the QPUs run together, in order: (variant, first column, reversed, index of
+    its first k-row along the panel's direction)."""
+    return [(variant, col, reverse, c * plan.chunk_rows)
+            for variant, col, reverse in panel_sequence(plan) for c in range(plan.chunks)]
 
 
 def load_words(plan, b_addr, chunk, index, slot):
     """Uniform words of loader ``slot`` for one chunk (the global ``index``-th one): each piece
-    [setup, address]. k-rows past K (in the last chunk of a panel) reload row K-1 into a slot
-    nobody reads, so every loader always issues the same number of loads."""
-    variant, col, k0 = chunk
-    k = min(k0 + slot, plan.k - 1)
+    [setup, address]. k-rows past the panel's end (in its last chunk) reload its last k-row
+    into a slot nobody reads, so every loader always issues the same number of loads."""
+    variant, col, reverse, first = chunk
+    step = min(first + slot, plan.k - 1)
+    k = plan.k - 1 - step if reverse else step
     words = []
     for setup, offset in dma_pieces(plan, variant, slot, index % 2):
         words += [setup, b_addr + (k * plan.n + col + offset) * WORD]
@@ -247,6 +276,7 @@ def uniform_streams(plan, addresses, alpha, beta):
             words.append(float(beta))
         if loader:
             words += load_words(plan, b_addr, chunks[0], 0, slot)
+        panels = iter(panel_sequence(plan))
         index = 0
         for p in range(plan.passes):
             block = min(p * plan.qpus + q, plan.blocks - 1)     # past the end: repeat the last
@@ -255,10 +285,12 @@ def uniform_streams(plan, addresses, alpha, beta):
             words += [a_addr + m0 * plan.a_lane,
                       min(plan.rows, plan.m - m0) - 1, min(plan.rows, plan.m - m0) if store else 0,
                       c_addr + m0 * plan.n * WORD]
-            for _ in range(len(plan.panel_starts()) * plan.chunks):
-                if loader:
-                    words += load_words(plan, b_addr, loads_after[index], index + 1, slot)
-                index += 1
+            for _ in plan.panel_starts():
+                words += panel_direction(plan, next(panels)[2])
+                for _ in range(plan.chunks):
+                    if loader:
+                        words += load_words(plan, b_addr, loads_after[index], index + 1, slot)
+                    index += 1
         streams.append(words)
     return streams
 
@@ -277,19 +309,19 @@ def uniform_streams(plan, addresses, alpha, beta):
 # ---------------------------------------------------------------------------------------------
 # role is tested with a small immediate and toggle is xored with the B-side buffer: both on
 # regfile A too.
-A_SIDE_BOOKKEEPING = ("k_left", "chunks_left", "panels_left", "passes_left", "a_row", "store",
-                      "role", "toggle")
+A_SIDE_BOOKKEEPING = ("buffer", "chunks_left", "panels_left", "passes_left", "a_row", "store",
+                      "role")
 
 
 def bookkeeping_names(plan):
-    names = ["buffer", "c_panel", "stage_w", "vdw_full", "vdw_part"]
+    names = ["toggle", "c_panel", "stage_w", "vdw_full", "vdw_part"]
     if not plan.alpha_one:
         names.append("alpha")
     if not plan.beta_zero:
         names.append("beta")
-    if plan.a_k > 15:                   # beyond the small immediates
-        names.append("a_k")
-    return names
+    if plan.gather_k == 2 and plan.k % 2:     # see request_a
+        names.append("lane_k")
+    return names + ["a_step"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -341,8 +373,6 @@ def panel_kernel(a, plan):
         a.mov(regs["alpha"], uniform)
     if not plan.beta_zero:
         a.mov(regs["beta"], uniform)
-    if plan.a_k > 15:
-        a.ldi(regs["a_k"], plan.a_k)
     # The boundary before each chunk toggles the buffer first: start on buffer 1's setup.
     a.ldi(regs["buffer"], vpm_read_setup(PANEL_VECTORS, CHUNK_ROWS * PANEL_VECTORS))
     a.ldi(regs["toggle"], vpm_read_setup(PANEL_VECTORS, 0)
@@ -352,7 +382,7 @@ def panel_kernel(a, plan):
         issue_loads(a, plan)
     a.ldi(regs["passes_left"], plan.passes)
     a.label("pass")
-    lane_addresses(a, regs["a_row"], plan.a_lane, r3)       # reads 2 uniforms
+    lane_addresses(a, regs["a_row"], plan.a_lane, r3, group=MAX_ROWS)     # reads 2 uniforms
     a.mov(regs["store"], uniform)
     a.mov(regs["c_panel"], uniform)
     panel_bytes = PANEL_VECTORS * LANES * WORD
@@ -399,15 +429,62 @@ def issue_loads(a, plan):
     a.label("skip")
 
 
-def a_k_operand(plan):
-    return registers(plan)[0]["a_k"] if plan.a_k > 15 else plan.a_k
+class KStep(tuple):
+    """What one k does with A, besides its multiply-adds.
+
+    ``half``: which lanes of the gather hold this k (0: lanes 0-7, 1: lanes 8-15). ``request``:
+    on the first k of a gather, ask for the gather GATHERS_AHEAD ahead: "full", or "single" for
+    a last gather with one k (odd K), whose upper lanes then repeat the lower ones instead of
+    reading past A. ``pop``: on the last k of a gather, wait for the next gather into r4."""
+
+    __slots__ = ()
+
+    def __new__(cls, half, request, pop):
+        return super().__new__(cls, (half, request, pop))
+
+    half, request, pop = (property(lambda self, i=i: self[i]) for i in range(3))
+
+
+def gather_kind(plan, gather):
+    """"single" for a last two-k gather that holds one k (odd K), else "full"."""
+    single = plan.gather_k == 2 and gather * 2 + 1 == plan.k
+    return "single" if single else "full"
 
 
 def k_kinds(plan):
-    """Per k of a panel, what its step does with A: "both" asks for A(k+A_AHEAD) and pops
-    A(k+1); "pop" only pops (there is no k+A_AHEAD); "none" (k = K-1) does neither."""
-    return ["both" if k + A_AHEAD < plan.k else "pop" if k + 1 < plan.k else "none"
-            for k in range(plan.k)]
+    """The KStep of every k of a panel, in the order the panel runs them."""
+    width, ahead = plan.gather_k, GATHERS_AHEAD[plan.gather_k]
+    gathers = ceil_div(plan.k, width)
+    out = []
+    for k in range(plan.k):
+        gather, half = divmod(k, width)
+        request = gather_kind(plan, gather + ahead) if half == 0 and gather + ahead < gathers else None
+        out.append(KStep(half, request, half == width - 1 and k + 1 < plan.k))
+    return out
+
+
+def steady_kinds(plan):
+    """The KSteps of a chunk in the middle of a panel: the chunk loop's body."""
+    width = plan.gather_k
+    return [KStep(row % width, "full" if row % width == 0 else None, row % width == width - 1)
+            for row in range(plan.chunk_rows)]
+
+
+def count_row(plan):
+    """The k-row whose first instruction steps the chunk loop's counter: the first after row 0
+    that copies a gather (a free ADD slot next to the copy), else row 1 on its own."""
+    rows = [row for row, kind in enumerate(steady_kinds(plan)) if row and kind.half == 0]
+    return rows[0] if rows else min(1, plan.chunk_rows - 1)
+
+
+def request_a(a, plan, kind, sig=None, upper=None):
+    """Ask for one gather of A at r2 and step r2 to the next (the MUL reads r2 before the ADD
+    writes it). A "single" gather is the last: its upper lanes repeat the lower ones, taking
+    off ``upper`` (lane_k unless given)."""
+    regs = registers(plan)[0]
+    if kind == "single":
+        return a.sub(tmu0_s, r2, upper or regs["lane_k"], sig=sig)
+    return a.add(r2, r2, regs["a_step"], sig=sig).mov(tmu0_s, r2)
 
 
 def panel(a, plan, variant, masters):
@@ -421,40 +498,44 @@ def panel(a, plan, variant, masters):
     if delta:
         a.ldi(r3, delta)
         a.add(regs["buffer"], regs["buffer"], r3)
-    # A[rows, k] for the first A_AHEAD k asked for once per panel and A[rows, 0] waited for;
-    # r2 is left at the first k the k steps ask for.
-    a.add(r2, regs["a_row"], a_k_operand(plan)).mov(tmu0_s, regs["a_row"])
-    for _ in range(1, min(A_AHEAD, plan.k)):
-        a.add(r2, r2, a_k_operand(plan)).mov(tmu0_s, r2)
+    # The panel's direction along k comes from the uniform stream (panel_direction). r2: the
+    # first gather; with two-k gathers, lanes 8-15 one k further (lane_k: 0 or the k step).
+    a.mov(regs["a_step"], uniform)
+    a.add(r2, regs["a_row"], uniform)
+    if plan.gather_k == 2:
+        # Shifts use the low 5 bits of the count: -4 is 28, -1 is 31 (small immediates).
+        a.shl(r0, element_number, -4)       # bit 3 of the element number (lane >= 8) ...
+        a.asr(r0, r0, -1)                   # ... as a mask
+        a.and_(r0, r0, uniform)
+        a.add(r2, r2, r0)
+        if "lane_k" in regs:
+            a.mov(regs["lane_k"], r0)
+    # The first GATHERS_AHEAD gathers asked for once per panel, and gather 0 waited for; r2 is
+    # left at the first gather the k steps ask for.
+    for gather in range(min(GATHERS_AHEAD[plan.gather_k], ceil_div(plan.k, plan.gather_k))):
+        request_a(a, plan, gather_kind(plan, gather), upper=r0)
     a.nop(sig="ldtmu0")
     # The first multiply-add of each k finishes the previous k's last one: make it add 0.
     a.ldi(r0, 0)
-    kinds = k_kinds(plan)
-    kc = plan.chunk_rows
+    kinds, kc = k_kinds(plan), plan.chunk_rows
     chunk_kinds = [kinds[c * kc:(c + 1) * kc] for c in range(plan.chunks)]
-    # The chunks whose every k is "both" are one loop; the last chunks, which hold the "pop"
-    # and "none" k, are generated one by one (their "both" k, if any, as a loop).
-    steady = sum(1 for ks in chunk_kinds[:-1] if ks == ["both"] * kc)
+    # The chunks in the middle of the panel are one loop; the last chunks, whose k stop asking
+    # for gathers, are generated one by one. A chunk's k are unrolled: no k counter, and the
+    # read setups of each k-row are small-immediate offsets from r3 (see k_step).
+    steady = 0
+    while steady < plan.chunks - 1 and chunk_kinds[steady] == steady_kinds(plan):
+        steady += 1
     if steady:
         a.ldi(regs["chunks_left"], steady)
         a.label("chunk")
-        boundary(a, plan, kc, masters)
-        a.label("k")
-        k_step(a, plan, variant, acc, loop="k", kind="both")
-        a.sub(regs["chunks_left"], regs["chunks_left"], 1, sf=True)
-        a.branch("chunk", cond="all_zc")
-        a.nop()
-        a.nop()
-        a.nop()
+        boundary(a, plan, masters)
+        for row, kind in enumerate(steady_kinds(plan)):
+            k_step(a, plan, variant, acc, kind, row, row + 1 == kc, loop="chunk")
     for ks in chunk_kinds[steady:]:
         with a.scope():
-            looped = ks.count("both")
-            boundary(a, plan, looped, masters)
-            if looped:
-                a.label("k")
-                k_step(a, plan, variant, acc, loop="k", kind="both")
-            for kind in ks[looped:]:
-                k_step(a, plan, variant, acc, loop=None, kind=kind)
+            boundary(a, plan, masters)
+            for row, kind in enumerate(ks):
+                k_step(a, plan, variant, acc, kind, row, row + 1 == len(ks))
     a.fadd(acc[-1][-1], acc[-1][-1], r0)
     if delta:
         a.ldi(r3, delta)
@@ -462,7 +543,7 @@ def panel(a, plan, variant, masters):
     store(a, plan, variant, acc)
 
 
-def boundary(a, plan, k_count, masters):
+def boundary(a, plan, masters):
     """Before each chunk: finish my load of it, meet the others, start my load of the next.
 
     The barrier covers both conditions at once: the chunk's loads were waited for by their
@@ -495,12 +576,9 @@ def boundary(a, plan, k_count, masters):
         a.read(vr_wait)         # returns at once on a QPU with no load in flight
         a.mov(null, regs["role"], sf=True)              # N: master; Z: a leaf; else a relay
         a.branch(f"master{number}", cond="all_ns")
-        a.xor(regs["buffer"], regs["buffer"], regs["toggle"])   # delay slots: the next buffer,
-        if k_count:                                             # the chunk's k count,
-            a.ldi(regs["k_left"], k_count)
-        else:
-            a.nop()
-        a.mov(r3, regs["buffer"])                               # its k-row 0 for the k step
+        a.xor(regs["buffer"], regs["buffer"], regs["toggle"])   # delay slots: the next buffer
+        a.nop()
+        a.add(r3, regs["buffer"], ROW_BASE)                     # and r3 for the k steps
         if relays(plan):
             a.branch(f"relay{number}", cond="all_zc")
         a.sema_release(SEMA_ARRIVED)                    # (delay slots of the relay branch)
@@ -563,16 +641,20 @@ def relay(a, plan, number, back):
     between (a uniform read of the load words waits for a line fill queued behind the other
     relays' DMAs) would leave a GO token outstanding that a leaf already through this barrier
     could take at the next one (the emulator's race check caught exactly that). The load words
-    of the first DMA piece are read before the barrier instead, where the relay waits for the
-    others anyway and the bus is quiet: the setup into vr_setup (the previous load was waited
-    for) and the address into r5, which is dead between chunks (see registers).
+    of the first DMA piece are read before that, after the relay has released DONE: there it
+    waits for the master, which has the most barrier work and arrives last, so a uniform line
+    fill (one every 8 chunks) costs nobody else time. The setup goes into vr_setup (the
+    previous load was waited for), the address into r5, which is dead between chunks (see
+    registers). Reading them before the arrivals instead held up DONE, and so the master, by
+    2% of the run (96x3072x363 on 12 QPUs).
     """
     arrived, go = relay_counts(plan)
     a.label(f"relay{number}")
     early = [lambda: a.mov(vr_setup, uniform), lambda: a.mov(r5rep, uniform)]
     late = [lambda: a.mov(vr_addr, r5)] + load_ops(a, plan)[2:]
-    ops_then_branch(a, early + [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived
-                    + [lambda: a.sema_release(SEMA_DONE), lambda: a.sema_acquire(SEMA_RELAY)]
+    ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived
+                    + [lambda: a.sema_release(SEMA_DONE)] + early
+                    + [lambda: a.sema_acquire(SEMA_RELAY)]
                     + [lambda: a.sema_release(SEMA_GO)] * go + late, back)
 
 
@@ -589,34 +671,63 @@ def ops_then_branch(a, ops, target):
         a.nop()
 
 
-def k_step(a, plan, variant, acc, loop, kind):
-    """One k: 1-3 bookkeeping instructions, then per row g the broadcast of A[m0+g, k] and its
-    V multiply-adds; in a loop, the branch goes 3 instructions before the end (its delay slots
-    are multiply-adds) and after the instruction that sets its flags. ``kind``: see k_kinds."""
+def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
+    """The k of k-row ``row`` of a chunk: up to 2 bookkeeping instructions, then per row g of A
+    the broadcast of A[m0+g, k] and its V multiply-adds. ``kind``: a KStep.
+
+    Group g's VPM reads are queued (facts §3: two setups) by group g-1's first multiply-add,
+    and group 0's by the previous k-row's last group, except on a chunk's first k-row (the
+    chunk before had no next k-row to queue). r3 is the setup of k-row 1 (see boundary), so
+    every k-row's setup is r3 plus a small immediate. ``loop``: the chunk loop's label; its
+    counter is stepped in a free ADD slot (count_row) and its branch goes 3 instructions
+    before the end of the last k-row (the delay slots are multiply-adds)."""
     regs = registers(plan)[0]
-    request, pop = kind == "both", kind != "none"
     rows, vectors = plan.rows, variant.vectors
+    count_here = loop and row == count_row(plan)
+
+    def setup(for_row):
+        """(emit(sig), small) of an instruction that queues reads of ``for_row`` and multiplies."""
+        offset = for_row * PANEL_VECTORS - ROW_BASE
+        if not offset:
+            return lambda sig: a.mov(vr_setup, r3, sig=sig).fmul(r0, r5, vpm), False
+        return lambda sig: a.add(vr_setup, r3, offset, sig=sig).fmul(r0, r5, vpm), True
+
+    def count(sig):
+        return a.sub(regs["chunks_left"], regs["chunks_left"], 1, sf=True, sig=sig)
+
+    def first(sig):         # group 0's reads or the loop count, and a new gather to r1
+        if row == 0:
+            ins = a.add(vr_setup, r3, -ROW_BASE, sig=sig)
+        elif count_here:
+            ins = count(sig)
+        else:
+            return a.mov(r1, r4, sig=sig)
+        return ins.mov(r1, r4) if kind.half == 0 else ins   # r1: rotations read it (§5.12)
+
     # Each step: (emit(sig), True if it uses a small immediate, which excludes a signal).
-    steps = [(lambda sig: a.mov(vr_setup, r3, sig=sig).mov(r1, r4), False)]  # group 0; A(k)
-    if request:     # ask for A(k+A_AHEAD): the MUL reads r2 before the ADD steps it
-        steps.append((lambda sig: a.add(r2, r2, a_k_operand(plan), sig=sig).mov(tmu0_s, r2),
-                      plan.a_k <= 15))
-    if loop:
-        steps.append((lambda sig: a.sub(regs["k_left"], regs["k_left"], 1, sf=True, sig=sig),
-                      True))
-    flags_at = len(steps)
+    steps = []
+    if row == 0 or count_here:
+        steps.append((first, True))
+    elif kind.half == 0:
+        steps.append((first, False))
+    if kind.request:
+        steps.append((lambda sig: request_a(a, plan, kind.request, sig), False))
+    if count_here and row == 0:
+        steps.append((count, True))
+    flags_at = len(steps) if count_here else 0
     prev = acc[-1][-1]
     for g in range(rows):
-        rotate = (LANES - g) % LANES or None            # element g -> element 0
+        rotate = (LANES - MAX_ROWS * kind.half - g) % LANES or None    # element g -> 0
         steps.append((lambda sig, prev=prev, rotate=rotate:
                       a.fadd(prev, prev, r0, sig=sig).v8min(r5rep, r1, r1, rotate=rotate), True))
         last_rotation = len(steps) - 1
         for j in range(vectors):
-            if j == 0 and g + 1 < rows:     # queue the next group's reads (same k-row)
-                steps.append((lambda sig: a.mov(vr_setup, r3, sig=sig).fmul(r0, r5, vpm), False))
-            elif j == 0:                    # last group: step to the next k-row
-                steps.append((lambda sig: a.add(r3, r3, PANEL_VECTORS, sig=sig).fmul(r0, r5, vpm),
-                              True))
+            if j == 0 and g + 1 < rows:     # queue the next group's reads
+                steps.append(setup(row))
+            elif j == 0 and not last_row:   # last group: queue the next k-row's group 0
+                steps.append(setup(row + 1))
+            elif j == 0:
+                steps.append((lambda sig: a.fmul(r0, r5, vpm, sig=sig), False))
             else:
                 steps.append((lambda sig, reg=acc[g][j - 1]:
                               a.fadd(reg, reg, r0, sig=sig).fmul(r0, r5, vpm), False))
@@ -624,10 +735,11 @@ def k_step(a, plan, variant, acc, loop, kind):
     nop = (lambda sig: a.nop(sig=sig), False)
     # ldtmu0 pops A(k+1) after the last rotation has read r1 and on an instruction without a
     # small immediate; a one-vector panel has none, so it gets a nop for it.
-    if pop and all(small for _, small in steps[last_rotation + 1:]):
+    if kind.pop and all(small for _, small in steps[last_rotation + 1:]):
         steps.append(nop)
-    if loop:
-        branch_at = max(flags_at, len(steps) - isa.BRANCH_DELAY_SLOTS)
+    branch = loop and last_row
+    if branch:
+        branch_at = max(len(steps) - isa.BRANCH_DELAY_SLOTS, flags_at)
         steps.insert(branch_at, None)
         steps += [nop] * (branch_at + 1 + isa.BRANCH_DELAY_SLOTS - len(steps))
     pop_at = max(i for i, step in enumerate(steps) if step is not None and not step[1])
@@ -635,7 +747,7 @@ def k_step(a, plan, variant, acc, loop, kind):
         if step is None:
             a.branch(loop, cond="all_zc")
         else:
-            step[0]("ldtmu0" if pop and i == pop_at else None)
+            step[0]("ldtmu0" if kind.pop and i == pop_at else None)
 
 
 def store(a, plan, variant, acc):
