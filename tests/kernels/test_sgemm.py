@@ -79,12 +79,13 @@ def test_shapes(device, m, n, k, num_qpus, case):
 # -- the panel kernel (NN, TN): every path of vc4nn/kernels/sgemm_panel.py ---------------------
 # M: rows per QPU R = 8 or fewer, a partial last block, passes with QPUs that only help;
 # N: full panels (96), the shifted edge window (N > 96), narrow panels (N < 96, with and
-# without a partial vector, one vector); K: one chunk, several, a partial last chunk, and the
-# ends of the A requests (asked 3 k ahead: K = 1, 2, 3 ask fewer at the start; the last 3 k of a
-# panel, generated without requests, fall in one chunk (K = 7 and 19 on 5 QPUs, test_shapes) or
-# over two (K = 6, 9, 13, 17) or more (K = 4 on one QPU)); QPUs 1-12 (the chunk has min(4, QPUs)
-# k-rows, each loaded by one QPU: QPUs 1..4, or every QPU, master included, when there are 4 or
-# fewer).
+# without a partial vector, one vector), every other panel (also across passes) running k
+# backwards; K: one chunk, several, a partial last chunk, and the ends of the A requests
+# (gathers of two k asked 2 gathers ahead with 2 or 4 QPUs, single k asked 3 ahead with 1 or 3:
+# K = 1, 3, 5 end on a one-k gather asked at the panel start or in a k step; the last k of a
+# panel, generated without requests, fall in one chunk or over two (K = 6, 9, 13, 17) or more
+# (K = 4 on one QPU)); QPUs 1-12 (the chunk has min(4, QPUs) k-rows, each loaded by one QPU:
+# QPUs 1..4, or every QPU, master included, when there are 4 or fewer).
 PANEL_SHAPES = [
     (8, 96, 4, 1),          # one block, one full panel, chunks of one k-row
     (96, 192, 9, 12),       # 12 blocks of 8 rows, 2 full panels, partial last chunk
@@ -94,6 +95,11 @@ PANEL_SHAPES = [
     (9, 16, 8, 2),          # narrow panel of one full vector
     (13, 5, 5, 4),          # narrow panel of one partial vector
     (24, 97, 17, 7),        # edge window with a 1-column partial vector
+    (40, 200, 1, 12),       # one k: a single one-k gather, asked at the panel start
+    (40, 200, 3, 12),       # two gathers, the second of one k
+    (40, 300, 5, 12),       # the one-k gather asked in a k step; 4 panels, 2 backwards
+    (20, 250, 7, 2),        # chunks of 2 k-rows: one gather each, the loop count on its own
+    (33, 300, 21, 4),       # chunks of 4 loaded by all 4 QPUs, master included
 ]
 
 
