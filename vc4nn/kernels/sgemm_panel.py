@@ -8,12 +8,13 @@ The idea. All QPUs work on the same *panel* of B (up to PANEL_VECTORS = 6 vector
 at the same time. The panel arrives in the VPM in *chunks* of Kc k-rows, double-buffered, each
 k-row brought by one DMA load issued by one of the first Kc QPUs (a QPU has one load in flight,
 facts §3, so the loads are spread). Every QPU reads the chunk with generic VPM reads, directly
-as the MUL operand. A QPU owns R (<= 8) rows of A: per k one TMU gather brings A[rows, k] into
-r4; for each row g the MUL rotator moves element g to element 0 and the B-side r5 write
-broadcasts it (facts §1, §5.1); that scalar then multiplies the panel's vectors:
+as the MUL operand. A QPU owns R (<= 8) rows of A: one TMU gather brings A[rows, k] and
+A[rows, k+1] into r4 (lanes 0-7 and 8-15); for each row g the MUL rotator moves element g to
+element 0 and the B-side r5 write broadcasts it (facts §1, §5.1); that scalar then multiplies
+the panel's vectors:
 
     fadd acc[g-1][V-1] += r0   ; v8min r5rep, r1, r1 >> (16-g)   # broadcast A[m0+g, k]
-    mov  vr_setup, r3          ; fmul r0, r5, vpm                 # queue the next group's reads
+    add  vr_setup, r3, 6i-6    ; fmul r0, r5, vpm                 # queue the next group's reads
     fadd acc[g][0] += r0       ; fmul r0, r5, vpm                 # ... V multiply-adds
     ...
 
@@ -297,9 +298,9 @@ def uniform_streams(plan, addresses, alpha, beta):
 
 # ---------------------------------------------------------------------------------------------
 # Registers. Accumulators r0-r5 all have a job in the k loop:
-#   r0 product (added by the next instruction)   r1 A[rows, k] (the 8 scalars of this k)
-#   r2 TMU address of A[rows, k+A_AHEAD]         r3 VPM read setup of the current k-row
-#   r4 A[rows, k+1] as ldtmu0 delivers it        r5 the broadcast scalar A[m0+g, k]
+#   r0 product (added by the next instruction)   r1 the current gather of A (8 rows x 1-2 k)
+#   r2 TMU address of the next gather to ask for r3 VPM read setup of the chunk's k-row 1
+#   r4 the next gather as ldtmu0 delivers it     r5 the broadcast scalar A[m0+g, k]
 # (r5 is dead between chunks: a relay keeps the address of its next load there across the
 # barrier, see relay.)
 # The regfile holds the R x V accumulators and the bookkeeping below. A counter decremented
