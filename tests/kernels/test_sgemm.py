@@ -277,3 +277,30 @@ def test_vdw_stride_limits_width(device):
 def test_panel_kernel_has_no_width_limit(device):
     """The panel kernel (NN, TN) stores one 16-column row per DMA, so no VDW stride limits N."""
     run_case(device, 1, 16390, 1, num_qpus=2)
+
+
+def test_panel_chunk_loop_fits_the_instruction_cache():
+    """The cycle model has no instruction cache, so it would not see a chunk loop unrolled past
+    the QPUs' 4 KB one (facts §4: 4 KB, 4-way, 64-byte lines, shared by a slice). The loop body
+    (from the chunk label to its branch's last delay slot) plus the master's and a relay's
+    barrier code, which every chunk also runs, must fit in it; found here from the decoded
+    branch targets, not from the kernel's own layout."""
+    from asm import isa
+    from asm.encoding import branch_target, decode
+    from vc4nn.kernels import sgemm_panel as panel
+    plan = panel.PanelPlan(96, 3072, 363, False, 12, True, True)
+    program = panel.program_for(plan)
+    labels = program.labels
+    start = next(address for name, address in labels.items() if name.endswith("/chunk"))
+    words = [int(w) for w in program.words]
+    back = [8 * i for i, w in enumerate(words)
+            if decode(w).sig == isa.SIG_BRANCH and branch_target(decode(w), 8 * i) == start]
+    assert back, "no branch back to the chunk loop"
+    loop_bytes = back[-1] + 8 * (1 + isa.BRANCH_DELAY_SLOTS) - start
+    after = sorted(address for address in labels.values())
+    def code_bytes(name):
+        begin = labels[name]
+        end = min((a for a in after if a > begin), default=8 * len(words))
+        return end - begin
+    hot = loop_bytes + code_bytes("master0") + code_bytes("relay0")
+    assert 1500 < loop_bytes and hot <= 4096, (loop_bytes, hot)
