@@ -99,6 +99,29 @@ class RunResult:
         counts = [q.instructions for q in self.qpus]
         return None if None in counts else sum(counts)
 
+    def followed_by(self, other):
+        """The report of this launch and ``other``, run one after the other on one device:
+        times and counts add up, per QPU number (a QPU absent from one launch counts 0)."""
+        def add(x, y):
+            return None if x is None or y is None else x + y
+
+        idle = QpuStats(0, 0, {})
+        qpus = []
+        for i in range(max(len(self.qpus), len(other.qpus))):
+            first = self.qpus[i] if i < len(self.qpus) else idle
+            second = other.qpus[i] if i < len(other.qpus) else idle
+            stalls = dict(first.stalls)
+            for cause, clocks in second.stalls.items():
+                stalls[cause] = stalls.get(cause, 0) + clocks
+            qpus.append(QpuStats(add(first.instructions, second.instructions),
+                                 add(first.cycles, second.cycles), stalls))
+        return RunResult(num_qpus=max(self.num_qpus, other.num_qpus),
+                         host_interrupts=self.host_interrupts + other.host_interrupts, qpus=qpus,
+                         cycles=add(self.cycles, other.cycles),
+                         seconds=add(self.seconds, other.seconds), board=self.board,
+                         clock_hz=self.clock_hz, estimated=self.estimated or other.estimated,
+                         warnings=self.warnings + other.warnings)
+
 
 class Device(abc.ABC):
     """Base of every backend. Use as a context manager to free all allocations on exit."""

@@ -1,5 +1,6 @@
 """Linear algebra on the QPUs: the user-facing API of the kernels in ``vc4nn.kernels``."""
 
+import dataclasses
 import numbers
 
 import numpy as np
@@ -8,6 +9,7 @@ from .device import Buffer, qpu_count, uniform_words
 from .errors import Vc4nnError
 from .kernels import sgemm as _sgemm
 from .kernels import sgemm_panel as _panel
+from .kernels import transpose as _transpose
 
 
 class ShapeError(Vc4nnError):
@@ -59,8 +61,12 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, devic
 
     # Which kernel (docs/sgemm.md, "Which kernel runs"): when op(B) is B (NN, TN), B is the
     # operand all QPUs share and the panel kernel reads it once; otherwise the general kernel.
+    transposed_a = None
     if not trans_b:
         plan = _panel.PanelPlan(m, n, k, trans_a, int(num_qpus), alpha == 1, beta == 0)
+        if _panel.transpose_a_first(plan):      # A^T on the GPU, then the TN path reads it
+            transposed_a = _transpose.TransposePlan(m, k, int(num_qpus))
+            plan = dataclasses.replace(plan, trans_a=True)
         program = _panel.program_for(plan)
     else:
         plan = _sgemm.SgemmPlan(m, n, k, trans_a, trans_b, int(num_qpus), alpha == 1, beta == 0)
@@ -76,6 +82,9 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, devic
             return_host = not (isinstance(A, Buffer) and isinstance(B, Buffer))
             if return_host:
                 temporaries.append(c_buf)
+        first_run = None
+        if transposed_a:
+            first_run, a_buf = _transposed(device, transposed_a, a_buf, temporaries)
         if isinstance(plan, _panel.PanelPlan):
             addresses = (a_buf.address, b_buf.address, c_buf.address)
             uniforms = _panel.uniform_streams(plan, addresses, alpha, beta)
@@ -85,6 +94,8 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, devic
             addresses = (a_buf.address, b_buf.address, c_buf.address, ws.address)
             uniforms = _uniform_buffers(device, plan, addresses, alpha, beta, temporaries)
         run = device.execute(program, plan.num_qpus, uniforms)
+        if first_run is not None:
+            run = first_run.followed_by(run)
         if C is None:
             C = np.array(c_buf) if return_host else c_buf
         elif c_buf is not C:
@@ -93,6 +104,15 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, devic
     finally:
         for buf in temporaries:
             device.free(buf)
+
+
+def _transposed(device, plan, x_buf, temporaries):
+    """(RunResult, buffer holding X^T): X (plan.rows x plan.k) transposed on the QPUs."""
+    out = device.alloc((plan.k, plan.rows), np.float32)
+    temporaries.append(out)
+    run = device.execute(_transpose.program_for(plan), plan.qpus,
+                         plan.uniform_streams(x_buf.address, out.address))
+    return run, out
 
 
 def _pick_device(device, operands):

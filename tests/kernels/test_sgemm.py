@@ -110,10 +110,11 @@ def test_panel_shapes(device, m, n, k, num_qpus, case):
 
 
 @pytest.mark.parametrize("m,n,k,num_qpus", [(100, 100, 6, 12), (203, 40, 11, 3), (13, 5, 5, 4),
-                                            (50, 300, 13, 12)])
+                                            (50, 300, 13, 12), (40, 100, 256, 12)])
 @pytest.mark.parametrize("case", ["nn", "tn"])
 def test_panel_alpha_beta(device, m, n, k, num_qpus, case):
-    """beta gathers C with clamped lanes on partial vectors (shifted and narrow)."""
+    """beta gathers C with clamped lanes on partial vectors (shifted and narrow). 40x100x256
+    on 10 QPUs (short chunks: 4 rows per QPU) caught a relay taking another's RELAY token."""
     run_case(device, m, n, k, *transposes(case), alpha=-1.5, beta=0.75, num_qpus=num_qpus)
 
 

@@ -13,6 +13,7 @@ the board's V3D clock.
 import math
 from types import MappingProxyType
 
+from .. import hardware
 from ..errors import DeviceError
 
 # name -> (value, unit, source, note)
@@ -37,11 +38,12 @@ PARAMETERS = MappingProxyType({
         4, "requests/QPU", "facts §3 and §5.13 (ADD: more than 4 direct requests unreliable)",
         "the guide allows 8; we allow the 4 the errata found reliable (docs/hardware-choices.md)"),
     "tmu_cache_bytes": (
-        4096, "bytes", "facts §4 (ADD): TMU cache 4 KB", "one cache per physical TMU"),
+        hardware.TMU_CACHE_BYTES, "bytes", "facts §4 (ADD): TMU cache 4 KB",
+        "one cache per physical TMU"),
     "tmu_cache_line_bytes": (
-        64, "bytes", "ADD (cache table): TMU cache lines 64 B", ""),
+        hardware.TMU_CACHE_LINE_BYTES, "bytes", "ADD (cache table): TMU cache lines 64 B", ""),
     "tmu_cache_ways": (
-        1, "ways", "ADD (cache table): TMU cache associativity '-'; 'sequence counts': one read "
+        hardware.TMU_CACHE_WAYS, "ways", "ADD (cache table): TMU cache associativity '-'; 'sequence counts': one read "
         "4 KB away in between evicts a line",
         "direct-mapped: a line has one place in the 4 KB"),
     "l2_cache_bytes": (

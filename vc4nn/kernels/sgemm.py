@@ -23,22 +23,17 @@ import heapq
 
 import numpy as np
 
-from asm import (element_number, isa, kernel, null, r0, r1, r2, r3, r4, r5,
+from asm import (isa, kernel, null, r0, r1, r2, r3, r4, r5,
                  r5rep, ra, rb, tmu0_s, unif_addr, uniform, vdw_setup, vdw_stride, vpm,
                  vpm_write_setup, vw_addr, vw_setup, vw_wait)
 
 from ..errors import DeviceError
+from . import transpose
+from .common import GATHER_DEPTH, LANES, MAX_VDW_STRIDE, WORD, each_record, lane_addresses, zero
 
-LANES = isa.SIMD_WIDTH
-WORD = 4                        # bytes of a float32
-# Requests in flight when a loop gathers many vectors (C for beta, the transpose phase): the TMU
-# FIFO depth the errata found reliable (facts §5.13).
-GATHER_DEPTH = 4
 # The transpose phase's barrier (NT case only): the QPUs count "done" on one semaphore, QPU 0
 # answers "go" on the other.
 SEMA_DONE, SEMA_GO = 0, 1
-# The VDW stride field is 16 bits (facts §5.14).
-MAX_VDW_STRIDE = (1 << isa.VDW_STRIDE["stride"][1]) - 1
 
 # ---------------------------------------------------------------------------------------------
 # Registers. The k loop uses every accumulator and all but one or two regfile registers:
@@ -169,9 +164,7 @@ class SgemmPlan:
                               f"(at most {MAX_VDW_STRIDE // WORD + 1} columns)")
         if self.transpose:
             rows = self.m if self.transpose == "a" else self.n
-            if (rows - 1) * WORD > MAX_VDW_STRIDE:
-                raise DeviceError(f"sgemm: the transposed operand has {rows} columns, more than "
-                                  f"one VDW stride reaches ({MAX_VDW_STRIDE // WORD + 1})")
+            transpose.check_rows(rows, "sgemm: the transposed operand")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,26 +188,6 @@ def vdw_blocks(plan, c_tile_addr, lanes, width):
         blocks.append((vdw_setup(units=lanes, depth=depth, y=b), vdw_stride((plan.n - depth) * WORD),
                        c_tile_addr + b * WORD))
     return blocks
-
-
-def transpose_records(plan, src, dst, blocks):
-    """Records of the transpose blocks (x0, k0) given to one QPU: X (rows x K, contiguous along k)
-    becomes W (K x rows) in the workspace."""
-    rows = plan.m if plan.transpose == "a" else plan.n
-    k, out = plan.k, []
-    for x0, k0 in blocks:
-        xs, ks = min(LANES, rows - x0), min(LANES, k - k0)
-        # Rows past the matrix repeat its last row (clamped on the host: 16 plain offsets).
-        offsets = [min(r, xs - 1) * k * WORD for r in range(LANES)]
-        out += [1, src + (x0 * k + k0) * WORD, ks - 1, *offsets,
-                vdw_setup(units=ks, depth=xs, y=0), vdw_stride((rows - xs) * WORD),
-                dst + (k0 * rows + x0) * WORD]
-    return out + [0]
-
-
-def transpose_blocks(plan):
-    rows = plan.m if plan.transpose == "a" else plan.n
-    return [(x0, k0) for x0 in range(0, rows, LANES) for k0 in range(0, plan.k, LANES)]
 
 
 def deal(tiles, num_qpus):
@@ -247,7 +220,9 @@ def uniform_streams(plan, addresses, alpha, beta, stream_base):
         words = []
         if plan.transpose:
             src = a_addr if plan.transpose == "a" else b_addr
-            words += [int(q == 0)] + transpose_records(plan, src, ws_addr, transpose_blocks(plan)[q::n])
+            rows = plan.m if plan.transpose == "a" else plan.n
+            blocks = transpose.blocks(rows, plan.k)[q::n]
+            words += [int(q == 0)] + transpose.records(rows, plan.k, src, ws_addr, blocks)
         for width in plan.widths:
             for l0, lanes, g0, w in per_qpu[q]:
                 if w != width:
@@ -286,53 +261,6 @@ def sgemm_kernel(a, plan):
         with a.scope(f"width{width}"):
             each_record(a, lambda: gemm_tile(a, plan, width))
     a.exit()
-
-
-def each_record(a, body):
-    """Run ``body`` once per record of the uniform stream: each starts with 1, a 0 ends them."""
-    a.label("next")
-    a.mov(null, uniform, sf=True)
-    a.branch("done", cond="all_zs")
-    a.nop()
-    a.nop()
-    a.nop()
-    body()
-    a.branch("next")
-    a.nop()
-    a.nop()
-    a.nop()
-    a.label("done")
-
-
-def lane_addresses(a, dst, stride, scratch, group=None):
-    """dst = uniform (address of lane 0) + min(lane, uniform (valid lanes - 1)) * stride, where
-    lane counts modulo ``group`` (a power of two) if given: lanes i and i + group then address
-    the same row.
-
-    Lanes past the matrix edge repeat the last valid lane's address: they read real data and
-    compute values nobody stores, which is cheaper than masking every instruction. A stride
-    above the small immediates goes through r5 (whose writes replicate element 0: a constant).
-    """
-    a.mov(dst, uniform)
-    if group:
-        a.and_(scratch, element_number, group - 1)
-        a.min(scratch, scratch, uniform)
-    else:
-        a.mov(scratch, uniform)
-        a.min(scratch, element_number, scratch)
-    if stride > 15:
-        a.ldi(r5rep, stride)
-        stride = STRIDE
-    a.mul24(scratch, scratch, stride)
-    a.add(dst, dst, scratch)
-
-
-def zero(a, regs):
-    """Zero registers two per instruction: an ldi writes one A-side and one B-side register."""
-    sides = [[reg for reg in regs if reg.name.startswith(side)] for side in ("ra", "rb")]
-    for i in range(max(len(side) for side in sides)):
-        pair = tuple(side[i] for side in sides if i < len(side))
-        a.ldi(pair if len(pair) > 1 else pair[0], 0)
 
 
 def gemm_tile(a, plan, width):
@@ -452,35 +380,11 @@ def add_beta_c(a, plan, acc, alpha):
 
 
 def transpose_phase(a, plan):
-    """NT: copy the operand to transpose into the workspace as K x rows, then meet at a barrier.
-
-    Each block: 16 gathers of 16 consecutive k of one row (lanes = k), kept in ra0..ra15; then,
-    holding the mutex, written into the VPM *vertically* (register r becomes VPM column r, so VPM
-    row l holds k0+l of every row: the transpose) and stored by the VDW as rows of the workspace.
-    """
-    rows = [ra[i] for i in range(LANES)]
+    """NT: copy the operand to transpose into the workspace as K x rows (the blocks of
+    vc4nn/kernels/transpose.py), then meet at a barrier."""
     a.mov(rb[0], uniform)                           # 1 on QPU 0, which runs the barrier
     with a.scope("transpose"):
-        def block():
-            lane_addresses(a, r1, SMALL_STRIDE, r3)
-            for r in range(GATHER_DEPTH):
-                a.add(tmu0_s, r1, uniform)
-            for r, reg in enumerate(rows):
-                a.nop(sig="ldtmu0")
-                if r + GATHER_DEPTH < LANES:
-                    a.add(tmu0_s, r1, uniform).mov(reg, r4)
-                else:
-                    a.mov(reg, r4)
-            a.mutex_acquire()
-            a.ldi(vw_setup, vpm_write_setup(y=0, horizontal=False))
-            for reg in rows:
-                a.mov(vpm, reg)
-            a.mov(vw_setup, uniform)
-            a.mov(vw_setup, uniform)
-            a.mov(vw_addr, uniform)
-            a.read(vw_wait)
-            a.mutex_release()
-        each_record(a, block)
+        each_record(a, lambda: transpose.block(a))
     barrier(a, plan.num_qpus, is_master=rb[0])
 
 

@@ -25,6 +25,7 @@ may be reloaded". C goes out at the end of a panel through one VPM staging row p
 QPU waits for another's store.
 """
 
+import collections
 import dataclasses
 import functools
 
@@ -32,7 +33,9 @@ from asm import (element_number, isa, kernel, null, r0, r1, r2, r3, r4, r5, r5re
                  tmu0_s, uniform, vdr_setup, vdw_setup, vpm, vpm_read_setup, vpm_write_setup,
                  vr_addr, vr_setup, vr_wait, vw_addr, vw_setup, vw_wait)
 
-from .sgemm import GATHER_DEPTH, LANES, SEMA_DONE, SEMA_GO, WORD, lane_addresses, zero
+from .. import hardware
+from .common import GATHER_DEPTH, LANES, WORD, lane_addresses, zero
+from .sgemm import SEMA_DONE, SEMA_GO
 
 # The barrier's other two semaphores (see boundary); sgemm.py uses only DONE and GO.
 SEMA_RELAY, SEMA_ARRIVED = SEMA_GO + 1, SEMA_GO + 2
@@ -185,6 +188,31 @@ class PanelPlan:
     def a_k(self):
         """Bytes between k of op(A) (the gather address step)."""
         return self.m * WORD if self.trans_a else WORD
+
+
+def a_rows_alias(plan):
+    """True when the rows of A that one gather reads (NN: K floats apart) fall on the same lines
+    of the TMU cache (vc4nn/hardware.py), so that every gather misses: with K a multiple of
+    256, as in most of MobileNet's pointwise layers (K = 1024: all 4 KB apart, one line for
+    all). The rows of A^T that a TN gather reads are the same row, so the SGEMM API transposes
+    such an A on the GPU first (docs/sgemm.md, "Which kernel runs")."""
+    if plan.trans_a:
+        return False
+    line, ways = hardware.TMU_CACHE_LINE_BYTES, hardware.TMU_CACHE_WAYS
+    sets = hardware.TMU_CACHE_BYTES // (line * ways)
+    per_set = collections.Counter(g * plan.a_lane // line % sets for g in range(plan.rows))
+    return max(per_set.values()) > ways
+
+
+def transpose_a_first(plan):
+    """Whether the SGEMM API should transpose A on the GPU and run the TN path instead: when A's
+    rows alias and more than 4 QPUs take part. Measured in the cycle model (pi1, 12 QPUs unless
+    said; clocks direct -> transposed, the transpose launch included): 49x128x256 285 612 ->
+    124 576, on 8 QPUs 241 480 -> 139 512, on 4 QPUs 215 220 -> 240 490 (slower: with few QPUs
+    the misses are served by the L2 without queueing on the bus), on 1 QPU 850 346 -> 902 832;
+    96x96x256 279 704 -> 135 992; 96x192x256 on 6 QPUs 605 908 -> 339 056, on 4 QPUs
+    424 810 -> 469 108; 96x192x1024 2 269 536 -> 786 300; 392x64x256 1 079 072 -> 528 400."""
+    return a_rows_alias(plan) and plan.qpus > 4
 
 
 # ---------------------------------------------------------------------------------------------
@@ -574,7 +602,6 @@ def boundary(a, plan, masters):
     regs = registers(plan)[0]
     number = len(masters)
     with a.scope():
-        a.read(vr_wait)         # returns at once on a QPU with no load in flight
         a.mov(null, regs["role"], sf=True)              # N: master; Z: a leaf; else a relay
         a.branch(f"master{number}", cond="all_ns")
         a.xor(regs["buffer"], regs["buffer"], regs["toggle"])   # delay slots: the next buffer
@@ -582,9 +609,11 @@ def boundary(a, plan, masters):
         a.add(r3, regs["buffer"], ROW_BASE)                     # and r3 for the k steps
         if relays(plan):
             a.branch(f"relay{number}", cond="all_zc")
-        a.sema_release(SEMA_ARRIVED)                    # (delay slots of the relay branch)
+        # (delay slots of the relay branch) a relay's load of this chunk must be done before it
+        # arrives; vr_wait returns at once on a leaf, which has no load in flight.
+        a.read(vr_wait)
+        a.sema_release(SEMA_ARRIVED)
         if relays(plan):
-            a.nop()
             a.nop()
         a.sema_acquire(SEMA_GO)                         # leaves
         back = a.label("back")
@@ -628,8 +657,10 @@ def master(a, plan, number, back):
     arrived, go = master_counts(plan)
     count = len(relays(plan))
     a.label(f"master{number}")
-    loads = load_ops(a, plan) if plan.loader_slot(0) is not None else []
-    ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived
+    loads, wait = [], []
+    if plan.loader_slot(0) is not None:     # its load of this chunk, before anyone may read it
+        loads, wait = load_ops(a, plan), [lambda: a.read(vr_wait)]
+    ops_then_branch(a, wait + [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived
                     + [lambda: a.sema_acquire(SEMA_DONE)] * count
                     + [lambda: a.sema_release(SEMA_RELAY)] * count
                     + [lambda: a.sema_release(SEMA_GO)] * go + loads, back)
@@ -638,24 +669,22 @@ def master(a, plan, number, back):
 def relay(a, plan, number, back):
     """A relay's part of one boundary's barrier: arrivals, its "go", its leaves' "go", its loads.
 
-    Its leaves' GO goes out in the instruction after its own RELAY: anything that can stall in
-    between (a uniform read of the load words waits for a line fill queued behind the other
-    relays' DMAs) would leave a GO token outstanding that a leaf already through this barrier
-    could take at the next one (the emulator's race check caught exactly that). The load words
-    of the first DMA piece are read before that, after the relay has released DONE: there it
-    waits for the master, which has the most barrier work and arrives last, so a uniform line
-    fill (one every 8 chunks) costs nobody else time. The setup goes into vr_setup (the
-    previous load was waited for), the address into r5, which is dead between chunks (see
-    registers). Reading them before the arrivals instead held up DONE, and so the master, by
-    2% of the run (96x3072x363 on 12 QPUs).
+    Nothing that can stall (a uniform read of the load words waits for a line fill, possibly
+    queued behind the other relays' DMAs) may lie between its DONE and its RELAY, nor between
+    its RELAY and its leaves' GO: a token released while the QPU it is for is not yet waiting
+    can be taken at the next barrier by a QPU already through this one. The emulator's race
+    check caught both: a GO taken by a fast leaf, and, in a revision that read the load words
+    between DONE and RELAY, a RELAY taken by a fast relay (40x100x256 on 10 QPUs). So the load
+    words of the first DMA piece are read after the arrivals and before DONE: the setup into
+    vr_setup (the previous load was waited for), the address into r5, which is dead between
+    chunks (see registers), and vr_addr is written after the GO releases.
     """
     arrived, go = relay_counts(plan)
     a.label(f"relay{number}")
     early = [lambda: a.mov(vr_setup, uniform), lambda: a.mov(r5rep, uniform)]
     late = [lambda: a.mov(vr_addr, r5)] + load_ops(a, plan)[2:]
-    ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived
-                    + [lambda: a.sema_release(SEMA_DONE)] + early
-                    + [lambda: a.sema_acquire(SEMA_RELAY)]
+    ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived + early
+                    + [lambda: a.sema_release(SEMA_DONE), lambda: a.sema_acquire(SEMA_RELAY)]
                     + [lambda: a.sema_release(SEMA_GO)] * go + late, back)
 
 

@@ -1,0 +1,72 @@
+"""The GPU transpose (vc4nn/kernels/transpose.py) and the SGEMM route that uses it."""
+
+import numpy as np
+import pytest
+
+import vc4nn
+from vc4nn.device import QpuStats, RunResult
+from vc4nn.errors import Vc4nnError
+from vc4nn.kernels import sgemm_panel as panel
+from vc4nn.kernels import transpose
+
+
+@pytest.mark.parametrize("rows,k,num_qpus", [
+    (1, 1, 1), (16, 16, 1), (17, 33, 5), (49, 256, 12), (5, 100, 12), (100, 3, 3),
+])
+def test_transpose_matches_numpy(device, rows, k, num_qpus):
+    x = np.random.default_rng(rows * 7 + k).standard_normal((rows, k)).astype(np.float32)
+    plan = transpose.TransposePlan(rows, k, num_qpus)
+    src = device.array(x)
+    dst = device.alloc((k, rows), np.float32)
+    dst[...] = np.nan                       # nothing of W may stay unwritten
+    device.execute(transpose.program_for(plan), plan.qpus,
+                   plan.uniform_streams(src.address, dst.address))
+    np.testing.assert_array_equal(np.asarray(dst), x.T)
+
+
+def test_transpose_too_wide_is_a_clear_error():
+    with pytest.raises(Vc4nnError, match="VDW stride"):
+        transpose.program_for(transpose.TransposePlan(16386, 1, 1))
+
+
+@pytest.mark.parametrize("k,aliases", [(1024, True), (512, True), (256, True), (128, False),
+                                       (363, False), (64, False)])
+def test_a_rows_alias(k, aliases):
+    """8 rows K floats apart in a direct-mapped 4 KB cache of 64-byte lines (facts §4): row g
+    uses set (g*K*4 // 64) % 64, so K = 256 puts rows g and g+4 on one set, K = 128 spreads
+    them over sets 0, 8, ..., 56."""
+    plan = panel.PanelPlan(96, 192, k, False, 12, True, True)
+    assert plan.rows == 8
+    assert panel.a_rows_alias(plan) is aliases
+    assert not panel.a_rows_alias(panel.PanelPlan(96, 192, k, True, 12, True, True))
+
+
+@pytest.mark.parametrize("num_qpus,launches", [(12, 2), (4, 1)])
+def test_aliasing_a_is_transposed_first_on_more_than_four_qpus(device, num_qpus, launches):
+    """40 rows: 4 per QPU on 12 QPUs, 512 floats apart, so rows g and g+2 share a line of the
+    TMU cache: transposed first (two launches of 12 programs). On 4 QPUs: one launch."""
+    rng = np.random.default_rng(num_qpus)
+    a = rng.standard_normal((40, 512)).astype(np.float32)
+    b = rng.standard_normal((512, 100)).astype(np.float32)
+    c = rng.standard_normal((40, 100)).astype(np.float32)
+    expected = 0.5 * (a.astype(np.float64) @ b) - 2.0 * c
+    out, run = vc4nn.sgemm(a, b, c.copy(), alpha=0.5, beta=-2.0, device=device,
+                           num_qpus=num_qpus, return_run=True)
+    bound = 520 * 2.0 ** -23 * (0.5 * np.abs(a.astype(np.float64)) @ np.abs(b) + 2 * np.abs(c))
+    assert np.all(np.abs(out - expected) <= bound)
+    assert run.host_interrupts == num_qpus * launches
+
+
+def test_run_results_add_up():
+    first = RunResult(num_qpus=2, host_interrupts=2, cycles=100, seconds=1e-6,
+                      qpus=[QpuStats(10, 100, {"issue": 40}), QpuStats(5, 90, {"tmu": 50})])
+    second = RunResult(num_qpus=3, host_interrupts=3, cycles=30, seconds=2e-7,
+                       qpus=[QpuStats(1, 30, {"issue": 4, "dma": 6})] * 3)
+    both = first.followed_by(second)
+    assert (both.num_qpus, both.host_interrupts, both.cycles) == (3, 5, 130)
+    assert both.seconds == pytest.approx(1.2e-6)
+    assert [q.instructions for q in both.qpus] == [11, 6, 1]
+    assert both.qpus[0].stalls == {"issue": 44, "dma": 6}
+    assert both.instructions == 18
+    unknown = RunResult(num_qpus=1, host_interrupts=1, qpus=[QpuStats()])
+    assert first.followed_by(unknown).cycles is None

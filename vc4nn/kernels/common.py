@@ -1,0 +1,58 @@
+"""Pieces every kernel of the library uses: sizes, record loops, lane addresses, zeroing."""
+
+from asm import element_number, isa, null, r5, r5rep, uniform
+
+LANES = isa.SIMD_WIDTH
+WORD = 4                        # bytes of a float32
+# Requests in flight when a loop gathers many vectors (C for beta, a transpose): the TMU FIFO
+# depth the errata found reliable (facts §5.13).
+GATHER_DEPTH = 4
+# The VDW stride field is 16 bits (facts §5.14).
+MAX_VDW_STRIDE = (1 << isa.VDW_STRIDE["stride"][1]) - 1
+
+
+def each_record(a, body):
+    """Run ``body`` once per record of the uniform stream: each starts with 1, a 0 ends them."""
+    a.label("next")
+    a.mov(null, uniform, sf=True)
+    a.branch("done", cond="all_zs")
+    a.nop()
+    a.nop()
+    a.nop()
+    body()
+    a.branch("next")
+    a.nop()
+    a.nop()
+    a.nop()
+    a.label("done")
+
+
+def lane_addresses(a, dst, stride, scratch, group=None):
+    """dst = uniform (address of lane 0) + min(lane, uniform (valid lanes - 1)) * stride, where
+    lane counts modulo ``group`` (a power of two) if given: lanes i and i + group then address
+    the same row.
+
+    Lanes past the matrix edge repeat the last valid lane's address: they read real data and
+    compute values nobody stores, which is cheaper than masking every instruction. A stride
+    above the small immediates goes through r5 (whose writes replicate element 0: a constant).
+    """
+    a.mov(dst, uniform)
+    if group:
+        a.and_(scratch, element_number, group - 1)
+        a.min(scratch, scratch, uniform)
+    else:
+        a.mov(scratch, uniform)
+        a.min(scratch, element_number, scratch)
+    if stride > 15:
+        a.ldi(r5rep, stride)
+        stride = r5
+    a.mul24(scratch, scratch, stride)
+    a.add(dst, dst, scratch)
+
+
+def zero(a, regs):
+    """Zero registers two per instruction: an ldi writes one A-side and one B-side register."""
+    sides = [[reg for reg in regs if reg.name.startswith(side)] for side in ("ra", "rb")]
+    for i in range(max(len(side) for side in sides)):
+        pair = tuple(side[i] for side in sides if i < len(side))
+        a.ldi(pair if len(pair) > 1 else pair[0], 0)
