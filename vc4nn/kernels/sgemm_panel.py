@@ -28,6 +28,7 @@ QPU waits for another's store.
 import collections
 import dataclasses
 import functools
+import typing
 
 from asm import (element_number, isa, kernel, null, r0, r1, r2, r3, r4, r5, r5rep, ra, rb,
                  tmu0_s, uniform, vdr_setup, vdw_setup, vpm, vpm_read_setup, vpm_write_setup,
@@ -458,7 +459,7 @@ def issue_loads(a, plan):
     a.label("skip")
 
 
-class KStep(tuple):
+class KStep(typing.NamedTuple):
     """What one k does with A, besides its multiply-adds.
 
     ``half``: which lanes of the gather hold this k (0: lanes 0-7, 1: lanes 8-15). ``request``:
@@ -466,12 +467,9 @@ class KStep(tuple):
     a last gather with one k (odd K), whose upper lanes then repeat the lower ones instead of
     reading past A. ``pop``: on the last k of a gather, wait for the next gather into r4."""
 
-    __slots__ = ()
-
-    def __new__(cls, half, request, pop):
-        return super().__new__(cls, (half, request, pop))
-
-    half, request, pop = (property(lambda self, i=i: self[i]) for i in range(3))
+    half: int
+    request: typing.Optional[str]
+    pop: bool
 
 
 def gather_kind(plan, gather):
