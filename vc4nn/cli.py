@@ -45,7 +45,8 @@ def _parse_uniform(text):
 
 
 def _print_run(result):
-    print(f"host interrupts: {result.host_interrupts} of {result.num_qpus}")
+    launches = f" ({result.launches} launches)" if result.launches > 1 else ""
+    print(f"host interrupts: {result.host_interrupts} of {result.programs}{launches}")
     for i, q in enumerate(result.qpus):
         stalls = ", ".join(f"{k} {v}" for k, v in sorted(q.stalls.items()) if v)
         cycles = "" if q.cycles is None else f", {q.cycles} cycles (estimate)"

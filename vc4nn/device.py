@@ -92,6 +92,12 @@ class RunResult:
     clock_hz: Optional[float] = None
     estimated: bool = True
     warnings: List[str] = dataclasses.field(default_factory=list)   # dynamic checks in "warn" mode
+    programs: Optional[int] = None        # programs launched (one per QPU per launch)
+    launches: int = 1
+
+    def __post_init__(self):
+        if self.programs is None:
+            self.programs = self.num_qpus
 
     @property
     def instructions(self):
@@ -120,7 +126,9 @@ class RunResult:
                          cycles=add(self.cycles, other.cycles),
                          seconds=add(self.seconds, other.seconds), board=self.board,
                          clock_hz=self.clock_hz, estimated=self.estimated or other.estimated,
-                         warnings=self.warnings + other.warnings)
+                         warnings=self.warnings + other.warnings,
+                         programs=self.programs + other.programs,
+                         launches=self.launches + other.launches)
 
 
 class Device(abc.ABC):

@@ -54,7 +54,8 @@ def test_aliasing_a_is_transposed_first_on_more_than_four_qpus(device, num_qpus,
                            num_qpus=num_qpus, return_run=True)
     bound = 520 * 2.0 ** -23 * (0.5 * np.abs(a.astype(np.float64)) @ np.abs(b) + 2 * np.abs(c))
     assert np.all(np.abs(out - expected) <= bound)
-    assert run.host_interrupts == num_qpus * launches
+    assert run.host_interrupts == run.programs == num_qpus * launches
+    assert run.launches == launches
 
 
 def test_run_results_add_up():
@@ -68,5 +69,6 @@ def test_run_results_add_up():
     assert [q.instructions for q in both.qpus] == [11, 6, 1]
     assert both.qpus[0].stalls == {"issue": 44, "dma": 6}
     assert both.instructions == 18
+    assert (both.programs, both.launches) == (5, 2)
     unknown = RunResult(num_qpus=1, host_interrupts=1, qpus=[QpuStats()])
     assert first.followed_by(unknown).cycles is None
