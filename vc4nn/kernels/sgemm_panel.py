@@ -248,7 +248,7 @@ def panel_sequence(plan):
 
     Every other panel runs k backwards, so it starts on the k where the panel before ended:
     the lines of A the QPUs gathered last are still in the shared L2 (timing.l2_cache_bytes,
-    ~32 KB) and the new panel's first ~80 k of A cost no bus time (docs/sgemm.md)."""
+    ~32 KB) and the new panel's first ~70 k of A cost no bus time (docs/sgemm.md)."""
     panels = [(variant, col) for _ in range(plan.passes) for variant, col in plan.panel_starts()]
     return [(variant, col, i % 2 == 1) for i, (variant, col) in enumerate(panels)]
 
