@@ -29,33 +29,35 @@ def test_transpose_too_wide_is_a_clear_error():
         transpose.program_for(transpose.TransposePlan(16386, 1, 1))
 
 
-@pytest.mark.parametrize("k,aliases", [(1024, True), (512, True), (256, True), (128, False),
-                                       (363, False), (64, False)])
-def test_a_rows_alias(k, aliases):
+@pytest.mark.parametrize("k,per_set", [(1024, 8), (512, 4), (256, 2), (128, 1), (363, 1),
+                                       (64, 1)])
+def test_a_rows_per_set(k, per_set):
     """8 rows K floats apart in a direct-mapped 4 KB cache of 64-byte lines (facts §4): row g
     uses set (g*K*4 // 64) % 64, so K = 256 puts rows g and g+4 on one set, K = 128 spreads
     them over sets 0, 8, ..., 56."""
     plan = panel.PanelPlan(96, 192, k, False, 12, True, True)
     assert plan.rows == 8
-    assert panel.a_rows_alias(plan) is aliases
-    assert not panel.a_rows_alias(panel.PanelPlan(96, 192, k, True, 12, True, True))
+    assert panel.a_rows_per_set(plan) == per_set
+    assert panel.a_rows_per_set(panel.PanelPlan(96, 192, k, True, 12, True, True)) == 1
 
 
-@pytest.mark.parametrize("num_qpus,launches", [(12, 2), (4, 1)])
-def test_aliasing_a_is_transposed_first_on_more_than_four_qpus(device, num_qpus, launches):
-    """40 rows: 4 per QPU on 12 QPUs, 512 floats apart, so rows g and g+2 share a line of the
-    TMU cache: transposed first (two launches of 12 programs). On 4 QPUs: one launch."""
+@pytest.mark.parametrize("k,num_qpus,launches", [(512, 12, 2), (512, 4, 1), (1024, 4, 2),
+                                                 (1024, 2, 1)])
+def test_aliasing_a_is_transposed_first(device, k, num_qpus, launches):
+    """40 rows: 4 per QPU on 12 QPUs, 5 on 4, 7 on 2. K = 512 puts every other row on one TMU
+    cache set (2-3 per set): transposed first on 12 QPUs, not on 4. K = 1024 puts all on one
+    set: transposed on 4 QPUs, not on 2 (transpose_a_first)."""
     rng = np.random.default_rng(num_qpus)
-    a = rng.standard_normal((40, 512)).astype(np.float32)
-    b = rng.standard_normal((512, 100)).astype(np.float32)
+    a = rng.standard_normal((40, k)).astype(np.float32)
+    b = rng.standard_normal((k, 100)).astype(np.float32)
     c = rng.standard_normal((40, 100)).astype(np.float32)
     expected = 0.5 * (a.astype(np.float64) @ b) - 2.0 * c
     out, run = vc4nn.sgemm(a, b, c.copy(), alpha=0.5, beta=-2.0, device=device,
                            num_qpus=num_qpus, return_run=True)
-    bound = 520 * 2.0 ** -23 * (0.5 * np.abs(a.astype(np.float64)) @ np.abs(b) + 2 * np.abs(c))
+    bound = (k + 8) * 2.0 ** -23 * (0.5 * np.abs(a.astype(np.float64)) @ np.abs(b) + 2 * np.abs(c))
     assert np.all(np.abs(out - expected) <= bound)
-    assert run.host_interrupts == run.programs == num_qpus * launches
     assert run.launches == launches
+    assert run.host_interrupts == run.programs == num_qpus * launches
 
 
 def test_run_results_add_up():

@@ -191,29 +191,39 @@ class PanelPlan:
         return self.m * WORD if self.trans_a else WORD
 
 
-def a_rows_alias(plan):
-    """True when the rows of A that one gather reads (NN: K floats apart) fall on the same lines
-    of the TMU cache (vc4nn/hardware.py), so that every gather misses: with K a multiple of
-    256, as in most of MobileNet's pointwise layers (K = 1024: all 4 KB apart, one line for
-    all). The rows of A^T that a TN gather reads are the same row, so the SGEMM API transposes
-    such an A on the GPU first (docs/sgemm.md, "Which kernel runs")."""
+def a_rows_per_set(plan):
+    """How many of the rows of A that one gather reads (NN: K floats apart) fall on the same set
+    of the TMU cache (vc4nn/hardware.py); more than its ways and every gather misses. With K a
+    multiple of 256, as in most of MobileNet's pointwise layers: K = 256 puts rows g and g+4
+    together, K = 1024 all of them. The rows of A^T that a TN gather reads are one row, so the
+    SGEMM API can transpose such an A on the GPU first (transpose_a_first)."""
     if plan.trans_a:
-        return False
+        return 1
     line, ways = hardware.TMU_CACHE_LINE_BYTES, hardware.TMU_CACHE_WAYS
     sets = hardware.TMU_CACHE_BYTES // (line * ways)
-    per_set = collections.Counter(g * plan.a_lane // line % sets for g in range(plan.rows))
-    return max(per_set.values()) > ways
+    return max(collections.Counter(g * plan.a_lane // line % sets for g in range(plan.rows))
+               .values())
 
 
 def transpose_a_first(plan):
     """Whether the SGEMM API should transpose A on the GPU and run the TN path instead: when A's
-    rows alias and more than 4 QPUs take part. Measured in the cycle model (pi1, 12 QPUs unless
-    said; clocks direct -> transposed, the transpose launch included): 49x128x256 285 612 ->
-    124 576, on 8 QPUs 241 480 -> 139 512, on 4 QPUs 215 220 -> 240 490 (slower: with few QPUs
-    the misses are served by the L2 without queueing on the bus), on 1 QPU 850 346 -> 902 832;
-    96x96x256 279 704 -> 135 992; 96x192x256 on 6 QPUs 605 908 -> 339 056, on 4 QPUs
-    424 810 -> 469 108; 96x192x1024 2 269 536 -> 786 300; 392x64x256 1 079 072 -> 528 400."""
-    return a_rows_alias(plan) and plan.qpus > 4
+    rows alias (a_rows_per_set) on more than 4 QPUs, or 4 rows or more share a set on 3 or 4
+    QPUs. With fewer QPUs the misses are served by the L2 without queueing on the bus and the
+    transpose launch costs more than it saves. Measured in the cycle model (pi1; clocks direct
+    -> transposed, the transpose launch included):
+
+    - 12 QPUs: 49x128x256 285 612 -> 124 576; 96x96x256 279 704 -> 135 992; 96x192x1024
+      2 269 536 -> 786 300; 392x64x256 1 079 072 -> 528 400. 8 QPUs: 49x128x256 241 480 ->
+      139 512. 6 QPUs: 96x192x256 605 908 -> 339 056.
+    - 4 QPUs: 49x128x256 (2 rows per set) 215 220 -> 240 490; 96x192x256 (2) 424 810 ->
+      469 108; 96x192x512 (4) 1 433 164 -> 950 292; 49x128x1024 (7) 1 523 512 -> 971 010.
+      3 QPUs: 49x128x256 (2) 301 734 -> 330 660; 49x128x1024 (6) 2 565 274 -> 1 279 998.
+    - 2 QPUs: 49x128x1024 1 910 230 -> 1 978 288; 96x192x512 1 781 684 -> 1 901 896. 1 QPU:
+      49x128x256 850 346 -> 902 832; 49x128x1024 3 301 802 -> 3 513 600.
+    """
+    shared = a_rows_per_set(plan)
+    ways = hardware.TMU_CACHE_WAYS
+    return (plan.qpus > 4 and shared > ways) or (plan.qpus > 2 and shared >= 4 * ways)
 
 
 # ---------------------------------------------------------------------------------------------
