@@ -12,8 +12,9 @@ every k, and per k does 64 multiply-accumulates and 3 other instructions; C = A 
 through the VPM under the mutex. The 12 QPUs split C 2 x 6 (rows x columns), so each pair of
 QPUs with the same columns reads the same B rows at about the same time; a QPU walks its row
 tiles in the outer loop and its column tiles in the inner one. It is written from that
-description for this tool, independent of vc4nn/kernels/sgemm.py, so the calibration does not
-move when the library kernel changes.
+description for this tool, independent of vc4nn/kernels/sgemm.py (it shares only the record
+loop of vc4nn/kernels/common.py), so the calibration does not move when the library kernel
+changes.
 
 Published (facts §4): 96x363 x 363x3072, 0.80 GFLOPS on 1 QPU; on 12 QPUs ~8 (py-videocore
 README), 6.7 (Pi 3, issue 5), 9.6 (qmkl, a different kernel); VPM DMA ~700 / 200 MB/s read and
@@ -35,6 +36,7 @@ from asm import (element_number, kernel, null, r0, r1, r2, r3, r4, r5, r5rep, ra
                  tmu0_s, tmu_noswap, unif_addr, uniform, vdr_setup, vdw_setup, vdw_stride, vpm,
                  vr_setup, vw_setup)
 from vc4nn.emulator import EmulatorDevice  # noqa: E402
+from vc4nn.kernels.common import each_record  # noqa: E402
 from vc4nn.emulator.timing import BOARDS, PARAMETERS, Timing  # noqa: E402
 
 M, K = 96, 363                       # the published shape; N is a command-line choice
@@ -74,12 +76,12 @@ def k_head(a):
 @kernel
 def sgemm_design(a, n, k):
     a.ldi(tmu_noswap, 1)
-    a.label("next")
-    a.mov(null, uniform, sf=True)
-    a.branch("done", cond="all_zs")
-    a.nop()
-    a.nop()
-    a.nop()
+    each_record(a, lambda: tile(a, n, k))
+    a.exit()
+
+
+def tile(a, n, k):
+    """One 16 x 64 tile of C: the k loop, then the store."""
     a.ldi(r3, k * WORD)                             # A row stride
     a.mul24(r3, element_number, r3)
     a.add(r1, r3, uniform)                          # lane e: A[row e, 0]
@@ -111,12 +113,6 @@ def sgemm_design(a, n, k):
     a.nop()
     a.nop()
     store_tile(a, n)
-    a.branch("next")
-    a.nop()
-    a.nop()
-    a.nop()
-    a.label("done")
-    a.exit()
 
 
 def store_tile(a, n):

@@ -520,7 +520,7 @@ def request_a(a, plan, kind, sig=None, upper=None):
     off ``upper`` (lane_k unless given)."""
     regs = registers(plan)[0]
     if kind == "single":
-        return a.sub(tmu0_s, r2, upper or regs["lane_k"], sig=sig)
+        return a.sub(tmu0_s, r2, regs["lane_k"] if upper is None else upper, sig=sig)
     return a.add(r2, r2, regs["a_step"], sig=sig).mov(tmu0_s, r2)
 
 
