@@ -1,0 +1,122 @@
+"""Argument checks shared by every layer of ``vc4nn.nn``: tensors, activations, padding, devices.
+
+Every layer takes numpy arrays or device buffers (NHWC activations of shape (H, W, C), float32 by
+default) and returns a numpy array when its input was a host array, a device buffer otherwise; an
+``out=`` device buffer receives the result in place (the runtime's memory plan uses it). Errors
+name the layer and the argument.
+"""
+
+import numbers
+
+import numpy as np
+
+from ..device import Buffer
+from ..errors import Vc4nnError
+from ..linalg import DtypeError, ForeignBufferError, ShapeError
+
+ACTIVATIONS = (None, "relu", "relu6")
+
+
+class LayerArgumentError(Vc4nnError):
+    """A layer argument of the right type with a value the layer cannot use."""
+
+
+def check_activation(layer, activation):
+    if activation not in ACTIVATIONS:
+        raise LayerArgumentError(f"{layer}: activation={activation!r}; choose None, 'relu' or "
+                                 f"'relu6'")
+    return activation
+
+
+def check_tensor(layer, name, x, ndim, dtype=np.float32):
+    """``x`` as given, if it is a C-contiguous array of ``ndim`` dimensions and ``dtype``."""
+    if not isinstance(x, np.ndarray):
+        raise DtypeError(f"{layer}: {name} is a {type(x).__name__}; give a numpy array or a "
+                         f"device buffer")
+    if x.dtype != np.dtype(dtype):
+        raise DtypeError(f"{layer}: {name} has dtype {x.dtype}; it must be {np.dtype(dtype)}")
+    if x.ndim != ndim:
+        raise ShapeError(f"{layer}: {name} has shape {x.shape} ({x.ndim} dimensions); it must "
+                         f"have {ndim}")
+    if 0 in x.shape:
+        raise ShapeError(f"{layer}: {name} has shape {x.shape}, which is empty")
+    if not x.flags.c_contiguous:
+        raise ShapeError(f"{layer}: {name} is not C-contiguous; copy it with "
+                         f"numpy.ascontiguousarray")
+    return x
+
+
+def check_int(layer, name, value, low=1):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise LayerArgumentError(f"{layer}: {name} must be an int >= {low}, got {value!r}")
+    return int(value)
+
+
+def resolve_padding(layer, padding, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w):
+    """((top, bottom, left, right), (out_h, out_w)) for "same" (TensorFlow's rule: the extra row
+    and column go to the bottom and right), "valid", or explicit (top, bottom, left, right)."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            pads = (0, 0, 0, 0)
+        elif padding == "same":
+            out_h, out_w = -(-in_h // stride_h), -(-in_w // stride_w)
+            total_h = max((out_h - 1) * stride_h + kernel_h - in_h, 0)
+            total_w = max((out_w - 1) * stride_w + kernel_w - in_w, 0)
+            pads = (total_h // 2, total_h - total_h // 2, total_w // 2, total_w - total_w // 2)
+        else:
+            raise LayerArgumentError(f"{layer}: padding={padding!r}; give 'same', 'valid' or "
+                                     f"(top, bottom, left, right)")
+    else:
+        try:
+            pads = tuple(padding)
+        except TypeError:
+            raise LayerArgumentError(f"{layer}: padding={padding!r}; give 'same', 'valid' or "
+                                     f"(top, bottom, left, right)") from None
+        if len(pads) != 4 or any(isinstance(p, bool) or not isinstance(p, numbers.Integral)
+                                 or p < 0 for p in pads):
+            raise LayerArgumentError(f"{layer}: padding={padding!r} must be four ints >= 0 "
+                                     f"(top, bottom, left, right)")
+        pads = tuple(int(p) for p in pads)
+        if max(pads[0], pads[1]) >= kernel_h or max(pads[2], pads[3]) >= kernel_w:
+            raise LayerArgumentError(f"{layer}: padding={pads} is as wide as the "
+                                     f"{kernel_h}x{kernel_w} kernel; a window would hold only "
+                                     f"padding")
+    out_h = (in_h + pads[0] + pads[1] - kernel_h) // stride_h + 1
+    out_w = (in_w + pads[2] + pads[3] - kernel_w) // stride_w + 1
+    if out_h < 1 or out_w < 1:
+        raise ShapeError(f"{layer}: a {in_h}x{in_w} input with padding {pads} is smaller than the "
+                         f"{kernel_h}x{kernel_w} window")
+    return pads, (out_h, out_w)
+
+
+def pick_device(device, *arrays):
+    """The device given, else the device of the first device buffer, else a new default one."""
+    if device is not None:
+        return device
+    for x in arrays:
+        if isinstance(x, Buffer) and x.device is not None:
+            return x.device
+    from .. import open_device      # the package imports this module; resolve at call time
+    return open_device()
+
+
+def check_on_device(layer, name, x, device):
+    if isinstance(x, Buffer) and x.device is not None and not device.owns(x):
+        raise ForeignBufferError(f"{layer}: {name} is a buffer of {x.device.name!r}, not of the "
+                                 f"device the call runs on ({device.name!r})")
+
+
+def check_out(layer, out, shape, dtype, device):
+    """``out`` if it is a device buffer of ``device`` with the result's shape and dtype."""
+    if out is None:
+        return None
+    if not isinstance(out, Buffer) or not device.owns(out):
+        raise LayerArgumentError(f"{layer}: out must be a device buffer of the device the call "
+                                 f"runs on")
+    if tuple(out.shape) != tuple(shape) or out.dtype != np.dtype(dtype):
+        raise ShapeError(f"{layer}: out has shape {out.shape} and dtype {out.dtype}; the result "
+                         f"is {tuple(shape)} {np.dtype(dtype)}")
+    if not out.flags.c_contiguous:
+        raise ShapeError(f"{layer}: out is not C-contiguous")
+    return out
+
