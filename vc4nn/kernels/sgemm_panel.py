@@ -35,7 +35,7 @@ from asm import (element_number, isa, kernel, null, r0, r1, r2, r3, r4, r5, r5re
                  vr_addr, vr_setup, vr_wait, vw_addr, vw_setup, vw_wait)
 
 from .. import hardware
-from .common import GATHER_DEPTH, LANES, WORD, lane_addresses, zero
+from .common import GATHER_DEPTH, LANES, WORD, lane_addresses, ops_then_branch, zero
 from .epilogue import Epilogue, prepare_activation, write_vpm
 from .sgemm import SEMA_DONE, SEMA_GO
 
@@ -721,19 +721,6 @@ def relay(a, plan, number, back):
     ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived + early
                     + [lambda: a.sema_release(SEMA_DONE), lambda: a.sema_acquire(SEMA_RELAY)]
                     + [lambda: a.sema_release(SEMA_GO)] * go + late, back)
-
-
-def ops_then_branch(a, ops, target):
-    """Emit ``ops`` and a branch to ``target``, the last ops filling the delay slots."""
-    slots = isa.BRANCH_DELAY_SLOTS
-    before = max(0, len(ops) - slots)
-    for op in ops[:before]:
-        op()
-    a.branch(target)
-    for op in ops[before:]:
-        op()
-    for _ in range(slots - (len(ops) - before)):
-        a.nop()
 
 
 def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
