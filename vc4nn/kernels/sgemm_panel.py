@@ -101,8 +101,13 @@ class PanelPlan:
     # where the accumulators start, the residual is gathered and added before the store, the
     # activation is applied on the VPM write. It replaces alpha and beta (their registers).
     epilogue: Epilogue = Epilogue()
+    # At most this many rows per QPU (1..MAX_ROWS): fewer keep the rows that the QPUs sharing a
+    # TMU cache gather from aliasing (vc4nn/kernels/pointwise.py), at the price of more passes.
+    max_rows: int = MAX_ROWS
 
     def __post_init__(self):
+        if not 1 <= self.max_rows <= MAX_ROWS:
+            raise ValueError(f"max_rows must be 1..{MAX_ROWS}")
         if not self.epilogue.is_identity and not (self.alpha_one and self.beta_zero):
             raise ValueError("a panel plan with an epilogue takes alpha = 1 and beta = 0")
 
@@ -110,7 +115,7 @@ class PanelPlan:
     @property
     def rows(self):
         """R: as many as fit (8) unless fewer balance the QPUs better in the last pass."""
-        passes = ceil_div(self.m, MAX_ROWS * self.num_qpus)
+        passes = ceil_div(self.m, self.max_rows * self.num_qpus)
         return ceil_div(self.m, self.num_qpus * passes)
 
     @property
