@@ -9,26 +9,17 @@ from ..device import Buffer, qpu_count
 from ..kernels import gemv as kernel
 from .layer_args import (LayerArgumentError, ShapeError, check_activation, check_on_device,
                          check_out, check_tensor, pick_device)
-from .layer_call import LayerCall
+from .layer_call import LayerCall, PreparedWeights
 
 LAYER = "fully_connected"
 
 
-class PreparedFullyConnected:
+class PreparedFullyConnected(PreparedWeights):
     """Weights and bias in the GEMV kernel's padded layout in device memory (laid out once)."""
 
     def __init__(self, device, cin, cout, weights, bias):
-        self.device, self.cin, self.cout = device, cin, cout
-        self.weights, self.bias = weights, bias
-
-    @property
-    def nbytes(self):
-        return self.weights.nbytes + (self.bias.nbytes if self.bias is not None else 0)
-
-    def free(self):
-        for buf in (self.weights, self.bias):
-            if buf is not None:
-                self.device.free(buf)
+        super().__init__(device, weights, bias)
+        self.cin, self.cout = cin, cout
 
 
 def prepare_fully_connected(w, bias=None, device=None):

@@ -30,8 +30,16 @@ class LayerFigures:
         return self.run.cycles
 
     @property
+    def seconds(self):
+        """The kernels' time (clocks at the board's clock), without the launch overhead that
+        RunResult.seconds adds (~100 us per launch, which the runtime's chaining will share)."""
+        if not self.run.cycles or not self.run.clock_hz:
+            return None
+        return self.run.cycles / self.run.clock_hz
+
+    @property
     def gflops(self):
-        return None if not self.run.seconds else self.flops / self.run.seconds / 1e9
+        return None if not self.seconds else self.flops / self.seconds / 1e9
 
     @property
     def peak_share(self):
