@@ -186,3 +186,10 @@ def test_plans_reject_other_storage():
                  lambda: gemv.FullyConnectedPlan(4, 4, 1, storage="f16")):
         with pytest.raises(Vc4nnError, match="f16"):
             make()
+
+
+def test_add_in_place(device):
+    a, b = rand(8, 5, 5, 8), rand(9, 5, 5, 8)
+    a_buf = device.array(a)
+    assert add(a_buf, device.array(b), "relu6", out=a_buf) is a_buf
+    assert_close(a_buf, activate(a.astype(np.float64) + b, "relu6"), np.abs(a) + np.abs(b), 1)
