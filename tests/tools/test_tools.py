@@ -39,3 +39,11 @@ def test_calibrate_compares_with_published(case):
     args = ["--case", case] + (["--n", "64"] if case == "sgemm1" else [])
     out = run_tool("calibrate.py", *args)
     assert "published" in out
+
+
+def test_bench_gemm_layers_small():
+    out = run_tool("bench_gemm_layers.py", "--only", "pw1,pool", "--pixels", "16", "--alpha",
+                   "0.25", "--size", "128")
+    assert "ESTIMATES" in out
+    assert re.search(r"pw1 +1x16x8->16 .* D2 +12 +\d+ .*%", out)     # 16 pixels: 2 per QPU
+    assert re.search(r"pool +4x4x256->256 ", out)
