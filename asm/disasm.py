@@ -394,11 +394,19 @@ def _looks_like_hex_listing(data):
     return all(ch.isprintable() or ch in "\r\n\t" for ch in text)
 
 
+# A bound on what read_words reads: a hex listing of 2M instructions (17 bytes a word), far more
+# than a QPU program holds; it keeps a device file like /dev/zero from filling the memory.
+MAX_CODE_FILE_BYTES = 32 << 20
+
+
 def read_words(path, fmt="auto"):
     """Words of a code file as a uint64 array. ``fmt``: "bin", "hex" or "auto" (by the file
     extension: .bin raw, .hex/.txt listing; otherwise text that is printable ASCII is a listing)."""
     with open(path, "rb") as f:
-        data = f.read()
+        data = f.read(MAX_CODE_FILE_BYTES + 1)
+    if len(data) > MAX_CODE_FILE_BYTES:
+        raise EncodingError(f"{path}: larger than {MAX_CODE_FILE_BYTES >> 20} MiB, which is more "
+                            f"than any QPU program (is it the right file?)")
     if fmt == "auto":
         lower = str(path).lower()
         if lower.endswith(".bin"):
