@@ -91,7 +91,10 @@ def main(argv=None, prog="python -m asm", command_names=None):
     this as ``vc4nn asm|assemble|disasm``."""
     assemble_name = (command_names or {}).get("assemble", "assemble")
     top = _arguments(prog, assemble_name)
-    args = top.parse_args(sys.argv[1:] if argv is None else list(argv))
+    try:
+        args = top.parse_args(sys.argv[1:] if argv is None else list(argv))
+    except SystemExit as stop:      # usage errors and --help: a status, not an exit
+        return stop.code
     if args.command is None:
         top.print_help(sys.stderr)
         return 1

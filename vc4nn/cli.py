@@ -71,7 +71,10 @@ def main(argv=None):
                              else "twice the kernel's estimate, at least %d" %
                              DEFAULT_MAX_INSTRUCTIONS))
         sub.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:      # usage errors, --help, --version: a status, not an exit
+        return stop.code
     if args.command is None:
         parser.print_help()
         return 2

@@ -5,6 +5,8 @@ import argparse
 
 from .errors import Vc4nnError
 
+MAX_INSTRUCTION_BUDGET = 1 << 62
+
 
 def positive_int(text):
     try:
@@ -20,7 +22,11 @@ def instruction_budget(text):
     """--max-instructions: a positive int, or 'none' for no budget."""
     if text.strip().lower() == "none":
         return None
-    return positive_int(text)
+    value = positive_int(text)
+    if value > MAX_INSTRUCTION_BUDGET:
+        raise argparse.ArgumentTypeError(f"{value} is more than {MAX_INSTRUCTION_BUDGET}; give "
+                                         f"'none' for no budget")
+    return value
 
 
 def finite_seconds(text):
@@ -81,4 +87,15 @@ def qpus(text):
     value = positive_int(text)
     if value > isa.NUM_QPUS:
         raise argparse.ArgumentTypeError(f"{value} QPUs: the V3D has {isa.NUM_QPUS}")
+    return value
+
+
+def seed(text):
+    """--seed: an int >= 0."""
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
     return value

@@ -41,9 +41,9 @@ def _name_and_value(text, option, what):
     name, sep, value = text.partition("=")
     name = name.strip()
     if not sep or not value:
-        raise argparse.ArgumentTypeError(f"{option} {text!r}: expected NAME={what}")
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME={what}")
     if not NAME.match(name) or name in RESERVED:
-        raise argparse.ArgumentTypeError(f"{option} {text!r}: {name!r} is not a usable buffer "
+        raise argparse.ArgumentTypeError(f"{text!r}: {name!r} is not a usable buffer "
                                          f"name (letters, digits, _; not {' or '.join(RESERVED)})")
     return name, value
 
@@ -55,14 +55,14 @@ def buffer_spec(text):
     try:
         shape = tuple(int(d) for d in shape_text.lower().split("x"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--buffer {text!r}: shape {shape_text!r} is not like "
+        raise argparse.ArgumentTypeError(f"{text!r}: shape {shape_text!r} is not like "
                                          f"64x16") from None
     if not shape or any(d < 1 for d in shape):
-        raise argparse.ArgumentTypeError(f"--buffer {text!r}: every dimension must be >= 1")
+        raise argparse.ArgumentTypeError(f"{text!r}: every dimension must be >= 1")
     try:
         dtype = buffer_dtype(dtype_text or "uint32")
     except DeviceError as error:
-        raise argparse.ArgumentTypeError(f"--buffer {text!r}: {error}") from None
+        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
     return name, shape, dtype
 
 
@@ -235,9 +235,9 @@ def _load_npy(name, path):
         data = np.load(path, allow_pickle=False)
     except OSError as error:
         raise RunArgumentError(f"--input {name}={path}: {error.strerror or error}") from None
-    except ValueError as error:
+    except (ValueError, EOFError) as error:
         raise RunArgumentError(f"--input {name}={path}: not a .npy array file without Python "
-                               f"objects ({error})") from None
+                               f"objects ({error or type(error).__name__})") from None
     if not isinstance(data, np.ndarray):
         raise RunArgumentError(f"--input {name}={path}: holds several arrays (an .npz); give one")
     try:

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .cli_common import open_for, positive_int, print_run, qpus
+from .cli_common import open_for, positive_int, print_run, qpus, seed
 from .emulator.machine import DEFAULT_MAX_INSTRUCTIONS
 from .errors import Vc4nnError
 from .kernels import sgemm_panel
@@ -25,7 +25,8 @@ def add_arguments(sg):
                       ("k", "columns of A, rows of B")):
         sg.add_argument(f"--{dim}", type=positive_int, default=96, help=f"{what} (default 96)")
     sg.add_argument("--qpus", type=qpus, default=12, help="QPUs sharing the work (default 12)")
-    sg.add_argument("--seed", type=int, default=0, help="random seed of the matrices")
+    sg.add_argument("--seed", type=seed, default=0, help="random seed of the matrices (an int "
+                    ">= 0)")
 
 
 def estimated_instructions(m, n, k, num_qpus):

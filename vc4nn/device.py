@@ -27,6 +27,7 @@ CONTROL_ENTRY_WORDS = 2
 DEFAULT_TIMEOUT_S = 10.0
 # The bus address space is 1 GiB (bits 29:0); no buffer can be larger.
 MAX_BUFFER_BYTES = 1 << 30
+MAX_ALIGN = 1 << 24
 
 
 class Buffer(np.ndarray):
@@ -165,9 +166,10 @@ class Device(abc.ABC):
         dtype = buffer_dtype(dtype)
         shape = buffer_shape(shape)
         if isinstance(align, bool) or not isinstance(align, numbers.Integral) \
-                or align <= 0 or align & (align - 1):
-            raise DeviceError(f"align must be a power of two (an int), got {align!r}")
-        nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
+                or not 0 < align <= MAX_ALIGN or align & (align - 1):
+            raise DeviceError(f"align must be a power of two (an int) up to {MAX_ALIGN}, "
+                              f"got {align!r}")
+        nbytes = max(math.prod(shape) * dtype.itemsize, 1)
         if nbytes > MAX_BUFFER_BYTES:
             raise DeviceError(f"buffer of shape {shape} and dtype {dtype} needs {nbytes} bytes, "
                               f"more than the GPU can address ({MAX_BUFFER_BYTES} bytes)")
@@ -368,12 +370,13 @@ def uniform_words(values, qpu=0):
             out.append(int(np.array(v, dtype=np.float32).view(np.uint32)))
         elif isinstance(v, (int, np.integer)) and not isinstance(v, bool):
             if not -(1 << 31) <= int(v) < (1 << 32):
-                raise DeviceError(f"uniform {i} of QPU {qpu} = {v} does not fit in 32 bits")
+                raise DeviceError(f"uniforms: value {i} of QPU {qpu} = {v} does not fit in "
+                                  f"32 bits")
             out.append(int(v) & 0xFFFFFFFF)
         elif isinstance(v, Buffer):
             out.append(v.address)
         else:
-            raise DeviceError(f"uniform {i} of QPU {qpu} is {type(v).__name__}; "
+            raise DeviceError(f"uniforms: value {i} of QPU {qpu} is {type(v).__name__}; "
                               f"give ints, floats or device buffers (their address)")
     if not out:
         out = [0]

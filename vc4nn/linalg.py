@@ -41,7 +41,7 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, devic
     operands = {"A": A, "B": B, "C": C}
     device = _pick_device(device, operands)
     for name, x in operands.items():
-        if x is not None:
+        if x is not None or name != "C":
             _check_operand(name, x, device)
     if C is None and beta != 0:
         raise ShapeError(f"sgemm: beta={beta} but no C was given to scale")
@@ -54,7 +54,7 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, devic
         raise ShapeError(f"sgemm: op(A) is {m}x{k} but op(B) is {kb}x{n}: inner dimensions differ "
                          f"(trans_a={trans_a}, trans_b={trans_b})")
     if min(m, n, k) < 1:
-        raise ShapeError(f"sgemm: M, N, K must be >= 1, got M={m}, N={n}, K={k}")
+        raise ShapeError(f"sgemm: op(A) is {m}x{k} and op(B) is {kb}x{n}; M, N, K must be >= 1")
     if C is not None and C.shape != (m, n):
         raise ShapeError(f"sgemm: C is {C.shape[0]}x{C.shape[1]} but op(A) @ op(B) is {m}x{n}")
     num_qpus = qpu_count(num_qpus)

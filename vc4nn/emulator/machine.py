@@ -51,6 +51,8 @@ class Machine:
                                              or max_instructions < 1):
             raise DeviceError(f"max_instructions must be a positive int or None; "
                               f"got {max_instructions!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise DeviceError(f"seed must be None or an int, got {seed!r}")
         self.memory = memory
         self.timing = Timing(board)
         self.checks = as_checks(checks).copy()

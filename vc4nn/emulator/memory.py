@@ -16,7 +16,7 @@ import numbers
 import numpy as np
 
 from ..device import BUS_ADDRESS_MASK, Allocation
-from ..errors import DeviceError
+from ..errors import DeviceError, DeviceMemoryError
 from .errors import MemoryFault
 
 # Where the emulator places its allocations in the bus address space. A nonzero base keeps
@@ -45,8 +45,9 @@ class BusMemory:
             if start + span <= free_end:
                 break
         else:
-            raise MemoryError(f"emulated GPU memory exhausted asking for {nbytes} bytes "
-                              f"({len(self._blocks)} allocations live)")
+            raise DeviceMemoryError(f"alloc: emulated GPU memory exhausted asking for {nbytes} "
+                                    f"bytes aligned to {align} ({len(self._blocks)} "
+                                    f"allocations live)")
         pieces = [(a, b) for a, b in ((free_start, start), (start + span, free_end)) if a < b]
         self._free[i:i + 1] = pieces
         allocation = Allocation(bus_address=start | 0xC0000000, size=nbytes,
