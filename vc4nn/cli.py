@@ -36,7 +36,10 @@ def _asm_main(command):
 
 def _doctor_main(argv):
     from .pi.doctor import doctor_main
-    return doctor_main(argv)
+    try:
+        return doctor_main(argv)
+    except SystemExit as stop:      # --help and usage errors: a status, not an exit
+        return stop.code
 
 
 def main(argv=None):

@@ -1,14 +1,14 @@
-"""``vc4nn run``: a kernel author's main loop. Give a program its buffers and uniforms, run it,
+"""vc4nn run: a kernel author's main loop. Give a program its buffers and uniforms, run it,
 look at the buffers it wrote.
 
     vc4nn run examples/hello.s --qpus 12 --buffer out=12x16 --uniforms 'out[q]' q --dump out
 
-Buffers: ``--buffer NAME=SHAPE[:DTYPE]`` (zero-filled; SHAPE like 64x16; DTYPE a numpy name,
-default uint32) and ``--input NAME=FILE.npy`` (holding the file's array). Uniforms: each value
-of ``--uniforms`` is an expression evaluated once per QPU, from integers (0x.. too), floats
-(stored as float32 bits), buffer names (the bus address of element 0), ``NAME[i]`` (the address
-of row i), ``q`` (the QPU's index), ``num_qpus``, ``+ - * // % << >>`` and parentheses. After the
-run: ``--dump NAME`` prints a buffer, ``--save NAME=FILE.npy`` writes it.
+Buffers: --buffer NAME=SHAPE[:DTYPE] (zero-filled; SHAPE like 64x16; DTYPE a numpy name,
+default uint32) and --input NAME=FILE.npy (holding the file's array). Uniforms: each value
+of --uniforms is an expression evaluated once per QPU, from integers (0x.. too), floats
+(stored as float32 bits), buffer names (the bus address of element 0), NAME[i] (the address
+of row i), q (the QPU's index), num_qpus, + - * // % << >> and parentheses. After the
+run: --dump NAME prints a buffer, --save NAME=FILE.npy writes it.
 """
 
 import argparse
