@@ -368,7 +368,7 @@ def _load_statement(tokens, name, modifiers, token):
 
 
 def _branch_statement(tokens, modifiers, token):
-    kwargs = _modifiers(tokens, token, "branch", modifiers, (_BRANCH_CONDITION, _ABSOLUTE))
+    kwargs = _modifiers(tokens, token, "branch", modifiers, (_BRANCH_CONDITION, _ABSOLUTE, _SF))
     where = tokens.peek()
     if kwargs.get("absolute"):
         target = _number(tokens, "an absolute address")
