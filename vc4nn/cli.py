@@ -13,6 +13,7 @@ VC4NN_DEVICE environment variable). Emulated runs longer than about a second sho
 """
 
 import argparse
+import os
 import sys
 
 from asm.__main__ import ArgumentParser
@@ -84,6 +85,10 @@ def main(argv=None):
     handler = {"run": cli_run.run_main, "sgemm": cli_sgemm.sgemm_main}[args.command]
     try:
         return handler(args)
+    except BrokenPipeError:
+        # The reader of the output went away (| head): stop quietly, as other tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (Vc4nnError, AsmError, OSError) as error:
         print(f"vc4nn {args.command}: error: {error}", file=sys.stderr)
         return 1
