@@ -13,6 +13,7 @@ run: --dump NAME prints a buffer, --save NAME=FILE.npy writes it.
 
 import argparse
 import ast
+import math
 import operator
 import os
 import re
@@ -25,7 +26,7 @@ from .errors import DeviceError, Vc4nnError
 from .progress import InstructionProgress
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-RESERVED = ("q", "num_qpus")
+RESERVED = ("q", "num_qpus", "inf", "nan")
 # Buffers printed by --dump are shown whole up to this many elements, summarised beyond.
 DUMP_WHOLE_ELEMENTS = 4096
 MAX_EXPRESSION_CHARS = 200
@@ -117,7 +118,7 @@ class Uniform:
 
     def value(self, buffers, qpu, num_qpus):
         """The uniform of QPU ``qpu``: an int (32-bit, signed or not) or a float."""
-        names = {"q": qpu, "num_qpus": num_qpus}
+        names = {"q": qpu, "num_qpus": num_qpus, "inf": math.inf, "nan": math.nan}
         unknown = sorted(self.names - set(names) - set(buffers))
         if unknown:
             raise RunArgumentError(f"uniform {self.text!r} names {', '.join(unknown)}, which is "
@@ -177,6 +178,9 @@ def add_arguments(run):
                      help="the uniforms of every QPU, one expression each: ints, floats, buffer "
                      "names (their address), NAME[i] (address of row i), q (the QPU's index), "
                      "num_qpus, + - * // %% << >>")
+    run.add_argument("--qpu-uniforms", nargs="+", action="append", default=[],
+                     metavar=("Q", "EXPR"), help="the uniforms of QPU Q alone (instead of "
+                     "--uniforms), e.g. --qpu-uniforms 1 out 7; repeat for other QPUs")
     run.add_argument("--dump", action="append", default=[], metavar="NAME",
                      help="print this buffer after the run")
     run.add_argument("--save", type=file_spec("--save"), action="append", default=[],
@@ -204,7 +208,8 @@ def run_main(args):
         buffers = {name: device.alloc(shape, dtype) for name, shape, dtype in args.buffer}
         for name, data in inputs:
             buffers[name] = device.array(data)
-        uniforms = [[u.value(buffers, q, args.qpus) for u in args.uniforms]
+        per_qpu = _per_qpu_uniforms(args)
+        uniforms = [[u.value(buffers, q, args.qpus) for u in per_qpu[q]]
                     for q in range(args.qpus)]
         with InstructionProgress(device, quiet=args.quiet, what=os.path.basename(args.file)):
             result = device.execute(program, num_qpus=args.qpus, uniforms=uniforms,
@@ -220,6 +225,25 @@ def run_main(args):
                     from None
             print(f"saved {name} to {path}")
     return 0
+
+
+def _per_qpu_uniforms(args):
+    """The Uniform list of each QPU: --uniforms, replaced by --qpu-uniforms Q for QPU Q."""
+    per_qpu = [list(args.uniforms) for _ in range(args.qpus)]
+    for q_text, *expressions in args.qpu_uniforms:
+        try:
+            q = int(q_text, 0)
+        except ValueError:
+            raise RunArgumentError(f"--qpu-uniforms {q_text}: the first value is the QPU "
+                                   f"number (0..{args.qpus - 1})") from None
+        if not 0 <= q < args.qpus:
+            raise RunArgumentError(f"--qpu-uniforms {q_text}: QPU {q} is not among the "
+                                   f"{args.qpus} QPUs of --qpus (0..{args.qpus - 1})")
+        try:
+            per_qpu[q] = [Uniform(text) for text in expressions]
+        except argparse.ArgumentTypeError as error:
+            raise RunArgumentError(f"--qpu-uniforms {q_text}: {error}") from None
+    return per_qpu
 
 
 def load_program(path):
@@ -244,7 +268,8 @@ def _load_npy(name, path):
         buffer_dtype(data.dtype)
     except DeviceError as error:
         raise RunArgumentError(f"--input {name}={path}: {error}") from None
-    return data
+    # The GPU reads little-endian words: a big-endian file is converted, not reinterpreted.
+    return data.astype(data.dtype.newbyteorder("<"), copy=False)
 
 
 def _dump(name, buf):

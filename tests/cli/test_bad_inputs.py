@@ -195,6 +195,7 @@ def test_sgemm_options_refuse_bad_numbers(option, capsys):
     ("--input", ["a", "a=", "a=/nonexistent.npy", "a=/dev/null", "a=/etc/hostname"]),
     ("--uniforms", ["nope", "1 +", "__import__('os')", "out.x", "lambda: 0", "1 << 100000",
                     "9" * 300, "[1]", "out[1:2]", "1 / 0", "'s'", "(" * 300]),
+    ("--qpu-uniforms", ["x", "5", "-1", "1e3"]),
     ("--dump", ["nope"]),
     ("--save", ["nope=x.npy", "x", "out=x.txt", "out=/nonexistent/dir/x.npy"]),
 ])

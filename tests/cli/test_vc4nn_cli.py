@@ -196,3 +196,41 @@ def test_uniform_expressions_give_addresses_floats_and_per_qpu_values():
         values = [Uniform(t).value(buffers, 2, 3) for t in
                   ("a", "a[q]", "a + 4*q", "q", "num_qpus - 1", "1.5", "-1", "0x10 << 2")]
     assert values == [base, base + 2 * 32, base + 8, 2, 2, 1.5, -1, 64]
+
+
+HELLO_S = pathlib.Path(__file__).resolve().parents[2] / "examples" / "hello.s"
+
+
+def test_qpu_uniforms_replace_the_shared_ones_for_one_qpu(tmp_path):
+    saved = tmp_path / "out.npy"
+    # QPU 1 writes row 0 with index 7 instead of row 1 with index 1; row 1 stays zero.
+    assert main(["run", str(HELLO_S), "--qpus", "2", "--buffer", "out=2x16", "--uniforms",
+                 "out[q]", "q", "--qpu-uniforms", "1", "out[0]", "7", "--save",
+                 f"out={saved}", "--quiet"]) == 0
+    out = np.load(saved)
+    assert np.array_equal(out[0], 16 * 7 + np.arange(16)) and not out[1].any()
+
+
+def test_big_endian_input_is_converted_not_reinterpreted(tmp_path):
+    # vpm_dma.s: dst = 2 * src + 1, per word
+    src, dst = tmp_path / "src.npy", tmp_path / "dst.npy"
+    values = np.arange(256, dtype=">u4").reshape(16, 16) * 3
+    np.save(src, values)
+    program = HELLO_S.parent / "vpm_dma.s"
+    assert main(["run", str(program), "--input", f"src={src}", "--buffer", "dst=16x16",
+                 "--uniforms", "src", "dst", "--save", f"dst={dst}", "--quiet"]) == 0
+    assert np.array_equal(np.load(dst), 2 * values.astype(np.int64) + 1)
+
+
+def test_an_overrun_past_a_buffer_faults_naming_it(tmp_path, capsys):
+    # hello.s stores 64 bytes at its first uniform: one row past the end of a 1-row buffer.
+    assert main(["run", str(HELLO_S), "--buffer", "out=1x16", "--buffer", "next=1x16",
+                 "--uniforms", "out + 64", "0", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "runs 64 bytes past the end of the 64-byte buffer" in err and "(1x16 uint32)" in err
+
+
+def test_pi_timeout_none_is_the_longest_the_mailbox_allows():
+    from vc4nn.pi.backend import MAX_TIMEOUT_MS, timeout_to_ms
+    assert timeout_to_ms(None) == MAX_TIMEOUT_MS
+    assert timeout_to_ms(0.0015) == 2
