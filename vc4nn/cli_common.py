@@ -8,14 +8,19 @@ from .errors import Vc4nnError
 MAX_INSTRUCTION_BUDGET = 1 << 62
 
 
-def positive_int(text):
+def integer_at_least(text, least):
+    """``text`` as an int (0x.. too) >= ``least``, or an argparse type error."""
     try:
         value = int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not >= 1")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{value} is not >= {least}")
     return value
+
+
+def positive_int(text):
+    return integer_at_least(text, 1)
 
 
 def instruction_budget(text):
@@ -92,10 +97,4 @@ def qpus(text):
 
 def seed(text):
     """--seed: an int >= 0."""
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative")
-    return value
+    return integer_at_least(text, 0)
