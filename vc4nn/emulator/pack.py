@@ -1,12 +1,20 @@
 """Unpack (on regfile-A or r4 reads) and pack (on writes), by the names of ``asm.isa``.
 
-The conversion depends on the kind of the op at the other end (facts §1): a float consumer of a
+The conversion depends on the kind of the ops at the other end (facts §1): a float consumer of a
 16-bit field gets float16 -> float32 and of a byte gets byte / 255; an int consumer gets the
 sign-extended 16-bit or zero-extended byte. Packs turn a float result into float16 for the 16-bit
 forms; the 8-bit forms of the regfile-A pack work on the bits whatever the op kind (the fact sheet
 gives a float conversion only for the 16-bit forms and the MUL colour pack). "8d_rep" replicates
 byte 3 into all four bytes for both kinds (it feeds the v8 ops). Partial packs keep the
-destination's other bits. Choices: docs/hardware-choices.md "Emulator core".
+destination's other bits. Choices: docs/hardware-choices.md "Emulator core" and "Float16".
+
+Float16 conversions, one line per case (the QPU has no denormals; the saturating 16-bit forms
+saturate int results only):
+- unpack: normal -> the same value; +-0 and denormal -> signed zero; Inf -> Inf; NaN -> NaN
+  with the sign, quiet bit and payload moved up 13 bits.
+- pack: |x| < 2**-14 (the smallest normal half) -> signed zero, decided before rounding;
+  otherwise round to nearest even to 10 fraction bits; a result of 2**16 or more, and Inf, is
+  Inf of the same sign. (Float ops never return a NaN, alu.py; a NaN's bits would give Inf.)
 """
 
 import numpy as np
@@ -15,19 +23,40 @@ from asm import isa
 
 from .alu import F32, I32, U32, lanes
 
-_FLOAT16_MAX = 65504.0
 _BYTE_REPLICATE = lanes(0x01010101)
+
+# float32 exponent bias minus float16's, in place at the float32 exponent.
+_REBIAS = (127 - 15) << 23
+_SMALLEST_NORMAL_HALF = 0x38800000          # 2**-14 as float32 bits
+_FLOAT_INF = 0x7F800000
+
+
+def _half_to_float_bits(h):
+    """float32 bits of half bits ``h`` (an int64 array of values below 2**16)."""
+    sign, exponent, fraction = (h & 0x8000) << 16, h & 0x7C00, h & 0x3FF
+    normal = sign | (((h & 0x7FFF) << 13) + _REBIAS)
+    special = sign | _FLOAT_INF | (fraction << 13)          # Inf, or NaN keeping its payload
+    return np.where(exponent == 0, sign, np.where(exponent == 0x7C00, special, normal))
+
+
+# Every half as float32 bits: unpack is one lookup.
+_HALF_TO_FLOAT = _half_to_float_bits(np.arange(1 << 16, dtype=np.int64)).astype(U32)
+_HALF_MASK = lanes(0xFFFF)
 
 
 def _half_to_float(h16):
-    return h16.astype(np.uint16).view(np.float16).astype(F32).view(U32)
+    # take() wants intp indices; an int32 view is safe where intp is 32 bits (values < 2**16).
+    return _HALF_TO_FLOAT.take(h16.view(I32))
 
 
-def _float_to_half(v, saturate):
-    f = v.view(F32)
-    if saturate:
-        f = np.clip(f, -_FLOAT16_MAX, _FLOAT16_MAX)
-    return f.astype(np.float16).view(np.uint16).astype(U32)
+def _float_to_half(v):
+    """Half bits (as uint32) of float32 bits ``v``."""
+    magnitude = (v & 0x7FFFFFFF).astype(np.int64)
+    sign = (v >> 16) & 0x8000
+    nearest_even = (magnitude + 0xFFF + ((magnitude >> 13) & 1)) >> 13
+    half = np.minimum(nearest_even - (_REBIAS >> 13), 0x7C00)     # 2**16 or more: Inf
+    half = np.where(magnitude < _SMALLEST_NORMAL_HALF, 0, half)
+    return sign | half.astype(U32)
 
 
 def _int_to_half(v, saturate):
@@ -61,10 +90,10 @@ def _replicate(byte, old):
 # --- unpack ---------------------------------------------------------------------------------
 
 def _unpack_half(shift):
-    shift, mask = lanes(shift), lanes(0xFFFF)
-    return {"float": lambda v: _half_to_float((v >> shift) & mask),
-            "int": lambda v: ((v >> shift) & mask).astype(np.uint16).view(np.int16)
-            .astype(I32).view(U32)}
+    shift, sign = lanes(shift), lanes(0x8000)
+    return {"float": lambda v: _half_to_float((v >> shift) & _HALF_MASK),
+            # sign extension: flip the sign bit, then subtract its weight
+            "int": lambda v: (((v >> shift) & _HALF_MASK) ^ sign) - sign}
 
 
 def _unpack_byte(index):
@@ -93,7 +122,9 @@ def unpack(code, kind):
 # --- regfile-A pack (pm = 0) ----------------------------------------------------------------
 
 def _pack_half(put, saturate):
-    return {"float": lambda v, old: put(_float_to_half(v, saturate), old),
+    # The guide: "convert to 16 bit float if input was float result, else convert to signed 16
+    # bit integer (with saturation)": saturation is for ints only.
+    return {"float": lambda v, old: put(_float_to_half(v), old),
             "int": lambda v, old: put(_int_to_half(v, saturate), old)}
 
 
