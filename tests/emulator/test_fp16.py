@@ -206,6 +206,24 @@ def test_int_results_pack_to_16_bits_with_and_without_saturation():
                                               0xFFFF, 0x7FFF, 0x0000])
 
 
+def test_pitfalls_mov_packs_bits_and_only_regfile_a_writes_pack():
+    """``mov`` is an int op: its 16a pack keeps the low 16 bits of the float's bits (0x3FC00000
+    for 1.5 gives 0x0000); a float op converts (0x3E00). A pm=0 pack of a write to an
+    accumulator or to the VPM leaves the value as it is."""
+    def body(a, i):
+        a.mov(r1, vpm)
+        a.ldi(ra2, 0xFFFFFFFF)
+        a.mov(ra2, r1, pack="16a")
+        a.fmul(ra3, r1, 1.0, pack="16a")
+        a.fmul(r2, r1, 1.0, pack="16a")
+        a.mov(vpm, ra2)
+        a.mov(vpm, ra3)
+        a.mov(vpm, r2)
+        a.fmul(vpm, r1, 1.0, pack="16a")
+    out, _ = run_stream(body, np.full((1, 16), 0x3FC00000, dtype=np.uint32), 4, chunk=1)
+    assert _hex(out[0, :, 0]) == _hex([0xFFFF0000, 0x00003E00, 0x3FC00000, 0x3FC00000])
+
+
 @pytest.mark.parametrize("code", [1, 2])
 def test_mul_pack_has_no_16_bit_forms(code):
     """pm=1 pack codes 1 and 2 are reserved (the guide's MUL pack table has 8-bit colour packs

@@ -136,6 +136,30 @@ def test_16_bit_vpm_vectors(laned):
     assert np.array_equal(result[0], doubled(halves[0]))
 
 
+@kernel
+def double_unpacking_the_vpm_read(a):
+    """The unpack applies to whatever the A port delivers, the VPM read included (our reading,
+    unverified on hardware): no move to a register first."""
+    load_rows(a, 1)
+    a.setup_vpm_read(num=2, y=0, size=16)
+    a.fadd(ra1, vpm.unpack("16a"), 0.0, pack="16a")
+    a.fadd(ra2, vpm.unpack("16a"), 0.0, pack="16a")
+    a.setup_vpm_write(y=1, size=16)
+    a.fadd(ra1, ra1.unpack("16a"), ra1.unpack("16a"), pack="16a")
+    a.fadd(ra2, ra2.unpack("16a"), ra2.unpack("16a"), pack="16a")
+    a.nop()
+    a.mov(vpm, ra1)
+    a.mov(vpm, ra2)
+    store_rows(a, 1, y=1)
+
+
+def test_16_bit_vpm_read_unpacked_on_the_a_port():
+    halves = normal_halves(HALVES_PER_ROW, seed=6)
+    _, result = run(double_unpacking_the_vpm_read.assemble(), halves,
+                    np.zeros(HALVES_PER_ROW, dtype=np.uint16))
+    assert np.array_equal(result, doubled(halves))
+
+
 @pytest.mark.parametrize("laned, offset, written", [
     (False, 1, slice(16, 32)),      # packed, H = 1: halves 16..31
     (False, 0, slice(0, 16)),
