@@ -27,7 +27,6 @@ _BYTE_REPLICATE = lanes(0x01010101)
 
 # float32 exponent bias minus float16's, in place at the float32 exponent.
 _REBIAS = (127 - 15) << 23
-_SMALLEST_NORMAL_HALF = 0x38800000          # 2**-14 as float32 bits
 _FLOAT_INF = 0x7F800000
 
 
@@ -49,14 +48,23 @@ def _half_to_float(h16):
     return _HALF_TO_FLOAT.take(h16.view(I32))
 
 
+# Constants of the float -> half conversion, as lanes (array-array ops are the fast ones).
+_MAGNITUDE, _SIGN_TO_HALF, _HALF_INF = lanes(0x7FFFFFFF), lanes(0x8000), lanes(0x7C00)
+_ROUNDING, _ONE, _REBIAS_HALF = lanes(0xFFF), lanes(1), lanes(_REBIAS >> 13)
+_SIXTEEN, _THIRTEEN, _TWENTY_THREE = lanes(16), lanes(13), lanes(23)
+# By float32 exponent: keep the half, or flush it (below 2**-14, the smallest normal half).
+_KEEP_NORMAL = np.where(np.arange(256) < 127 - 14, 0, 0xFFFF).astype(U32)
+
+
 def _float_to_half(v):
     """Half bits (as uint32) of float32 bits ``v``."""
-    magnitude = (v & 0x7FFFFFFF).astype(np.int64)
-    sign = (v >> 16) & 0x8000
-    nearest_even = (magnitude + 0xFFF + ((magnitude >> 13) & 1)) >> 13
-    half = np.minimum(nearest_even - (_REBIAS >> 13), 0x7C00)     # 2**16 or more: Inf
-    half = np.where(magnitude < _SMALLEST_NORMAL_HALF, 0, half)
-    return sign | half.astype(U32)
+    magnitude = v & _MAGNITUDE
+    # Round to nearest even at bit 13 in place (a carry steps the exponent), then rebias.
+    nearest_even = (magnitude + _ROUNDING + ((magnitude >> _THIRTEEN) & _ONE)) >> _THIRTEEN
+    # 2**16 and more, Inf and NaN: Inf. Below 2**-14 the rebias wraps; the flush clears it.
+    half = np.minimum(nearest_even - _REBIAS_HALF, _HALF_INF)
+    half &= _KEEP_NORMAL.take((magnitude >> _TWENTY_THREE).view(I32))
+    return ((v >> _SIXTEEN) & _SIGN_TO_HALF) | half
 
 
 def _int_to_half(v, saturate):
