@@ -6,7 +6,8 @@ sign-extended 16-bit or zero-extended byte. Packs turn a float result into float
 forms; the 8-bit forms of the regfile-A pack work on the bits whatever the op kind (the fact sheet
 gives a float conversion only for the 16-bit forms and the MUL colour pack). "8d_rep" replicates
 byte 3 into all four bytes for both kinds (it feeds the v8 ops). Partial packs keep the
-destination's other bits. Choices: docs/hardware-choices.md "Emulator core" and "Float16".
+destination's other bits. Choices: docs/hardware-choices.md "Emulator core" and "Float16
+pack and unpack".
 
 Float16 conversions, one line per case (the QPU has no denormals; the saturating 16-bit forms
 saturate int results only):
