@@ -124,23 +124,26 @@ def test_r4_unpack_always_converts_to_float():
     assert _hex(out[0, 2]) == _hex(UNPACKED)
 
 
-@pytest.mark.parametrize("mul_op, or_result, mul_result", [
-    ("fmul", 0xBF800000, 0x3F800000),   # a float op on the MUL side: the or sees -1.0's bits
-    ("v8min", 0xFFFFBC00, 0xFFFFBC00),  # both int: the int view
+@pytest.mark.parametrize("mode, word, alone, mul_op, or_result, mul_result", [
+    # a float op on the MUL side: the or sees -1.0's bits too (fmul gives -1 * -1)
+    ("16a", 0xBC00, 0xFFFFBC00, "fmul", 0xBF800000, 0x3F800000),
+    ("16a", 0xBC00, 0xFFFFBC00, "v8min", 0xFFFFBC00, 0xFFFFBC00),   # both int: the int view
+    ("8a", 0xFF, 0xFF, "fmul", 0x3F800000, 0x3F800000),               # byte 255 as a float: 1.0
 ])
-def test_one_float_consumer_makes_the_unpack_float_for_both_alus(mul_op, or_result, mul_result):
+def test_one_float_consumer_makes_the_unpack_float_for_both_alus(mode, word, alone, mul_op,
+                                                                 or_result, mul_result):
     """The guide: float16 -> float32 "if any ALU consuming data executes float instruction"."""
     def body(a, i):
         a.mov(ra1, vpm)
         a.nop()
-        operand = ra1.unpack("16a")
+        operand = ra1.unpack(mode)
         a.mov(vpm, operand)
         getattr(a.or_(ra2, operand, operand), mul_op)(r2, operand, operand)
         a.nop()
         a.mov(vpm, ra2)
         a.mov(vpm, r2)
-    out, _ = run_stream(body, np.full((1, 16), 0xBC00, dtype=np.uint32), 3, chunk=1)
-    assert out[0, 0, 0] == 0xFFFFBC00                     # the or alone: int view of -1.0
+    out, _ = run_stream(body, np.full((1, 16), word, dtype=np.uint32), 3, chunk=1)
+    assert out[0, 0, 0] == alone                          # the or alone: the int view
     assert out[0, 1, 0] == or_result and out[0, 2, 0] == mul_result
 
 
