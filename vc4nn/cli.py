@@ -39,8 +39,8 @@ def _doctor_main(argv):
     from .pi.doctor import doctor_main
     try:
         return doctor_main(argv)
-    except SystemExit as stop:      # --help and usage errors: a status, not an exit
-        return stop.code
+    except SystemExit as stop:      # --help, and usage errors (argparse's 2: status 1 here)
+        return 1 if stop.code == 2 else stop.code
 
 
 def main(argv=None):

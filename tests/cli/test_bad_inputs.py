@@ -125,13 +125,16 @@ SGEMM_CASES = {
     "alpha": [math.nan, math.inf, "2", None, 1j],
     "beta": [math.nan, -math.inf, "0"],
     "num_qpus": [0, 13, 4.5, "12", None],
+    "C": [[[1.0]], np.ones((4, 4), np.float32), np.ones((4, 5), np.int32)],
+    "trans_a": ["yes", math.nan, 2],
+    "device": ["emulator", 5],
 }
 
 
 @pytest.mark.parametrize("argument", sorted(SGEMM_CASES))
 def test_sgemm_refuses_bad_arguments_by_name(argument, device):
     for value in SGEMM_CASES[argument]:
-        kwargs = dict(A=A, B=B, device=device)
+        kwargs = dict(A=A, B=B, device=device, beta=1.0 if argument == "C" else 0.0)
         kwargs[argument] = value
         caught = expect_typed_error(lambda: vc4nn.sgemm(**kwargs), argument)
         assert caught is not None, (argument, value)
@@ -221,6 +224,7 @@ def test_run_options_refuse_bad_values(option, values, tmp_path, capsys):
     (["run", "/nonexistent.s"], "No such file"),
     (["--frobnicate"], "unrecognized"),
     (["frobnicate"], "invalid choice"),
+    (["doctor", "--frobnicate"], "unrecognized"),
 ])
 def test_cli_errors_are_one_line(argv, fragment, capsys):
     assert fragment in cli_error(argv, capsys)
