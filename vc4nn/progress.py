@@ -26,7 +26,10 @@ class InstructionProgress:
 
     def __enter__(self):
         if self.enabled:
-            from tqdm import tqdm
+            try:
+                from tqdm import tqdm
+            except ImportError:     # a dependency of the package; without it, no bar
+                return self
             self._bar = tqdm(total=self.total, desc=self.what, unit=" instr", unit_scale=True,
                              delay=DELAY_S, file=self.file, leave=False, dynamic_ncols=True)
             self._previous = self.device.progress
