@@ -85,6 +85,7 @@ def test_open_device_names_unknown_options_and_lists_the_valid_ones():
 
 @pytest.mark.parametrize("option, values", [
     ("board", ["pi9", 5, None]),
+    ("check", ["bogus", 5, {"nope": "warn"}, {"ldtmu_empty": "maybe"}]),
     ("max_instructions", [0, -1, 4.5, "10", math.nan]),
     ("guard_bytes", [-1, 4.5, HUGE, "4096"]),
     ("progress", [5, "bar"]),
@@ -92,7 +93,8 @@ def test_open_device_names_unknown_options_and_lists_the_valid_ones():
 ])
 def test_emulator_options_are_checked_by_name(option, values):
     for value in values:
-        caught = expect_typed_error(lambda: EmulatorDevice(**{option: value}).close(), option)
+        keyword = "checks" if option == "check" else option
+        caught = expect_typed_error(lambda: EmulatorDevice(**{keyword: value}).close(), option)
         assert caught is not None, (option, value)
 
 
