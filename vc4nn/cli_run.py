@@ -112,7 +112,7 @@ class Uniform:
             self.names.add(node.value.id)
             self._check(node.slice)
             return
-        raise argparse.ArgumentTypeError(f"uniform {self.text!r}: {ast.dump(node)[:40]}... is not "
+        raise argparse.ArgumentTypeError(f"uniform {self.text!r}: {ast.unparse(node)!r} is not "
                                          f"allowed (ints, floats, buffer names, NAME[i], q, "
                                          f"num_qpus, + - * // % << >>)")
 
@@ -134,6 +134,9 @@ class Uniform:
                 x = evaluate(node.operand)
                 return -x if isinstance(node.op, ast.USub) else x
             if isinstance(node, ast.Subscript):
+                if node.value.id not in buffers:
+                    raise RunArgumentError(f"uniform {self.text!r}: {node.value.id} is not a "
+                                           f"buffer, so it cannot be indexed")
                 buf = buffers[node.value.id]
                 index = evaluate(node.slice)
                 if not isinstance(index, int) or not -len(buf) <= index < len(buf):
