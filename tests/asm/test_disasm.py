@@ -201,3 +201,27 @@ def test_quad_lines_say_what_the_hardware_does(word, effect):
     listing = disasm.disassemble([word])
     assert effect in listing
     assert list(parser.assemble_text(listing, "listing.s", check=False).words) == [word]
+
+
+def test_the_dsl_writes_branch_sf_as_bit_45():
+    from asm import AssemblerError, kernel, ra1, ra2
+
+    # always (15) relative (bit 51) branch to the instruction after its delay slots (imm 0),
+    # sf = bit 45, no link (both write addresses 39)
+    hand = (15 << 60) | (15 << 52) | (1 << 51) | (1 << 45) | (39 << 38) | (39 << 32)
+
+    @kernel
+    def k(a, **branch):
+        a.branch("next", **branch)
+        a.nop()
+        a.nop()
+        a.nop()
+        a.label("next")
+        a.exit()
+    assert int(k.assemble(sf=True).words[0]) == hand
+    # ra1 is odd: the same bit, with or without sf=True
+    with_reg = hand | (1 << 50)
+    assert int(k.assemble(sf=True, reg=ra1).words[0]) == with_reg
+    assert int(k.assemble(reg=ra1).words[0]) == with_reg
+    with pytest.raises(AssemblerError, match="odd ra"):
+        k.assemble(sf=True, reg=ra2)
