@@ -193,6 +193,7 @@ def loop_body(a, plan, variant, size):
             if out_row is not None:
                 pipe.settle()
                 stores = store_row(a, plan, variant, out_row % plan.acc_sets, size, stores)
+    pipe.flush()
 
 
 def store_row(a, plan, variant, acc_set, size, stores):

@@ -2,7 +2,6 @@
 
 import numpy as np
 
-from ..device import Buffer
 from ..kernels.window_plan import LANES, make_plan
 from .layer_args import LayerArgumentError, check_activation, check_int, check_on_device, \
     check_out, check_tensor, pick_device, resolve_padding
@@ -17,7 +16,7 @@ class PreparedDepthwise:
     tap, then the bias row (zeros without a bias), in device memory."""
 
     def __init__(self, w, bias, device):
-        w = check_tensor(LAYER, "w", np.asarray(w) if not isinstance(w, np.ndarray) else w, 3)
+        w = check_tensor(LAYER, "w", contiguous(w), 3)
         if w.shape[:2] != KERNEL:
             raise LayerArgumentError(f"{LAYER}: w has shape {w.shape}; it must be (3, 3, C)")
         kh, kw, c = w.shape
@@ -25,7 +24,7 @@ class PreparedDepthwise:
         table = np.zeros((kh * kw + 1, padded), np.float32)
         table[:kh * kw, :c] = w.reshape(kh * kw, c)
         if bias is not None:
-            bias = check_tensor(LAYER, "bias", bias, 1)
+            bias = check_tensor(LAYER, "bias", contiguous(bias), 1)
             if bias.shape != (c,):
                 raise LayerArgumentError(f"{LAYER}: bias has shape {bias.shape}; w has {c} "
                                          f"channels")
@@ -40,6 +39,12 @@ class PreparedDepthwise:
 
     def free(self):
         self.device.free(self.buffer)
+
+
+def contiguous(array):
+    """Weights may be any float32 view: they are copied into the kernel's layout anyway."""
+    array = np.asarray(array)
+    return np.ascontiguousarray(array) if array.dtype == np.float32 else array
 
 
 def prepare_depthwise(w, bias=None, device=None):
@@ -61,6 +66,11 @@ def depthwise(x, w, bias=None, stride=1, padding="same", activation=None, out=No
     x = check_tensor(LAYER, "x", x, 3)
     stride = check_int(LAYER, "stride", stride)
     activation = check_activation(LAYER, activation)
+    h, wd, c = x.shape
+    pads, (oh, ow) = resolve_padding(LAYER, padding, h, wd, *KERNEL, stride, stride)
+    out = check_out(LAYER, out, (oh, ow, c), np.float32, device)
+    plan = make_plan("depthwise", h, wd, c, KERNEL, (stride, stride), pads, activation,
+                     check_int(LAYER, "num_qpus", num_qpus), **(tiling or {}))
     prepared = w if isinstance(w, PreparedDepthwise) else None
     if prepared is not None:
         if bias is not None:
@@ -69,17 +79,10 @@ def depthwise(x, w, bias=None, stride=1, padding="same", activation=None, out=No
         if prepared.device is not device:
             raise LayerArgumentError(f"{LAYER}: the prepared weights live on another device")
     else:
-        if isinstance(w, Buffer):
-            w = np.asarray(w)
         prepared = PreparedDepthwise(w, bias, device)
     try:
-        h, wd, c = x.shape
         if c != prepared.channels:
             raise LayerArgumentError(f"{LAYER}: x has {c} channels, w has {prepared.channels}")
-        pads, (oh, ow) = resolve_padding(LAYER, padding, h, wd, *KERNEL, stride, stride)
-        out = check_out(LAYER, out, (oh, ow, c), np.float32, device)
-        plan = make_plan("depthwise", h, wd, c, KERNEL, (stride, stride), pads, activation,
-                         check_int(LAYER, "num_qpus", num_qpus), **(tiling or {}))
         return run_window(plan, x, out, device, prepared.buffer, return_run)
     finally:
         if prepared is not w:
