@@ -36,7 +36,7 @@ def add_constant(a, dst, base, value, scratch=r0):
     whose read port the immediate takes), or an ldi into ``scratch``."""
     if value == 0:
         a.mov(dst, base)
-    elif 0 < value <= 15 and not base.name.startswith("rb"):
+    elif -16 <= value <= 15 and not base.name.startswith("rb"):
         a.add(dst, base, value)
     else:
         a.ldi(scratch, value)

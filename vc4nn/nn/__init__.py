@@ -6,3 +6,4 @@ by the ``prepare_*`` functions. Argument conventions: ``vc4nn.nn.layer_args``.
 
 from .depthwise import PreparedDepthwise, depthwise, prepare_depthwise  # noqa: F401
 from .avg_pool import avg_pool  # noqa: F401
+from .conv2d import PreparedConv2d, conv2d, prepare_conv2d  # noqa: F401
