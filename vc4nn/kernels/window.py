@@ -164,15 +164,22 @@ def loop_body(a, plan, variant, size):
     cols_bytes = plan.channels * plan.elem_bytes
     for index, (r, k) in enumerate(steps):
         first_col, pixels = chunks[k]
-        next_r, next_k = steps[(index + 1) % len(steps)]
+        next_col, next_pixels = chunks[steps[(index + 1) % len(steps)][1]]
         pipe.flush()
         a.read(vr_wait)
+        # Prefetch the next chunk, unless its row address is 0: a row past the last one the
+        # tile needs (it would only feed outputs the tile does not store).
         if k == len(chunks) - 1:        # the next chunk starts the next row
-            a.mov(ROW, uniform)
-        next_col, next_pixels = chunks[next_k]
-        dma.start_load(a, LOAD_BASE, next_pixels, plan.in_chunk * ((index + 1) % 2), size, ROW,
-                       (next_col - variant.lo) * cols_bytes)
-        dma.read_rows(a, VPM_ROW0, pixels, plan.in_chunk * (index % 2), size)
+            a.mov(ROW, uniform, sf=True)
+        else:
+            a.mov(null, ROW, sf=True)
+        with a.scope("prefetch"):
+            a.branch("skip", cond="all_zs")
+            dma.read_rows(a, VPM_ROW0, pixels, plan.in_chunk * (index % 2), size)
+            a.nop()
+            dma.start_load(a, LOAD_BASE, next_pixels, plan.in_chunk * ((index + 1) % 2), size,
+                           ROW, (next_col - variant.lo) * cols_bytes)
+            a.label("skip")
         for col in range(first_col, first_col + pixels):
             pipe.read_input()
             for kh, out_row in plan.taps(r):
@@ -197,24 +204,31 @@ def loop_body(a, plan, variant, size):
 
 
 def store_row(a, plan, variant, acc_set, size, stores):
-    """Finish one output row (scale or bias+activation), stage it and store it in chunks."""
+    """Finish one output row (scale or bias+activation), stage it and store it in chunks.
+    Returns the count of stores emitted so far (it picks the staging buffer)."""
     if plan.op == "avg_pool":
         a.mov(r1, uniform)              # 1 / valid rows of this output row's windows
-    a.mov(STORE, uniform)
-    for first, pixels in plan.store_chunks(variant):
-        y = 2 * plan.in_chunk + plan.out_chunk * (stores % 2)
-        dma.write_rows(a, VPM_ROW0, y, size)
-        for j in range(first, first + pixels):
-            acc = ACC[acc_set * variant.cols + j]
-            if plan.op == "avg_pool":
-                a.fmul(r0, acc, r1)
-                a.fmul(vpm, r0, WEIGHTS[j])
-            else:
-                activate(a, vpm, acc, plan.activation, SIX)
-        a.read(vw_wait)
-        dma.start_store(a, STORE_BASE, pixels, y, size, STORE,
-                        first * plan.channels * plan.elem_bytes)
-        stores += 1
+    a.mov(STORE, uniform, sf=True)      # 0: an output row the tile does not own
+    with a.scope("store"):
+        a.branch("skip", cond="all_zs")
+        a.nop()
+        a.nop()
+        a.nop()
+        for first, pixels in plan.store_chunks(variant):
+            y = 2 * plan.in_chunk + plan.out_chunk * (stores % 2)
+            dma.write_rows(a, VPM_ROW0, y, size)
+            for j in range(first, first + pixels):
+                acc = ACC[acc_set * variant.cols + j]
+                if plan.op == "avg_pool":
+                    a.fmul(r0, acc, r1)
+                    a.fmul(vpm, r0, WEIGHTS[j])
+                else:
+                    activate(a, vpm, acc, plan.activation, SIX)
+            a.read(vw_wait)
+            dma.start_store(a, STORE_BASE, pixels, y, size, STORE,
+                            first * plan.channels * plan.elem_bytes)
+            stores += 1
+        a.label("skip")
     return stores
 
 

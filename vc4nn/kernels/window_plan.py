@@ -14,8 +14,10 @@ Padding is handled inside the kernel, never by a padded copy of the activation:
   simply has no load and no multiply for the missing columns;
 - top/bottom: the row loop is the same for every row; the uniform stream gives each input row's
   address, and a row outside the image is loaded from a small zero buffer.
-The loop body covers ``body_rows`` input rows; stores of output rows the tile does not own (the
-loop's ramp-up and ramp-down) go to a discard buffer, so no QPU writes another's outputs.
+The loop body covers ``body_rows`` input rows. The loop's ramp-up and ramp-down compute output
+rows the tile does not own: their store address is 0 and the kernel skips the store (no QPU
+writes another's outputs); input rows past the last one the tile needs have address 0 too and
+are not loaded.
 """
 
 import dataclasses
@@ -251,7 +253,7 @@ class WindowPlan:
         return -(-needed // self.body_rows(self.variants[tile.variant]))
 
     # -- uniform streams -------------------------------------------------------------------------
-    def uniform_streams(self, x_addr, y_addr, weights_addr, zero_addr, discard_addr):
+    def uniform_streams(self, x_addr, y_addr, weights_addr, zero_addr):
         """Per QPU: [VPM row base, tile records..., 0] (setup words from ``setup_words``)."""
         streams = []
         per_qpu = self.vpm_rows_per_qpu(self.qpus)
@@ -259,8 +261,7 @@ class WindowPlan:
             words = [q * per_qpu]
             for tile in tiles:
                 words += self._tile_header(tile, q * per_qpu, weights_addr)
-                words += self._row_and_store_words(tile, x_addr, y_addr, zero_addr,
-                                                   discard_addr)
+                words += self._row_and_store_words(tile, x_addr, y_addr, zero_addr)
             streams.append(words + [0])
         return streams
 
@@ -277,7 +278,7 @@ class WindowPlan:
             words.append(weights_addr + tile.block * LANES * self.elem_bytes)
         return words + [self.iterations(tile), tile.variant]
 
-    def _row_and_store_words(self, tile, x_addr, y_addr, zero_addr, discard_addr):
+    def _row_and_store_words(self, tile, x_addr, y_addr, zero_addr):
         variant = self.variants[tile.variant]
         esz, c = self.elem_bytes, self.channels
         rows = self.body_rows(variant)
@@ -289,7 +290,9 @@ class WindowPlan:
 
         def row_address(i):
             g = top + i
-            if i >= needed or not 0 <= g < self.in_h:
+            if i >= needed:
+                return 0
+            if not 0 <= g < self.in_h:
                 return zero_addr
             return x_addr + ((g * self.in_w + left) * c) * esz + channel0
 
@@ -306,7 +309,7 @@ class WindowPlan:
                 if kind == "scale":
                     words.append(0.0 if o is None else 1.0 / self._rows_in_window(tile.row0 + o))
                 elif o is None:
-                    words.append(discard_addr)
+                    words.append(0)
                 else:
                     words.append(y_addr + ((tile.row0 + o) * self.out_w + tile.col0) * c * esz
                                  + channel0)
@@ -325,10 +328,6 @@ class WindowPlan:
     def zero_words(self):
         """The zero row buffer: the longest row a load reads (any channel block)."""
         return self.strip_in_cols(self.tile_cols) * self.channels + LANES
-
-    @property
-    def discard_words(self):
-        return self.tile_cols * self.channels + LANES
 
     def bytes_moved(self):
         """Bytes the layer must move at least: the input and output once (weights are tiny)."""

@@ -46,7 +46,11 @@ def measure(kind, height, width, cin, cout=None, stride=1, padding="same", activ
     else:
         raise ValueError(f"kind {kind!r}: depthwise, conv2d or avg_pool")
     timing = device.timing
-    kernel_clocks = max(q.cycles for q in run.qpus)
+    kernel_clocks = run.cycles
+    stalls = {}
+    for qpu in run.qpus:
+        for cause, clocks in qpu.stalls.items():
+            stalls[cause] = stalls.get(cause, 0) + clocks
     roof = roofline_clocks(timing, (height, width), y.shape[:2], y.shape[2], x.itemsize)
     if kind == "conv2d":        # the input has cin channels, the output cout: count each once
         roof = (timing.dma_load_clocks(height * width, cin * x.itemsize) +
@@ -58,6 +62,5 @@ def measure(kind, height, width, cin, cout=None, stride=1, padding="same", activ
         "launch_ms": 1e3 * run.seconds, "instructions": run.instructions,
         "bytes": int(x.nbytes + y.nbytes), "roofline_clocks": roof,
         "roofline_fraction": roof / kernel_clocks,
-        "stalls": {k: sum(q.stalls.get(k, 0) for q in run.qpus) for q in run.qpus[:1]
-                   for k in q.stalls},
+        "stall_clocks_all_qpus": stalls,
     }

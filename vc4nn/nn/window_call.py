@@ -10,13 +10,11 @@ def run_window(plan, x, out, device, weights, return_run):
     with LayerCall(device, host_result=not isinstance(x, Buffer)) as call:
         x_buf = call.on_device(x)
         y = call.result_buffer(out, (plan.out_h, plan.out_w, plan.channels))
-        # A zero row stands in for input rows outside the image; stores of output rows the
-        # loop computes but the tile does not own go to the discard row.
+        # A zero row stands in for input rows outside the image.
         zero = call.temporary(plan.zero_words)
-        discard = call.temporary(plan.discard_words)
         streams = plan.uniform_streams(x_buf.address, y.address,
                                        0 if weights is None else weights.address,
-                                       zero.address, discard.address)
+                                       zero.address)
         run = device.execute(program_for(plan), plan.qpus, streams)
         return call.finish(y, out, run, return_run)
 
