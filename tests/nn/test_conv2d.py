@@ -15,7 +15,7 @@ from .reference import assert_close
 FAST = [
     (15, 14, 3, 32, 3, 2, "same", "relu6", True, 12),      # the stem, reduced
     (7, 2, 1, 1, 1, 1, "valid", None, False, 1),
-    (9, 20, 5, 17, 3, 1, (1, 1, 2, 0), "relu", True, 4),   # 45 taps: two passes
+    (9, 20, 5, 17, 3, 1, (1, 1, 2, 0), "relu", True, 4),   # 45 taps: two passes of 29
     (7, 7, 2, 3, 2, 3, "same", None, True, 12),             # even kernel, stride 3
 ]
 SLOW = [

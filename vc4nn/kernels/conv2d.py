@@ -4,15 +4,16 @@ im2col on the fly, lanes = 16 output pixels along a row (docs/kernels.md "Convol
 A *group* is 16 neighbouring output pixels of one output row. For each group the QPU
 1. works out, per kernel column kw, each lane's input column (clamped into the image) as a byte
    offset and a 0/1 mask for lanes whose column is padding;
-2. gathers the window (every (kh, kw, ci) tap, up to 24 at a time) with TMU lookups, one input
+2. gathers the window (every (kh, kw, ci) tap, up to 32 - KH at a time) with TMU lookups, one input
    element per lane, and multiplies each by its mask: padding contributes 0 (rows outside the
    image come from a zero row whose address the uniform stream gives);
 3. for each output channel, runs the taps against the weights, which arrive as scalars in the
    uniform stream (the QPU points ``unif_addr`` at the prepared weights, in exactly the order
    it reads them, and back at its record afterwards): ``fadd r0, r0, product; fmul product,
    tap, uniform``, one instruction per multiply-add;
-4. stages 16 channels x 16 pixels in the VPM under the mutex (vertical writes: one column per
-   channel, one row per pixel, which is NHWC) and stores them with one VDW.
+4. stages 16 channels x 16 pixels in the VPM (vertical writes: one column per channel, one row
+   per pixel, which is NHWC) and stores them with one VDW. The staging *slots* (16 VPM rows
+   each, four of them) are shared: QPU q uses slot q % 4, guarded by semaphore q % 4.
 """
 
 import dataclasses
@@ -21,18 +22,24 @@ import functools
 from asm import vdw_setup, vdw_stride, element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb, tmu0_s, \
     unif_addr, uniform, vpm, vpm_write_setup, vw_addr, vw_setup, vw_wait
 
+from asm import isa
+
 from . import dma
 from .common import LANES, each_record
 from .epilogue import activate
 from .window_plan import STORAGE_BITS, PlanError
 
-MAX_TAPS = 24                   # taps gathered at once: ra0..ra23
-TAPS = [ra[i] for i in range(MAX_TAPS)]
-ROWS = [ra[i] for i in range(24, 31)]          # the group's input row addresses (kh)
+# Regfile A: the taps gathered at once from ra0 up, the group's input row addresses (one per
+# kernel row) at the top.
+TAPS = [ra[i] for i in range(32)]
+MAX_KERNEL_H = 7
 OUT = [rb[i] for i in range(LANES)]            # one register per output channel of a block
 OFFSETS = [rb[i] for i in range(16, 21)]       # per kw: lane input column x pixel bytes
 MASKS = [rb[i] for i in range(21, 26)]         # per kw: 1.0 where the column is in the image
-SIX, WEIGHTS, RETURN, STORE = (rb[i] for i in range(26, 30))
+SIX, WEIGHTS, RETURN, SLOT, OWNER = (rb[i] for i in range(26, 31))
+STORE_WORDS = (r1, r2, r3)      # the block's store setup, stride and address
+SLOT_ROWS = 16                  # VPM rows of a staging slot: 16 pixels x 16 channels
+DONE_SEMAPHORE = 4              # semaphores 0-3 guard the slots, 4-7 count finished users
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +56,7 @@ class Conv2dPlan:
     activation: object = None
     num_qpus: int = 12
     storage: str = "float32"
-    taps_per_pass: int = MAX_TAPS       # taps gathered at once (a tiling choice, <= 24)
+    taps_per_pass: int = 0      # taps gathered at once; 0: all that fit (32 - kernel_h)
 
     @property
     def out_h(self):
@@ -69,10 +76,19 @@ class Conv2dPlan:
                 for ci in range(self.cin)]
 
     @property
+    def rows(self):
+        """Registers of the group's input row addresses."""
+        return TAPS[len(TAPS) - self.kernel_h:]
+
+    @property
+    def pass_taps(self):
+        return self.taps_per_pass or len(TAPS) - self.kernel_h
+
+    @property
     def passes(self):
         """Tap ranges gathered at once."""
-        taps = len(self.taps)
-        return [(t, min(t + self.taps_per_pass, taps)) for t in range(0, taps, self.taps_per_pass)]
+        taps, step = len(self.taps), self.pass_taps
+        return [(t, min(t + step, taps)) for t in range(0, taps, step)]
 
     @property
     def blocks(self):
@@ -86,15 +102,24 @@ class Conv2dPlan:
     def qpus(self):
         return min(self.num_qpus, len(self.groups))
 
+    @property
+    def slots(self):
+        """Staging slots of 16 VPM rows: QPU q stages in slot q % slots."""
+        return min(self.qpus, isa.VPM_ROWS // SLOT_ROWS)
+
+    def slot_users(self, slot):
+        return len(range(slot, self.qpus, self.slots))
+
     def check(self):
         if self.storage not in STORAGE_BITS:
             raise PlanError(f"storage {self.storage!r}: conv2d stores {', '.join(STORAGE_BITS)}")
-        if self.kernel_h > len(ROWS) or self.kernel_w > len(OFFSETS):
+        if self.kernel_h > MAX_KERNEL_H or self.kernel_w > len(OFFSETS):
             raise PlanError(f"conv2d: a {self.kernel_h}x{self.kernel_w} kernel needs more row "
                             f"and column registers than the kernel has (at most "
-                            f"{len(ROWS)}x{len(OFFSETS)})")
-        if not 1 <= self.taps_per_pass <= MAX_TAPS:
-            raise PlanError(f"taps_per_pass={self.taps_per_pass}: 1..{MAX_TAPS}")
+                            f"{MAX_KERNEL_H}x{len(OFFSETS)})")
+        if not 0 <= self.taps_per_pass <= len(TAPS) - self.kernel_h:
+            raise PlanError(f"taps_per_pass={self.taps_per_pass}: 1..{len(TAPS) - self.kernel_h}"
+                            f" (0: all that fit)")
         return self
 
     # -- the weights, in the order the kernel reads them ---------------------------------------
@@ -113,7 +138,8 @@ class Conv2dPlan:
 
     # -- uniform streams -----------------------------------------------------------------------
     def streams(self, stream_addresses, x_addr, y_addr, weights_addr, zero_addr):
-        """Per QPU: [weights address, records..., 0]; a record: [1, row addresses (kh), first
+        """Per QPU: [weights address, 1 if it owns its staging slot, the slot, records..., 0]; a
+        record: [1, row addresses (kh), first
         output column, return address, then per block: store setup, store stride, address].
         ``stream_addresses[q]`` is where QPU q's stream will live (the return addresses point
         into it)."""
@@ -121,7 +147,8 @@ class Conv2dPlan:
         bounds = [len(groups) * q // qpus for q in range(qpus + 1)]
         out = []
         for q in range(qpus):
-            words = [weights_addr]
+            slot = q % self.slots
+            words = [weights_addr, int(q < self.slots), slot]
             for i, j0 in groups[bounds[q]:bounds[q + 1]]:
                 words.append(1)
                 for kh in range(self.kernel_h):
@@ -132,7 +159,8 @@ class Conv2dPlan:
                 words.append(stream_addresses[q] + (len(words) + 1) * 4)
                 units = min(LANES, self.out_w - j0)
                 for c0, n in self.blocks:
-                    words += [vdw_setup(units, n, 0, size=STORAGE_BITS[self.storage]),
+                    words += [vdw_setup(units, n, SLOT_ROWS * slot,
+                                        size=STORAGE_BITS[self.storage]),
                               vdw_stride((self.cout - n) * esz),
                               y_addr + ((i * self.out_w + j0) * self.cout + c0) * esz]
             out.append(words + [0])
@@ -166,7 +194,7 @@ def gather(a, plan, t0, t1, depth=4):
 
     def request(t):
         kh, kw, ci = taps[t]
-        a.add(r1, ROWS[kh], OFFSETS[kw])
+        a.add(r1, plan.rows[kh], OFFSETS[kw])
         dma.add_constant(a, tmu0_s, r1, ci * plan.elem_bytes, scratch=r2)
 
     for t in range(min(depth, len(taps))):
@@ -197,7 +225,7 @@ def channel(a, plan, co, t0, t1, last_pass):
 
 def group(a, plan):
     for kh in range(plan.kernel_h):
-        a.mov(ROWS[kh], uniform)
+        a.mov(plan.rows[kh], uniform)
     column_offsets(a, plan)
     a.mov(RETURN, uniform)
     passes = plan.passes
@@ -221,24 +249,99 @@ def group(a, plan):
         else:
             a.nop()
             a.nop()
-        a.mutex_acquire()
-        a.ldi(vw_setup, vpm_write_setup(y=0, horizontal=False, size=STORAGE_BITS[plan.storage]))
-        for co in range(n):
-            a.mov(vpm, OUT[co])
-        a.mov(vw_setup, uniform)
-        a.mov(vw_setup, uniform)
-        a.mov(vw_addr, uniform)
-        a.read(vw_wait)
-        a.mutex_release()
+        for reg in STORE_WORDS:
+            a.mov(reg, uniform)
+        with a.scope("store"):
+            on_slot(a, plan, lambda slot: stage_and_store(a, plan, slot, n))
+
+
+def on_slot(a, plan, body):
+    """Run ``body(slot)`` for this QPU's staging slot (SLOT holds it): one copy per slot."""
+    if plan.slots > 1:
+        a.mov(r0, SLOT)
+    for slot in range(plan.slots - 1):
+        a.sub(null, r0, slot, sf=True)
+        a.branch(f"slot{slot}", cond="all_zs")
+        a.nop()
+        a.nop()
+        a.nop()
+    for slot in reversed(range(plan.slots)):    # the last slot is where the tests fall through
+        a.label(f"slot{slot}")
+        body(slot)
+        if slot:
+            a.branch("slot_done")
+            a.nop()
+            a.nop()
+            a.nop()
+    a.label("slot_done")
+
+
+def stage_and_store(a, plan, slot, channels):
+    """Write the block (OUT[0..channels)) into the slot's 16 VPM rows, one column per channel,
+    and store it, holding the slot's semaphore."""
+    a.sema_acquire(slot)
+    a.ldi(vw_setup, vpm_write_setup(y=SLOT_ROWS * slot, horizontal=False,
+                                    size=STORAGE_BITS[plan.storage]))
+    for co in range(channels):
+        a.mov(vpm, OUT[co])
+    setup, stride, address = STORE_WORDS
+    a.mov(vw_setup, setup)
+    a.mov(vw_setup, stride)
+    a.mov(vw_addr, address)
+    a.read(vw_wait)
+    a.sema_release(slot)
+
+
+def open_slot(a, plan, slot):
+    """The slot's owner (its first QPU) makes the slot free: semaphore 0 -> 1."""
+    a.sema_release(slot)
+
+
+def close_slot(a, plan, slot):
+    """The owner waits until the slot's other users are done, then takes the slot's token back
+    (every semaphore ends the launch at 0, as it started)."""
+    for _ in range(plan.slot_users(slot) - 1):
+        a.sema_acquire(DONE_SEMAPHORE + slot)
+    a.sema_acquire(slot)
+
+
+def leave_slot(a, plan, slot):
+    a.sema_release(DONE_SEMAPHORE + slot)
 
 
 @kernel
 def conv2d_kernel(a, plan):
     a.mov(WEIGHTS, uniform)
+    a.mov(OWNER, uniform)
+    a.mov(SLOT, uniform)
     if plan.activation == "relu6":
         a.ldi(SIX, 6.0)
+    with a.scope("open"):
+        owner_or_not(a, plan, open_slot, None)
     each_record(a, lambda: group(a, plan))
+    with a.scope("close"):
+        owner_or_not(a, plan, close_slot, leave_slot)
     a.exit()
+
+
+def owner_or_not(a, plan, owner, other):
+    """``owner(a, plan, slot)`` on a slot's first QPU, ``other(...)`` on the rest."""
+    a.mov(null, OWNER, sf=True)
+    a.branch("other", cond="all_zs")
+    a.nop()
+    a.nop()
+    a.nop()
+    with a.scope("owner"):
+        on_slot(a, plan, lambda slot: owner(a, plan, slot))
+    a.branch("end")
+    a.nop()
+    a.nop()
+    a.nop()
+    a.label("other")
+    if other is not None:
+        with a.scope("other"):
+            on_slot(a, plan, lambda slot: other(a, plan, slot))
+    a.label("end")
 
 
 @functools.lru_cache(maxsize=32)

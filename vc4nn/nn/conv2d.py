@@ -18,7 +18,7 @@ class PreparedConv2d:
     16-channel block, per pass of taps, per output channel: bias, then the taps), in device
     memory."""
 
-    def __init__(self, w, bias, device, taps_per_pass=kernel.MAX_TAPS):
+    def __init__(self, w, bias, device, taps_per_pass=0):
         w = check_tensor(LAYER, "w", contiguous(w), 4)
         kh, kw, cin, cout = w.shape
         if bias is None:
@@ -41,7 +41,7 @@ class PreparedConv2d:
         self.device.free(self.buffer)
 
 
-def prepare_conv2d(w, bias=None, device=None, taps_per_pass=kernel.MAX_TAPS):
+def prepare_conv2d(w, bias=None, device=None, taps_per_pass=0):
     """Lay out conv2d weights (KH, KW, Cin, Cout) and bias (Cout,) once, on ``device``."""
     return PreparedConv2d(w, bias, pick_device(device), taps_per_pass)
 
@@ -71,7 +71,7 @@ def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None,
     if prepared is not None and bias is not None:
         raise LayerArgumentError(f"{LAYER}: give the bias to prepare_conv2d, not with prepared "
                                  f"weights")
-    taps_per_pass = prepared.taps_per_pass if prepared else kernel.MAX_TAPS
+    taps_per_pass = prepared.taps_per_pass if prepared else 0
     plan = kernel.Conv2dPlan(h, wd, cin, cout, kh, kw, stride, stride, pads, activation,
                              num_qpus, taps_per_pass=taps_per_pass).check()
     if prepared is None:

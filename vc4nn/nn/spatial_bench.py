@@ -8,7 +8,9 @@ clock.
 
 import numpy as np
 
-from ..kernels.common import LANES
+from ..kernels.common import LANES, WORD
+
+ROW_BYTES = LANES * WORD        # the longest DMA load row (ROWLEN <= 16 words)
 from .avg_pool import avg_pool
 from .conv2d import conv2d
 from .depthwise import depthwise
@@ -52,8 +54,10 @@ def measure(kind, height, width, cin, cout=None, stride=1, padding="same", activ
         for cause, clocks in qpu.stalls.items():
             stalls[cause] = stalls.get(cause, 0) + clocks
     roof = roofline_clocks(timing, (height, width), y.shape[:2], y.shape[2], x.itemsize)
-    if kind == "conv2d":        # the input has cin channels, the output cout: count each once
-        roof = (timing.dma_load_clocks(height * width, cin * x.itemsize) +
+    if kind == "conv2d":
+        # The input (cin channels, read through the TMU) counted as whole 64-byte rows, the
+        # output as for the other layers.
+        roof = (timing.dma_load_clocks(-(-x.nbytes // ROW_BYTES), ROW_BYTES) +
                 roofline_clocks(timing, (0, 0), y.shape[:2], y.shape[2], x.itemsize))
     return {
         "kind": kind, "shape": [height, width, cin], "out": list(y.shape), "stride": stride,
