@@ -20,37 +20,36 @@ def windows(in_hw, kernel, stride, pads):
     return out
 
 
-def depthwise(x, w, bias, stride, pads, activation):
-    """(expected, magnitude) of y[i, j, c] = act(bias[c] + sum x[r, q, c] w[kh, kw, c])."""
-    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
-    win = windows(x.shape[:2], w.shape[:2], (stride, stride), pads)
-    y = np.zeros(win.shape + (x.shape[2],))
+def window_sums(win, term, channels, bias, activation):
+    """(expected, magnitude) of act(bias + the sum of term(row, col, kh, kw) over each window)."""
+    y = np.zeros(win.shape + (channels,))
     mag = np.zeros_like(y)
     for (i, j), taps in np.ndenumerate(win):
         for r, q, kh, kw in taps:
-            y[i, j] += x[r, q] * w[kh, kw]
-            mag[i, j] += np.abs(x[r, q] * w[kh, kw])
+            value = term(r, q, kh, kw)
+            y[i, j] += value.sum(axis=0)
+            mag[i, j] += np.abs(value).sum(axis=0)
     if bias is not None:
         y += np.asarray(bias, np.float64)
         mag += np.abs(np.asarray(bias, np.float64))
     return activate(y, activation), mag
+
+
+def depthwise(x, w, bias, stride, pads, activation):
+    """(expected, magnitude) of y[i, j, c] = act(bias[c] + sum x[r, q, c] w[kh, kw, c])."""
+    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
+    win = windows(x.shape[:2], w.shape[:2], (stride, stride), pads)
+    return window_sums(win, lambda r, q, kh, kw: (x[r, q] * w[kh, kw])[None], x.shape[2], bias,
+                       activation)
 
 
 def conv2d(x, w, bias, stride, pads, activation):
     """(expected, magnitude) of y[i, j, o] = act(bias[o] + sum x[r, q, c] w[kh, kw, c, o])."""
     x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
     win = windows(x.shape[:2], w.shape[:2], (stride, stride), pads)
-    y = np.zeros(win.shape + (w.shape[3],))
-    mag = np.zeros_like(y)
-    for (i, j), taps in np.ndenumerate(win):
-        for r, q, kh, kw in taps:
-            for c in range(x.shape[2]):
-                y[i, j] += x[r, q, c] * w[kh, kw, c]
-                mag[i, j] += np.abs(x[r, q, c] * w[kh, kw, c])
-    if bias is not None:
-        y += np.asarray(bias, np.float64)
-        mag += np.abs(np.asarray(bias, np.float64))
-    return activate(y, activation), mag
+    # one term per input channel c: x[r, q, c] * w[kh, kw, c, :]
+    return window_sums(win, lambda r, q, kh, kw: x[r, q][:, None] * w[kh, kw], w.shape[3],
+                       bias, activation)
 
 
 def avg_pool(x, size, stride, pads):

@@ -27,7 +27,7 @@ from asm import isa
 from . import dma
 from .common import LANES, each_record
 from .epilogue import activate
-from .window_plan import STORAGE_BITS, PlanError
+from .spatial import STORAGE_BITS, PlanError, SpatialShape
 
 # Regfile A: the taps gathered at once from ra0 up, the group's input row addresses (one per
 # kernel row) at the top.
@@ -43,7 +43,7 @@ DONE_SEMAPHORE = 4              # semaphores 0-3 guard the slots, 4-7 count fini
 
 
 @dataclasses.dataclass(frozen=True)
-class Conv2dPlan:
+class Conv2dPlan(SpatialShape):
     in_h: int
     in_w: int
     cin: int
@@ -57,18 +57,6 @@ class Conv2dPlan:
     num_qpus: int = 12
     storage: str = "float32"
     taps_per_pass: int = 0      # taps gathered at once; 0: all that fit (32 - kernel_h)
-
-    @property
-    def out_h(self):
-        return (self.in_h + self.pads[0] + self.pads[1] - self.kernel_h) // self.stride_h + 1
-
-    @property
-    def out_w(self):
-        return (self.in_w + self.pads[2] + self.pads[3] - self.kernel_w) // self.stride_w + 1
-
-    @property
-    def elem_bytes(self):
-        return STORAGE_BITS[self.storage] // 8
 
     @property
     def taps(self):

@@ -24,17 +24,12 @@ import dataclasses
 
 from asm import isa, vdr_pitch, vdw_stride
 
-from ..errors import Vc4nnError
 from . import dma
 from .common import LANES
+from .spatial import STORAGE_BITS, PlanError, SpatialShape
 
-STORAGE_BITS = {"float32": 32}      # fp16 storage (16) comes with the fp16 issue
 ACCUMULATOR_REGISTERS = 28          # ra0..ra27; ra28..ra31 hold the bias and spares
 MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (16)
-
-
-class PlanError(Vc4nnError):
-    """A layer shape or plan the sliding-window kernels cannot run."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +50,7 @@ class Tile:
 
 
 @dataclasses.dataclass(frozen=True)
-class WindowPlan:
+class WindowPlan(SpatialShape):
     """Everything the generated program depends on (the program cache's key).
 
     op: "depthwise" (weights and bias per channel, fused activation) or "avg_pool" (the mean
@@ -80,18 +75,6 @@ class WindowPlan:
     buffers: int = 2            # double buffering of loads and stores
 
     # -- shape ---------------------------------------------------------------------------------
-    @property
-    def out_h(self):
-        return (self.in_h + self.pads[0] + self.pads[1] - self.kernel_h) // self.stride_h + 1
-
-    @property
-    def out_w(self):
-        return (self.in_w + self.pads[2] + self.pads[3] - self.kernel_w) // self.stride_w + 1
-
-    @property
-    def elem_bytes(self):
-        return STORAGE_BITS[self.storage] // 8
-
     @property
     def blocks(self):
         return -(-self.channels // LANES)
