@@ -2,6 +2,7 @@
 
 from ..device import Buffer
 from ..kernels.window import program_for
+from .layer_args import LayerArgumentError
 from .layer_call import LayerCall
 
 
@@ -23,7 +24,6 @@ def as_pair(layer, name, value, check_int):
     """(h, w) from an int or a pair of ints."""
     if isinstance(value, (tuple, list)):
         if len(value) != 2:
-            from .layer_args import LayerArgumentError
             raise LayerArgumentError(f"{layer}: {name}={value!r} must be an int or (h, w)")
         return tuple(check_int(layer, name, v) for v in value)
     v = check_int(layer, name, value)
