@@ -55,34 +55,34 @@ def test_lru_cache_keeps_values_and_size_zero_holds_nothing():
 
 def test_a_miss_takes_the_bus_and_arrives_after_the_ram_latency():
     b = bus()
-    assert b.read_line(100, BASE, LINE, RAM) == 100 + RAM
+    assert b.read_line(100, BASE, LINE, RAM)[0] == 100 + RAM
     assert (b.busy_clocks, b.l2_misses, b.l2_hits) == (FILL, 1, 0)
 
 
 def test_a_line_in_the_l2_arrives_after_the_l2_latency_without_the_bus():
     b = bus()
-    b.read_line(0, BASE, LINE, RAM)
-    assert b.read_line(1000, BASE, LINE, RAM) == 1000 + L2_HIT
+    b.read_line(0, BASE, LINE, RAM)[0]
+    assert b.read_line(1000, BASE, LINE, RAM)[0] == 1000 + L2_HIT
     assert (b.busy_clocks, b.l2_hits) == (FILL, 1)
 
 
 def test_a_line_still_on_its_way_is_waited_for_not_read_twice():
     b = bus()
-    b.read_line(0, BASE, LINE, RAM)                    # arrives at 80
-    assert b.read_line(10, BASE, LINE, RAM) == RAM     # 10 + 58 = 68 would be too early
-    assert b.read_line(30, BASE, LINE, RAM) == 30 + L2_HIT
+    b.read_line(0, BASE, LINE, RAM)[0]                    # arrives at 80
+    assert b.read_line(10, BASE, LINE, RAM)[0] == RAM     # 10 + 58 = 68 would be too early
+    assert b.read_line(30, BASE, LINE, RAM)[0] == 30 + L2_HIT
     assert b.busy_clocks == FILL
 
 
 def test_alias_bits_do_not_make_another_line():
     b = bus()
-    b.read_line(0, BASE | 0x40000000, LINE, RAM)
-    assert b.read_line(500, BASE | 0xC0000000, LINE, RAM) == 500 + L2_HIT
+    b.read_line(0, BASE | 0x40000000, LINE, RAM)[0]
+    assert b.read_line(500, BASE | 0xC0000000, LINE, RAM)[0] == 500 + L2_HIT
 
 
 def test_misses_queue_on_the_bus():
     b = bus()
-    arrivals = [b.read_line(0, BASE + LINE * k, LINE, RAM) for k in range(12)]
+    arrivals = [b.read_line(0, BASE + LINE * k, LINE, RAM)[0] for k in range(12)]
     # the k-th line's bus slot ends at 23 (k + 1); the latency hides the first three
     assert arrivals == [max(RAM, FILL * (k + 1)) for k in range(12)]
     assert b.busy_clocks == 12 * FILL
@@ -91,36 +91,36 @@ def test_misses_queue_on_the_bus():
 def test_lru_eviction_in_a_set_of_the_l2():
     b = bus()
     for k in range(5):                                  # five lines of one 4-way set
-        b.read_line(1000 * k, BASE + LINE * L2_SETS * k, LINE, RAM)
-    assert b.read_line(9000, BASE + LINE * L2_SETS * 4, LINE, RAM) == 9000 + L2_HIT
-    assert b.read_line(10000, BASE, LINE, RAM) == 10000 + RAM           # the first, evicted
+        b.read_line(1000 * k, BASE + LINE * L2_SETS * k, LINE, RAM)[0]
+    assert b.read_line(9000, BASE + LINE * L2_SETS * 4, LINE, RAM)[0] == 9000 + L2_HIT
+    assert b.read_line(10000, BASE, LINE, RAM)[0] == 10000 + RAM           # the first, evicted
     assert b.busy_clocks == 6 * FILL
 
 
 def test_a_request_spanning_two_l2_lines_waits_for_both():
     b = bus()
-    b.read_line(0, BASE, LINE, RAM)
-    assert b.read_line(1000, BASE, 2 * LINE, RAM) == 1000 + RAM         # second line misses
+    b.read_line(0, BASE, LINE, RAM)[0]
+    assert b.read_line(1000, BASE, 2 * LINE, RAM)[0] == 1000 + RAM         # second line misses
     assert (b.l2_hits, b.l2_misses) == (1, 2)
 
 
 def test_a_bus_without_an_l2_pays_the_bus_for_every_fill():
     b = bus(l2_cache_bytes=0)
-    b.read_line(0, BASE, LINE, RAM)
-    assert b.read_line(1000, BASE, LINE, RAM) == 1000 + RAM
+    b.read_line(0, BASE, LINE, RAM)[0]
+    assert b.read_line(1000, BASE, LINE, RAM)[0] == 1000 + RAM
     assert b.busy_clocks == 2 * FILL
 
 
 def test_the_bus_runs_at_the_clock_of_the_timing_it_uses():
     b = MemoryBus()
     b.use(Timing.for_board("pi1"))
-    b.read_line(0, BASE, LINE, RAM)
+    b.read_line(0, BASE, LINE, RAM)[0]
     assert b.busy_clocks == FILL_PI1
 
 
 def test_uniform_lines_share_the_l2_with_the_tmu():
     b = bus()
-    b.read_line(0, BASE, LINE, RAM)                                   # a TMU fill
+    b.read_line(0, BASE, LINE, RAM)[0]                                   # a TMU fill
     assert b.uniform_line(1000, BASE + 44) == 1000 + L2_HIT           # a uniform in that line
     assert b.uniform_line(2000, BASE + LINE + 4) == 2000 + RAM        # the next line
     assert b.busy_clocks == 2 * FILL

@@ -36,7 +36,10 @@ PARAMETERS = MappingProxyType({
         "clocks; the QPUs of a slice share its two TMUs"),
     "tmu_fifo_depth": (
         4, "requests/QPU", "facts §3 and §5.13 (ADD: more than 4 direct requests unreliable)",
-        "the guide allows 8; we allow the 4 the errata found reliable (docs/hardware-choices.md)"),
+        "more outstanding requests warn (tmu_fifo_unreliable, docs/hardware-choices.md)"),
+    "tmu_fifo_limit": (
+        8, "requests/QPU", "facts §3: request FIFO 8 per QPU (guide)",
+        "more outstanding requests stop the run (tmu_fifo_overflow)"),
     "tmu_cache_bytes": (
         hardware.TMU_CACHE_BYTES, "bytes", "facts §4 (ADD): TMU cache 4 KB",
         "one cache per physical TMU"),
