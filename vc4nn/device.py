@@ -141,8 +141,9 @@ class Device(abc.ABC):
 
     # -- backend primitives ------------------------------------------------------------------
     @abc.abstractmethod
-    def _allocate(self, nbytes, align) -> Allocation:
-        """Reserve ``nbytes`` of device memory aligned to ``align`` bytes."""
+    def _allocate(self, nbytes, align, flags) -> Allocation:
+        """Reserve ``nbytes`` of device memory aligned to ``align`` bytes, with mailbox memory
+        ``flags`` (None: the backend's default for the board)."""
 
     @abc.abstractmethod
     def _release(self, allocation):
@@ -153,8 +154,10 @@ class Device(abc.ABC):
         """Run ``num_qpus`` programs listed by a control list in device memory, as execute_qpu."""
 
     # -- memory ------------------------------------------------------------------------------
-    def alloc(self, shape, dtype=np.uint32, align=4096):
-        """A zero-filled device buffer of the given shape and dtype."""
+    def alloc(self, shape, dtype=np.uint32, align=4096, flags=None):
+        """A zero-filled device buffer of the given shape and dtype. ``flags``: the mailbox
+        mem_alloc flags (vc4nn.hardware.MEM_FLAG_*: which cache alias the memory uses); None
+        takes the board's default (docs/hardware-choices.md)."""
         dtype = np.dtype(dtype)
         shape = (shape,) if np.isscalar(shape) else tuple(shape)
         if any(int(s) < 0 for s in shape):
@@ -162,15 +165,18 @@ class Device(abc.ABC):
         nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
         if align <= 0 or align & (align - 1):
             raise DeviceError(f"alignment {align} is not a power of two")
-        allocation = self._allocate(nbytes, align)
+        if flags is not None and (isinstance(flags, bool) or not isinstance(flags, int)
+                                  or not 0 <= flags < 1 << 32):
+            raise DeviceError(f"memory flags must be a 32-bit int or None; got {flags!r}")
+        allocation = self._allocate(nbytes, align, flags)
         allocation.memory[:] = 0
         self._allocations.append(allocation)
         return Buffer(self, allocation, shape, dtype)
 
-    def array(self, data, dtype=None, align=4096):
+    def array(self, data, dtype=None, align=4096, flags=None):
         """Copy a host array (or anything numpy accepts) into a new device buffer."""
         data = np.asarray(data, dtype=dtype)
-        buf = self.alloc(data.shape, data.dtype, align)
+        buf = self.alloc(data.shape, data.dtype, align, flags)
         buf[...] = data
         return buf
 

@@ -25,7 +25,7 @@ FILL, FILL_PI1 = 23, 20
 RAM, TMU_HIT, L2_HIT = 80, 36, 58
 L2_SETS = 32768 // (64 * 4)
 LINE = 64
-BASE = 0x10000
+BASE = 0xC0010000          # the direct (uncached) alias: only the V3D L2 caches these lines
 
 
 def bus(board="pi_zero", **overrides):
@@ -76,7 +76,7 @@ def test_a_line_still_on_its_way_is_waited_for_not_read_twice():
 
 def test_alias_bits_do_not_make_another_line():
     b = bus()
-    b.read_line(0, BASE | 0x40000000, LINE, RAM)[0]
+    b.read_line(0, (BASE & 0x3FFFFFFF) | 0x40000000, LINE, RAM)[0]
     assert b.read_line(500, BASE | 0xC0000000, LINE, RAM)[0] == 500 + L2_HIT
 
 
@@ -95,6 +95,54 @@ def test_lru_eviction_in_a_set_of_the_l2():
     assert b.read_line(9000, BASE + LINE * L2_SETS * 4, LINE, RAM)[0] == 9000 + L2_HIT
     assert b.read_line(10000, BASE, LINE, RAM)[0] == 10000 + RAM           # the first, evicted
     assert b.busy_clocks == 6 * FILL
+
+
+# -- the VideoCore L2 behind the V3D L2, by bus alias (vc4nn.hardware) --------------------------
+# A line from the VideoCore L2 holds the bus ceil(64 / 2e9 * 300e6) = 10 clocks (timing.py's
+# assumption vc_l2_hit_bandwidth) and arrives 58 clocks after the request (vc_l2_hit_latency).
+VC_FILL, VC_HIT = 10, 58
+
+
+def _evict_from_the_v3d_l2(b, base):
+    """Read ``base``, then four more lines of its 4-way V3D L2 set: ``base`` is evicted."""
+    b.read_line(0, base, LINE, RAM)
+    for k in range(1, 5):
+        b.read_line(1000 * k, base + LINE * L2_SETS * k, LINE, RAM)
+
+
+@pytest.mark.parametrize("alias, served_by_vc_l2", [
+    (0x0, True), (0x4, True),       # normal and L1-non-allocating: allocated in the VideoCore L2
+    (0x8, False),                   # coherent: looked up there, never allocated
+    (0xC, False),                   # direct: uncached
+])
+def test_a_line_evicted_from_the_v3d_l2_comes_from_the_videocore_l2(alias, served_by_vc_l2):
+    b = bus()
+    base = (BASE & 0x3FFFFFFF) | alias << 28
+    _evict_from_the_v3d_l2(b, base)
+    busy = b.busy_clocks
+    arrives = b.read_line(10000, base, LINE, RAM)[0]
+    if served_by_vc_l2:
+        assert arrives == 10000 + VC_HIT and b.busy_clocks - busy == VC_FILL
+        assert b.vc_l2_hits == 1
+    else:
+        assert arrives == 10000 + RAM and b.busy_clocks - busy == FILL
+        assert b.vc_l2_hits == 0
+
+
+def test_without_a_videocore_l2_every_v3d_l2_miss_goes_to_sdram():
+    b = bus(vc_l2_bytes=0)
+    _evict_from_the_v3d_l2(b, BASE & 0x3FFFFFFF)
+    assert b.read_line(10000, BASE & 0x3FFFFFFF, LINE, RAM)[0] == 10000 + RAM
+
+
+def test_the_emulator_allocates_with_the_boards_flags_and_the_alias_follows():
+    from vc4nn import hardware
+    with EmulatorDevice(board="pi1") as dev:
+        assert dev.alloc(4).address >> 30 == 1             # BCM2835: L1 non-allocating, 0x4..
+        assert dev.alloc(4, flags=hardware.MEM_FLAG_DIRECT).address >> 30 == 3      # 0xC..
+        assert dev.alloc(4, flags=hardware.MEM_FLAG_COHERENT).address >> 30 == 2    # 0x8..
+    with EmulatorDevice(board="pi3") as dev:
+        assert dev.alloc(4).address >> 30 == 3             # BCM2837: direct, 0xC..
 
 
 def test_a_request_spanning_two_l2_lines_waits_for_both():

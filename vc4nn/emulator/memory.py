@@ -9,6 +9,7 @@ import bisect
 import numpy as np
 
 from ..device import BUS_ADDRESS_MASK, Allocation
+from ..hardware import BUS_ALIAS_SHIFT, MEM_FLAG_DIRECT, bus_alias
 from .errors import MemoryFault
 
 # Where the emulator places its allocations in the bus address space. A nonzero base keeps
@@ -23,13 +24,16 @@ class BusMemory:
         self._blocks = {}          # start -> Allocation
         self._next = ARENA_BASE
 
-    def allocate(self, nbytes, align):
+    def allocate(self, nbytes, align, flags=MEM_FLAG_DIRECT):
+        """A block at a bus address whose alias bits follow the mailbox ``flags`` (as the
+        firmware's mem_lock gives it, vc4nn.hardware.bus_alias)."""
         start = (self._next + align - 1) & ~(align - 1)
         if start + nbytes > ARENA_LIMIT:
             raise MemoryError(f"emulated GPU memory exhausted asking for {nbytes} bytes")
         # Leave a guard gap after each block so that running off its end faults.
         self._next = start + nbytes + 4096
-        allocation = Allocation(bus_address=start | 0xC0000000, size=nbytes,
+        alias = bus_alias(flags) << BUS_ALIAS_SHIFT
+        allocation = Allocation(bus_address=start | alias, size=nbytes,
                                 memory=np.zeros(nbytes, dtype=np.uint8))
         bisect.insort(self._starts, start)
         self._blocks[start] = allocation

@@ -24,6 +24,7 @@ import numpy as np
 from asm import isa
 
 from ..device import BUS_ADDRESS_MASK
+from ..hardware import BUS_ALIAS_SHIFT, VC_L2_ALLOCATING_ALIASES, VC_L2_CACHED_ALIASES
 from .cache import LruCache
 from .checks import Rule
 from .timing import Timing
@@ -127,6 +128,7 @@ class MemoryBus:
         self.written = {}             # bus word address -> epoch of the DMA store that wrote it
         self.busy_clocks = 0          # statistics of the launch: bus occupancy, L2 hits/misses
         self.l2_hits = self.l2_misses = 0
+        self.vc_l2_hits = 0           # V3D L2 misses served by the VideoCore L2
         self.timing = None
         self.use(timing if timing is not None else Timing())
 
@@ -138,6 +140,8 @@ class MemoryBus:
         self.l2 = LruCache(timing.l2_cache_bytes, timing.l2_cache_line_bytes,
                            timing.l2_cache_ways)
         self._l2_fill = timing.line_fill_clocks(timing.l2_cache_line_bytes)
+        self.vc_l2 = LruCache(timing.vc_l2_bytes, timing.vc_l2_line_bytes, timing.vc_l2_ways)
+        self._vc_l2_fill = timing.vc_l2_fill_clocks(timing.l2_cache_line_bytes)
 
     def reserve(self, now, clocks):
         """Occupy the bus for ``clocks`` in the first idle stretch at or after ``now`` that is
@@ -197,11 +201,26 @@ class MemoryBus:
                 epoch = min(epoch, filled)
             else:
                 self.l2_misses += 1
-                end = self.transfer(now, self._l2_fill)
-                arrives = max(now + miss_latency, end)
+                arrives = self._fill(now, number * line, address >> BUS_ALIAS_SHIFT,
+                                     miss_latency)
                 self.l2.put(number, (arrives, self.write_epoch))
             ready = max(ready, arrives)
         return ready, epoch
+
+    def _fill(self, now, bus_byte, alias, miss_latency):
+        """A V3D L2 line fill asked at ``now``: from the VideoCore L2 when the memory's bus
+        ``alias`` is cached there and the line is in it, else from SDRAM (kept in the
+        VideoCore L2 for the allocating aliases). The clock at which the line arrives."""
+        if alias in VC_L2_CACHED_ALIASES and self.vc_l2.ways:
+            vc_line = bus_byte // self.vc_l2.line
+            if self.vc_l2.get(vc_line) is not None:
+                self.vc_l2_hits += 1
+                end = self.transfer(now, self._vc_l2_fill)
+                return max(now + self.timing.vc_l2_hit_latency, end)
+            if alias in VC_L2_ALLOCATING_ALIASES:
+                self.vc_l2.put(vc_line, True)
+        end = self.transfer(now, self._l2_fill)
+        return max(now + miss_latency, end)
 
     def uniform_line(self, now, address):
         """The uniform stream reaches a new line at bus ``address``: when it is there (for the
