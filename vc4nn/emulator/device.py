@@ -46,8 +46,10 @@ class EmulatorDevice(Device):
     def timing(self):
         return self.machine.timing
 
-    def _allocate(self, nbytes, align):
-        return self.memory.allocate(nbytes, align)
+    def _allocate(self, nbytes, align, flags):
+        if flags is None:
+            flags = self.timing.board.mem_flags
+        return self.memory.allocate(nbytes, align, flags)
 
     def _release(self, allocation):
         self.memory.release(allocation)

@@ -5,28 +5,39 @@ block. The mutex is granted to one QPU at a time. A blocked attempt has no side 
 machine retries it later. Each unit remembers when it last changed, so a QPU that was waiting
 resumes no earlier than the event that freed it.
 
-Violations go through ``checks.report`` (vc4nn.emulator.checks) when a Checks is given, else
-they raise CheckError.
+Violations go through ``checks.report`` (vc4nn.emulator.checks); without a Checks each rule has
+its default mode.
 """
 
 from types import MappingProxyType
 
 from asm import isa
 
-from .errors import CheckError
+from .checks import Checks, Rule
 
-# Dynamic checks of this unit (vc4nn/emulator/checks.py): rule -> what it catches.
+# Dynamic checks of this unit (vc4nn/emulator/checks.py): rule -> Rule(default, catches, hardware).
 CHECK_RULES = MappingProxyType({
-    "semaphore_balance": "a semaphore not back at its start value (0) when the run ends",
-    "mutex_held_at_end": "the run ended with the mutex held",
-    "mutex_not_held": "mutex_release written by a QPU that does not hold the mutex",
-    "mutex_reacquire": "mutex_acquire read by the QPU that already holds the mutex",
+    "semaphore_balance": Rule(
+        "warn", "a semaphore not back at 0 when the run ends",
+        "legal and common: the counters simply keep their value; a following launch that "
+        "expects 0 may block or skip a wait"),
+    "mutex_held_at_end": Rule(
+        "warn", "the run ended with the mutex held",
+        "whether program end frees the mutex is not documented; if not, the next acquire "
+        "waits forever"),
+    "mutex_not_held": Rule(
+        "warn", "mutex_release written by a QPU that does not hold the mutex",
+        "not documented; the emulator ignores the release, the hardware may free the mutex"),
+    "mutex_reacquire": Rule(
+        "error", "mutex_acquire read by the QPU that already holds the mutex",
+        "the QPU waits for itself: it hangs on a Pi"),
 })
 
 
 class Sync:
     def __init__(self, timing, checks=None):
-        self.timing, self.checks = timing, checks
+        self.timing = timing
+        self.checks = checks if checks is not None else Checks()
         self._reset()
 
     def _reset(self):
@@ -88,6 +99,4 @@ class Sync:
             self._report("mutex_held_at_end", "the run ended with the mutex held", holder)
 
     def _report(self, rule, message, qpu=None):
-        if self.checks is None:
-            raise CheckError(rule, message, qpu)
         self.checks.report(rule, message, qpu)
