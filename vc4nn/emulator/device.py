@@ -14,15 +14,22 @@ class EmulatorDevice(Device):
         {rule: mode} dict); default: every rule raises.
     seed: None for the deterministic scheduler; an int to break ties at random (reproducibly).
     max_instructions: instruction budget of one launch (all QPUs); None for no budget.
+    core: "c" (the compiled core), "python" (the pure-Python core, the specification) or None
+        for the C core when it is built, else the Python one (docs/design.md "Two cores").
     """
 
     name = "emulator"
 
     def __init__(self, board=DEFAULT_BOARD, checks=None, seed=None,
-                 max_instructions=DEFAULT_MAX_INSTRUCTIONS):
+                 max_instructions=DEFAULT_MAX_INSTRUCTIONS, core=None):
         super().__init__()
         self.memory = BusMemory()
-        self.machine = Machine(self.memory, board, checks, seed, max_instructions)
+        self.machine = Machine(self.memory, board, checks, seed, max_instructions, core)
+
+    @property
+    def core(self):
+        """The emulator core this device runs: "c" or "python"."""
+        return self.machine.core
 
     @property
     def timing(self):
