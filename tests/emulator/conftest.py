@@ -85,5 +85,7 @@ def _cores():
 def emulator_core(request, monkeypatch):
     """The core EmulatorDevice(core=None) picks in this test."""
     from vc4nn.emulator import ccore
+    if request.param == "c" and request.node.get_closest_marker("python_core"):
+        pytest.skip("patches the Python core's internals")
     monkeypatch.setattr(ccore, "default_override", request.param)
     return request.param
