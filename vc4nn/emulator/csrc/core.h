@@ -77,6 +77,11 @@ struct Machine {
     PyObject *glue;
     PyObject *tmu, *vpm, *sync, *bus, *checks;
     int rule_off[4];            /* the QPU core's own rules in mode "off" */
+    /* vpm_fast.c: the Python Vpm's storage and generic-access state */
+    Py_buffer vpm_view;
+    uint8_t *vpm_bytes;
+    Py_ssize_t vpm_size;
+    PyObject *vpm_reads, *vpm_last_read, *vpm_write, *vpm_unsettled;
 };
 
 /* alu.c */
@@ -113,6 +118,12 @@ int unit_uniform_line(Machine *m, Qpu *q, uint32_t address);
 int unit_mutex_acquire(Machine *m, Qpu *q, int *acquired);
 int unit_mutex_release(Machine *m, Qpu *q);
 int unit_semaphore(Machine *m, Qpu *q, int number, int acquire, int *done);
+
+/* vpm_fast.c */
+int vpm_fast_init(Machine *m);
+void vpm_fast_release(Machine *m);
+int vpm_fast_read(Machine *m, Qpu *q, uint32_t *out);
+int vpm_fast_write(Machine *m, Qpu *q, const uint32_t *values);
 
 /* the QPU core's rules, for core_report */
 enum { RULE_REGFILE_RAW, RULE_R4_EARLY, RULE_R4_OVERWRITTEN, RULE_UNIFORM_EARLY };
