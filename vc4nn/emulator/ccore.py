@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import DeviceError
 from .lowering import RECORD_WORDS, lower_word
+from .vpm import GenericSetup
 from .qpu import STALL_CAUSES, r4_early_message, r4_overwritten_message, \
     regfile_hazard_message, uniform_early_message, uniform_word
 
@@ -77,6 +78,7 @@ class _Glue:
             machine.bus
         self.rng = machine._rng
         self.timeout = None
+        self.generic_setup_class = GenericSetup
 
     def fetch(self, pc, qpu):
         """The record of the instruction at ``pc`` (Machine.plan_at's fetch and faults)."""

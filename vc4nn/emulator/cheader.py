@@ -43,7 +43,7 @@ def render():
         "THREAD_END_DELAY_SLOTS": isa.THREAD_END_DELAY_SLOTS,
         "BRANCH_DELAY_SLOTS": isa.BRANCH_DELAY_SLOTS,
         "BRANCH_REGISTER_ELEMENT": lowering.BRANCH_REGISTER_ELEMENT,
-        "NUM_SEMAPHORES": isa.NUM_SEMAPHORES, "SFU_FRACTION_BITS": FRACTION_BITS,
+        "NUM_SEMAPHORES": isa.NUM_SEMAPHORES, "VPM_ROWS": isa.VPM_ROWS, "SFU_FRACTION_BITS": FRACTION_BITS,
         "JITTER_CLOCKS": JITTER_CLOCKS, "PROGRESS_INTERVAL": PROGRESS_INTERVAL,
         "NUM_STALL_CAUSES": len(STALL_CAUSES), "RECORD_WORDS": lowering.RECORD_WORDS,
     }
@@ -59,6 +59,13 @@ def render():
     lines += _defines("PACK_A", isa.PACK_A)
     lines += _defines("PACK_MUL", isa.PACK_MUL)
     lines += _defines("STALL", {name: i for i, name in enumerate(STALL_CAUSES)})
+    for prefix, table in (("VPM_GENERIC_READ", isa.VPM_GENERIC_READ),
+                          ("VPM_GENERIC_WRITE", isa.VPM_GENERIC_WRITE)):
+        for name, (lsb, width) in table.items():
+            lines.append(f"#define {prefix}_{_c_name(name)}_LSB {lsb}")
+            lines.append(f"#define {prefix}_{_c_name(name)}_BITS {width}")
+    lines.append(f"#define VPM_GENERIC_ID {isa.VPM_GENERIC_ID}")
+    lines += _defines("VPM_SIZE", {f"bytes{bits // 8}": code for bits, code in isa.VPM_SIZES.items()})
     lines.append("")
     for prefix, names in lowering.ENUMS.items():
         lines += _defines(prefix, {name: i for i, name in enumerate(names)})

@@ -81,7 +81,9 @@ struct Machine {
     Py_buffer vpm_view;
     uint8_t *vpm_bytes;
     Py_ssize_t vpm_size;
-    PyObject *vpm_reads, *vpm_last_read, *vpm_write, *vpm_unsettled;
+    PyObject *vpm_reads, *vpm_last_read, *vpm_write, *vpm_unsettled, *vpm_setup_class;
+    int vpm_fast_setups;
+    long long vpm_read_queue, vpm_read_latency;
 };
 
 /* alu.c */
@@ -124,6 +126,7 @@ int vpm_fast_init(Machine *m);
 void vpm_fast_release(Machine *m);
 int vpm_fast_read(Machine *m, Qpu *q, uint32_t *out);
 int vpm_fast_write(Machine *m, Qpu *q, const uint32_t *values);
+int vpm_fast_setup(Machine *m, Qpu *q, int is_read, const uint32_t *value);
 
 /* the QPU core's rules, for core_report */
 enum { RULE_REGFILE_RAW, RULE_R4_EARLY, RULE_R4_OVERWRITTEN, RULE_UNIFORM_EARLY };

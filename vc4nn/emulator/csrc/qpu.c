@@ -213,8 +213,12 @@ static int io_write(Machine *m, Qpu *q, int dest, int index, const uint32_t *v)
         int done = vpm_fast_write(m, q, v);
         return done ? (done < 0 ? -1 : 0) : unit_vpm(m, q, "write", STALL_VPM, v, NULL);
     }
-    case DEST_VR_SETUP: return unit_vpm(m, q, "write_vr_setup", STALL_VPM, v, NULL);
-    case DEST_VW_SETUP: return unit_vpm(m, q, "write_vw_setup", STALL_VPM, v, NULL);
+    case DEST_VR_SETUP: case DEST_VW_SETUP: {
+        int is_read = dest == DEST_VR_SETUP, done = vpm_fast_setup(m, q, is_read, v);
+        if (done)
+            return done < 0 ? -1 : 0;
+        return unit_vpm(m, q, is_read ? "write_vr_setup" : "write_vw_setup", STALL_VPM, v, NULL);
+    }
     case DEST_VR_ADDR: return unit_vpm(m, q, "write_vr_addr", STALL_DMA, v, NULL);
     case DEST_VW_ADDR: return unit_vpm(m, q, "write_vw_addr", STALL_DMA, v, NULL);
     case DEST_MUTEX_RELEASE: return unit_mutex_release(m, q);

@@ -9,10 +9,12 @@
 
 #define WORD_BYTES 4
 #define ROW_BYTES (LANES * WORD_BYTES)
-#define GENERIC_ADDR_SPAN 256       /* VPM_GENERIC_READ["addr"]: 8 bits */
+#define GENERIC_ADDR_SPAN (1 << VPM_GENERIC_READ_ADDR_BITS)
+#define FIELD(word, table, name) \
+    (((word) >> table##_##name##_LSB) & ((1u << table##_##name##_BITS) - 1))
 
 static PyObject *s_remaining, *s_horizontal, *s_laned, *s_width, *s_addr, *s_stride, *s_ready,
-    *s_kind, *s_words, *s_load, *s_popleft;
+    *s_kind, *s_words, *s_load, *s_popleft, *s_append, *s_new;
 
 int vpm_fast_init(Machine *m)
 {
@@ -28,7 +30,31 @@ int vpm_fast_init(Machine *m)
         s_words = PyUnicode_InternFromString("words");
         s_load = PyUnicode_InternFromString("load");
         s_popleft = PyUnicode_InternFromString("popleft");
+        s_append = PyUnicode_InternFromString("append");
+        s_new = PyUnicode_InternFromString("__new__");
     }
+    PyObject *timing = PyObject_GetAttrString(m->vpm, "timing");
+    if (!timing)
+        return -1;
+    PyObject *queue = PyObject_GetAttrString(timing, "vpm_read_queue");
+    PyObject *latency = PyObject_GetAttrString(timing, "vpm_read_latency");
+    Py_DECREF(timing);
+    if (!queue || !latency) {
+        Py_XDECREF(queue);
+        Py_XDECREF(latency);
+        return -1;
+    }
+    /* setups are made in C only when these are ints (else Python makes them) */
+    m->vpm_fast_setups = PyLong_Check(queue) && PyLong_Check(latency);
+    if (m->vpm_fast_setups) {
+        m->vpm_read_queue = PyLong_AsLongLong(queue);
+        m->vpm_read_latency = PyLong_AsLongLong(latency);
+    }
+    Py_DECREF(queue);
+    Py_DECREF(latency);
+    m->vpm_setup_class = PyObject_GetAttrString(m->glue, "generic_setup_class");
+    if (!m->vpm_setup_class)
+        return -1;
     PyObject *bytes = PyObject_GetAttrString(m->vpm, "bytes");
     if (!bytes)
         return -1;
@@ -54,6 +80,7 @@ void vpm_fast_release(Machine *m)
     Py_CLEAR(m->vpm_last_read);
     Py_CLEAR(m->vpm_write);
     Py_CLEAR(m->vpm_unsettled);
+    Py_CLEAR(m->vpm_setup_class);
 }
 
 /* 0 and the value of an int attribute (bools included); nonzero when it is not an int (the
@@ -97,9 +124,9 @@ static int positions(PyObject *setup, Positions *p, long long *addr_out)
         for (int k = 0; k < width; k++) {
             int along = start + k, index;
             if (horizontal) {
-                index = ROW_BYTES * (line % 64) + along;
+                index = ROW_BYTES * (line % VPM_ROWS) + along;
             } else {
-                int column = line % LANES, base = LANES * ((line / LANES) % (64 / LANES));
+                int column = line % LANES, base = LANES * ((line / LANES) % (VPM_ROWS / LANES));
                 index = ROW_BYTES * (base + along / WORD_BYTES) + WORD_BYTES * column
                         + along % WORD_BYTES;
             }
@@ -227,4 +254,81 @@ int vpm_fast_write(Machine *m, Qpu *q, const uint32_t *values)
         for (int k = 0; k < p.width; k++)
             m->vpm_bytes[p.index[i * p.width + k]] = (uint8_t)(values[i] >> (8 * k));
     return advance(setup, addr) < 0 ? -1 : 1;
+}
+
+static int set_long(PyObject *obj, const char *name, long long value)
+{
+    PyObject *v = PyLong_FromLongLong(value);
+    if (!v)
+        return -1;
+    int rc = PyObject_SetAttrString(obj, name, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* vpm.GenericSetup(word, table) for a valid word; NULL without an exception when SIZE is the
+ * reserved 3 (Python reports it) */
+static PyObject *new_setup(Machine *m, uint32_t word, int is_read)
+{
+    int size = is_read ? FIELD(word, VPM_GENERIC_READ, SIZE) : FIELD(word, VPM_GENERIC_WRITE, SIZE);
+    int width = size == VPM_SIZE_BYTES1 ? 1 : size == VPM_SIZE_BYTES2 ? 2 : size == VPM_SIZE_BYTES4 ? 4 : 0;
+    if (!width)
+        return NULL;
+    long long stride = is_read ? FIELD(word, VPM_GENERIC_READ, STRIDE) : FIELD(word, VPM_GENERIC_WRITE, STRIDE);
+    long long num = FIELD(word, VPM_GENERIC_READ, NUM);
+    int horizontal = is_read ? FIELD(word, VPM_GENERIC_READ, HORIZONTAL) : FIELD(word, VPM_GENERIC_WRITE, HORIZONTAL);
+    int laned = is_read ? FIELD(word, VPM_GENERIC_READ, LANED) : FIELD(word, VPM_GENERIC_WRITE, LANED);
+    long long addr = is_read ? FIELD(word, VPM_GENERIC_READ, ADDR) : FIELD(word, VPM_GENERIC_WRITE, ADDR);
+    PyObject *setup = PyObject_CallMethodObjArgs(m->vpm_setup_class, s_new, m->vpm_setup_class, NULL);
+    if (!setup)
+        return NULL;
+    /* field_count: a count whose maximum is stored as 0 */
+    if (PyObject_SetAttr(setup, s_horizontal, horizontal ? Py_True : Py_False) < 0
+        || PyObject_SetAttr(setup, s_laned, laned ? Py_True : Py_False) < 0
+        || set_long(setup, "width", width) < 0
+        || set_long(setup, "stride", stride ? stride : 1LL << (is_read ? VPM_GENERIC_READ_STRIDE_BITS : VPM_GENERIC_WRITE_STRIDE_BITS)) < 0
+        || set_long(setup, "addr", addr) < 0
+        || (is_read ? set_long(setup, "remaining", num ? num : 1LL << VPM_GENERIC_READ_NUM_BITS)
+                    : PyObject_SetAttr(setup, s_remaining, Py_None)) < 0
+        || set_long(setup, "ready", 0) < 0) {
+        Py_DECREF(setup);
+        return NULL;
+    }
+    return setup;
+}
+
+/* Vpm.write_vr_setup / write_vw_setup for a valid generic setup: 1 done, 0 take the Python
+ * path (another kind of setup, a reserved SIZE, a full read queue: checks to report), -1 */
+int vpm_fast_setup(Machine *m, Qpu *q, int is_read, const uint32_t *value)
+{
+    uint32_t word = value[0];
+    if (!m->vpm_fast_setups)
+        return 0;
+    if ((is_read ? FIELD(word, VPM_GENERIC_READ, ID) : FIELD(word, VPM_GENERIC_WRITE, ID)) != VPM_GENERIC_ID)
+        return 0;
+    PyObject *queue = NULL;
+    if (is_read) {
+        queue = PyList_GET_ITEM(m->vpm_reads, q->index);
+        Py_ssize_t n = PyObject_Length(queue);
+        if (n < 0)
+            return -1;
+        if (n >= m->vpm_read_queue)
+            return 0;
+    }
+    PyObject *setup = new_setup(m, word, is_read);
+    if (!setup)
+        return PyErr_Occurred() ? -1 : 0;
+    int rc;
+    if (is_read) {
+        rc = set_long(setup, "ready", q->clock + m->vpm_read_latency);
+        if (rc == 0) {
+            PyObject *r = PyObject_CallMethodObjArgs(queue, s_append, setup, NULL);
+            rc = r ? 0 : -1;
+            Py_XDECREF(r);
+        }
+        Py_DECREF(setup);
+    } else {
+        rc = PyList_SetItem(m->vpm_write, q->index, setup);     /* steals setup */
+    }
+    return rc < 0 ? -1 : 1;
 }
