@@ -3,9 +3,11 @@
 import numpy as np
 import pytest
 
-from asm import kernel, r0, uniform
+from asm import kernel
 from vc4nn.emulator import EmulatorDevice, ccore
 from vc4nn.emulator.machine import PROGRESS_INTERVAL
+
+from .test_machine import _delay_loop
 
 pytestmark = pytest.mark.skipif(not ccore.available(), reason="the C core is not built")
 
@@ -16,19 +18,13 @@ def emulator_core():
 
 
 @kernel
-def countdown(a):
-    a.mov(r0, uniform)
-    a.label("loop")
-    a.sub(r0, r0, 1, sf=True)
-    a.branch("loop", cond="any_zc")
-    a.nop()
-    a.nop()
-    a.nop()
+def countdown(a, iterations):
+    _delay_loop(a, iterations)
     a.exit()
 
 
 def _run(device, iterations, num_qpus):
-    return device.execute(countdown.assemble(), num_qpus, [[iterations]] * num_qpus)
+    return device.execute(countdown.assemble(iterations=iterations), num_qpus)
 
 
 def test_progress_is_called_when_the_count_crosses_each_multiple():
@@ -61,7 +57,7 @@ def test_final_state_of_both_cores():
             _run(device, 5, 2)
             states[core] = device.machine.final_state
     for p, c in zip(states["python"], states["c"]):
-        assert p["acc"][0].tolist() == [0] * 16      # the counter ran down to 0
+        assert p["acc"][2].tolist() == [0] * 16      # the counter (r2) ran down to 0
         assert p["z"].all()
         for key in p:
             assert np.array_equal(p[key], c[key]), key

@@ -16,23 +16,24 @@
 static PyObject *s_remaining, *s_horizontal, *s_laned, *s_width, *s_addr, *s_stride, *s_ready,
     *s_kind, *s_words, *s_load, *s_popleft, *s_append, *s_new;
 
+static int intern_names(void)
+{
+    static const struct { PyObject **slot; const char *text; } names[] = {
+        {&s_remaining, "remaining"}, {&s_horizontal, "horizontal"}, {&s_laned, "laned"},
+        {&s_width, "width"}, {&s_addr, "addr"}, {&s_stride, "stride"}, {&s_ready, "ready"},
+        {&s_kind, "kind"}, {&s_words, "words"}, {&s_load, "load"}, {&s_popleft, "popleft"},
+        {&s_append, "append"}, {&s_new, "__new__"},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!*names[i].slot && !(*names[i].slot = PyUnicode_InternFromString(names[i].text)))
+            return -1;
+    return 0;
+}
+
 int vpm_fast_init(Machine *m)
 {
-    if (!s_remaining) {
-        s_remaining = PyUnicode_InternFromString("remaining");
-        s_horizontal = PyUnicode_InternFromString("horizontal");
-        s_laned = PyUnicode_InternFromString("laned");
-        s_width = PyUnicode_InternFromString("width");
-        s_addr = PyUnicode_InternFromString("addr");
-        s_stride = PyUnicode_InternFromString("stride");
-        s_ready = PyUnicode_InternFromString("ready");
-        s_kind = PyUnicode_InternFromString("kind");
-        s_words = PyUnicode_InternFromString("words");
-        s_load = PyUnicode_InternFromString("load");
-        s_popleft = PyUnicode_InternFromString("popleft");
-        s_append = PyUnicode_InternFromString("append");
-        s_new = PyUnicode_InternFromString("__new__");
-    }
+    if (intern_names() < 0)
+        return -1;
     PyObject *timing = PyObject_GetAttrString(m->vpm, "timing");
     if (!timing)
         return -1;
