@@ -161,7 +161,8 @@ static int races(Machine *m, const Positions *p, int writes_vpm)
             return -1;
         }
         int hit = 0;
-        for (int i = 0; i < LANES * p->width && !hit; i++) {
+        /* an element's bytes lie in one VPM word: its first byte names the word */
+        for (int i = 0; i < LANES * p->width && !hit; i += p->width) {
             Py_ssize_t w = p->index[i] / WORD_BYTES;
             hit = w < view.len && ((const uint8_t *)view.buf)[w];
         }
