@@ -48,3 +48,11 @@ def test_header_is_up_to_date():
     from vc4nn.emulator import cheader
     with open(cheader.HEADER, encoding="utf-8") as f:
         assert f.read() == cheader.render()
+
+
+def test_environment_variable_picks_the_default(monkeypatch):
+    monkeypatch.setenv("VC4NN_EMULATOR_CORE", "python")
+    assert EmulatorDevice().core == "python"
+    monkeypatch.setenv("VC4NN_EMULATOR_CORE", "turbo")
+    with pytest.raises(DeviceError, match="got 'turbo'"):
+        EmulatorDevice()

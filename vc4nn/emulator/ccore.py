@@ -10,6 +10,7 @@ construction. Rare paths (check reports, faults, the seeded scheduler's draws) c
 Python, into the same helpers the Python core uses.
 """
 
+import os
 import sys
 import types
 
@@ -51,10 +52,11 @@ def active_default():
 
 
 def resolve(core):
-    """The core a machine uses: "c", "python", or None for the default (C when built)."""
+    """The core a machine uses: "c", "python", or None for the default: the environment
+    variable VC4NN_EMULATOR_CORE when set, else C when built."""
     global _notice_shown
-    if core is None and default_override is not None:
-        core = default_override
+    if core is None:
+        core = default_override or os.environ.get("VC4NN_EMULATOR_CORE") or None
     if core is None:
         if not available() and not _notice_shown:
             _notice_shown = True
