@@ -16,6 +16,8 @@ import types
 
 import numpy as np
 
+from asm import isa
+
 from ..errors import DeviceError
 from .lowering import RECORD_WORDS, lower_word
 from .vpm import GenericSetup
@@ -36,6 +38,7 @@ CORE_RULES = ("regfile_read_after_write", "r4_read_before_sfu_result",
               "r4_overwritten_during_sfu", "uniform_read_after_address_write")
 _SFU_NAMES = ("recip", "recipsqrt", "exp", "log")
 RECORD_CACHE_LIMIT = 1 << 16
+_SIG_SHIFT = isa.ALU_FIELDS["sig"][0]
 # The core of machines made with core=None when set ("c" or "python"); the tests run the
 # emulator suite once per core through it.
 default_override = None
@@ -89,12 +92,15 @@ class _Glue:
             machine.plan_at(pc, types.SimpleNamespace(index=qpu))    # raises the fault
         low, high = machine.memory.read_words(pc, 2, "fetch", qpu, pc)
         word = int(low) | int(high) << 32
+        # Only a branch's record depends on its address (target, link): the others are cached
+        # by content, so a program loaded at a new address is not lowered again.
+        key = (pc, word) if word >> _SIG_SHIFT == isa.SIG_BRANCH else word
         cache = machine._record_cache
-        record = cache.get((pc, word))
+        record = cache.get(key)
         if record is None:
             if len(cache) >= RECORD_CACHE_LIMIT:
                 cache.clear()
-            record = cache[(pc, word)] = lower_word(word, pc)
+            record = cache[key] = lower_word(word, pc)
         return record
 
     def report(self, rule, qpu, pc, a, b):
