@@ -117,9 +117,9 @@ def _random_scenario(program_words, uniforms, num_qpus):
     return scenario
 
 
-@settings(max_examples=int(os.environ.get("VC4NN_EQUIVALENCE_EXAMPLES", 1500)), deadline=None,
+@settings(max_examples=int(os.environ.get("VC4NN_EQUIVALENCE_EXAMPLES", 2000)), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(program_words=programs, uniforms=uniform_lists, num_qpus=st.integers(1, 4),
+@given(program_words=programs, uniforms=uniform_lists, num_qpus=st.integers(1, 6),
        mode=st.sampled_from(["error", "warn", "off"]), seed=st.sampled_from([None, None, 5]))
 def test_random_programs(program_words, uniforms, num_qpus, mode, seed):
     assert_equivalent(_random_scenario(program_words, uniforms, num_qpus), checks=mode,
@@ -133,3 +133,61 @@ def test_the_observer_sees_a_difference():
     first = observe("c", _random_scenario(code, [1], 1))
     second = observe("python", _random_scenario(code, [2], 1))
     assert first["launches"][0]["state"] != second["launches"][0]["state"]
+
+
+# --- the run's ends: deadlock, timeout, budget, faults, unsupported words -------------------
+
+def _code_scenario(body, num_qpus=2, timeout=None, uniforms=None):
+    from asm import kernel
+
+    @kernel
+    def program(a):
+        body(a)
+
+    def scenario(device):
+        per_qpu = None if uniforms is None else [list(uniforms)] * num_qpus
+        device.execute(program.assemble(check=False), num_qpus, per_qpu, timeout=timeout)
+    return scenario
+
+
+def _deadlock(a):
+    a.sema_acquire(3)
+    a.exit()
+
+
+def _endless(a):
+    from asm import r0
+    a.label("top")
+    a.add(r0, r0, 1)
+    a.branch("top")
+    a.nop()
+    a.nop()
+    a.nop()
+
+
+def _bad_uniform(a):
+    from asm import r0, uniform
+    a.mov(r0, uniform)
+    a.mov(r0, uniform)
+    a.exit()
+
+
+@pytest.mark.parametrize("body, options, run_options", [
+    (_deadlock, {}, {}),
+    (_endless, {"max_instructions": None}, {"timeout": 1e-5}),
+    (_endless, {"max_instructions": 5000}, {}),
+    (_bad_uniform, {}, {"uniforms": [1]}),
+    (_bad_uniform, {"checks": "warn"}, {"uniforms": [1]}),
+])
+def test_ends_of_a_run(body, options, run_options):
+    observation = assert_equivalent(_code_scenario(body, **run_options), **options)
+    assert observation["outcome"][0] == "raised"
+
+
+def test_unsupported_word_and_misaligned_fetch():
+    varying_read = encode(Instruction(raddr_a=35, op_add=isa.ADD_OPS["or"].code,
+                                      add_a=isa.MUX_A, add_b=isa.MUX_A, waddr_add=0))
+    assert_equivalent(_random_scenario([varying_read], [], 1))
+    jump_to_odd = encode(Instruction(sig=isa.SIG_BRANCH, cond_br=isa.BRANCH_CONDITIONS["always"],
+                                     rel=1, immediate=4, raddr_a=0))
+    assert_equivalent(_random_scenario([jump_to_odd, 0, 0, 0], [], 1))
