@@ -19,7 +19,8 @@ import numpy as np
 from asm import isa
 
 from ..errors import DeviceError
-from .lowering import RECORD_WORDS, lower_word
+from . import sync
+from .lowering import ENUMS, RECORD_WORDS, lower_word
 from .vpm import GenericSetup
 from .qpu import STALL_CAUSES, r4_early_message, r4_overwritten_message, \
     regfile_hazard_message, uniform_early_message, uniform_word
@@ -39,6 +40,7 @@ CORE_RULES = ("regfile_read_after_write", "r4_read_before_sfu_result",
 _SFU_NAMES = ("recip", "recipsqrt", "exp", "log")
 RECORD_CACHE_LIMIT = 1 << 16
 _SIG_SHIFT = isa.ALU_FIELDS["sig"][0]
+_BLOCKED_SEMAPHORE = ENUMS["BLOCKED"].index("semaphore")
 # The core of machines made with core=None when set ("c" or "python"); the tests run the
 # emulator suite once per core through it.
 default_override = None
@@ -115,6 +117,24 @@ class _Glue:
             message = uniform_early_message(a)
         self.machine.checks.report(CORE_RULES[rule], message, qpu, pc)
 
+    def sync_report(self, rule, qpu, holder):
+        if rule == 0:
+            self.sync._report("mutex_reacquire", sync.MUTEX_REACQUIRE_MESSAGE, qpu)
+        else:
+            self.sync._report("mutex_not_held",
+                              sync.mutex_not_held_message(None if holder < 0 else holder), qpu)
+
+    def sync_import(self, state):
+        """Put the C core's semaphores and mutex into the Python Sync (its finish and
+        blocked_reason read them)."""
+        counts, changed, holder, free_at, blocked = state
+        s = self.sync
+        s.counts, s._changed_at, s.mutex_holder, s._mutex_free_at = counts, changed, holder, \
+            free_at
+        s._blocked = {qpu: (sync.semaphore_blocked_reason(a, bool(b), c)
+                            if kind == _BLOCKED_SEMAPHORE else sync.mutex_blocked_reason(a))
+                      for qpu, (kind, a, b, c) in blocked.items()}
+
     def uniform_word(self, address, qpu, pc):
         return uniform_word(self.machine.memory, address, qpu, pc)[0]
 
@@ -161,7 +181,8 @@ def run(machine, entries, deadline, budget, timeout):
     off = tuple(checks.mode(rule) == "off" for rule in CORE_RULES)
     _, summaries = _ccore.run(
         glue, list(entries), float(deadline), float(budget), machine.progress,
-        (timing.issue_clocks, timing.sfu_latency, timing.uniform_line_bytes),
+        (timing.issue_clocks, timing.sfu_latency, timing.uniform_line_bytes,
+         timing.semaphore_clocks, timing.mutex_clocks),
         _allocations(machine.memory), off, machine.keep_final_state)
     qpus = []
     for s in summaries:

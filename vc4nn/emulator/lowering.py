@@ -25,6 +25,7 @@ ENUMS = {
     "SIGNAL": ("none", "ldtmu0", "ldtmu1", "thrend"),
     "CARRY": ("none",) + tuple(alu.CARRY),
     "SFU": tuple(isa.SFU_WRITE.values()),
+    "BLOCKED": ("none", "semaphore", "mutex"),     # what a blocked QPU waits on (csrc/sync.c)
 }
 TMU_COORDS = "strb"
 # Condition codes in a record: -1 for "no write / no flag update", else the isa code.

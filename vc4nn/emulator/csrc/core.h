@@ -29,6 +29,19 @@ typedef struct {
 
 typedef struct Machine Machine;
 
+/* sync.c: what a blocked QPU waits on (Sync._blocked; BLOCKED_* codes) */
+typedef struct {
+    int kind, a, b, c;          /* semaphore: number, acquire, count; mutex: holder */
+} Blocked;
+
+typedef struct {
+    int counts[NUM_SEMAPHORES];
+    int64_t changed_at[NUM_SEMAPHORES];
+    int holder;                 /* -1: free */
+    int64_t mutex_free_at;
+    Blocked blocked[NUM_QPUS];
+} SyncState;
+
 typedef struct {
     int index;
     vec acc[6];
@@ -64,7 +77,8 @@ struct Machine {
     Qpu qpus[NUM_QPUS];
     int num_qpus;
     int sync_event;
-    int64_t issue_clocks, sfu_latency, uniform_line_bytes;
+    int64_t issue_clocks, sfu_latency, uniform_line_bytes, semaphore_clocks, mutex_clocks;
+    SyncState sync_state;
     /* memory: the allocations, sorted by start */
     Block *blocks;
     Py_ssize_t nblocks;
@@ -117,9 +131,6 @@ int unit_tmu_noswap(Machine *m, Qpu *q, const uint32_t *v);
 int unit_vpm(Machine *m, Qpu *q, const char *method, int cause, const uint32_t *arg,
              uint32_t *out);
 int unit_uniform_line(Machine *m, Qpu *q, uint32_t address);
-int unit_mutex_acquire(Machine *m, Qpu *q, int *acquired);
-int unit_mutex_release(Machine *m, Qpu *q);
-int unit_semaphore(Machine *m, Qpu *q, int number, int acquire, int *done);
 
 /* vpm_fast.c */
 int vpm_fast_init(Machine *m);
@@ -127,6 +138,12 @@ void vpm_fast_release(Machine *m);
 int vpm_fast_read(Machine *m, Qpu *q, uint32_t *out);
 int vpm_fast_write(Machine *m, Qpu *q, const uint32_t *values);
 int vpm_fast_setup(Machine *m, Qpu *q, int is_read, const uint32_t *value);
+
+/* sync.c */
+int sync_semaphore(Machine *m, Qpu *q, int number, int acquire);
+int sync_mutex_acquire(Machine *m, Qpu *q);
+int sync_mutex_release(Machine *m, Qpu *q);
+PyObject *sync_export(const Machine *m);
 
 /* the QPU core's rules, for core_report */
 enum { RULE_REGFILE_RAW, RULE_R4_EARLY, RULE_R4_OVERWRITTEN, RULE_UNIFORM_EARLY };

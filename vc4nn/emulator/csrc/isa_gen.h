@@ -212,6 +212,9 @@
 #define SFU_RECIPSQRT 1
 #define SFU_EXP 2
 #define SFU_LOG 3
+#define BLOCKED_NONE 0
+#define BLOCKED_SEMAPHORE 1
+#define BLOCKED_MUTEX 2
 
 #define REC_kind 0
 #define REC_acquire 1

@@ -47,18 +47,19 @@ static int get_unit(PyObject *glue, const char *name, PyObject **out)
 
 /* run(glue, control, deadline, budget, progress, timing, allocations, rules_off, with_state)
  *   control: list of (uniforms address, code address), one per QPU
- *   timing: (issue_clocks, sfu_latency, uniform_line_bytes)
+ *   timing: (issue_clocks, sfu_latency, uniform_line_bytes, semaphore_clocks, mutex_clocks)
  *   rules_off: 4 bools, the QPU core's rules in mode "off" (order of the RULE_* enum)
  * -> (instructions executed, [per-QPU summary dict]) */
 static PyObject *run(PyObject *self, PyObject *args)
 {
     PyObject *glue, *control, *progress, *allocations;
     double deadline, budget;
-    long long issue, sfu, line;
+    long long issue, sfu, line, semaphore, mutex;
     int off[4], with_state;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OO!ddO(LLL)O!(pppp)p", &glue, &PyList_Type, &control,
-                          &deadline, &budget, &progress, &issue, &sfu, &line, &PyList_Type,
+    if (!PyArg_ParseTuple(args, "OO!ddO(LLLLL)O!(pppp)p", &glue, &PyList_Type, &control,
+                          &deadline, &budget, &progress, &issue, &sfu, &line, &semaphore, &mutex,
+                          &PyList_Type,
                           &allocations, &off[0], &off[1], &off[2], &off[3], &with_state))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(control);
@@ -75,6 +76,9 @@ static PyObject *run(PyObject *self, PyObject *args)
     m->issue_clocks = issue;
     m->sfu_latency = sfu;
     m->uniform_line_bytes = line;
+    m->semaphore_clocks = semaphore;
+    m->mutex_clocks = mutex;
+    m->sync_state.holder = -1;
     memcpy(m->rule_off, off, sizeof(off));
     if (get_unit(glue, "tmu", &m->tmu) || get_unit(glue, "vpm", &m->vpm)
         || get_unit(glue, "sync", &m->sync) || get_unit(glue, "bus", &m->bus)

@@ -221,7 +221,7 @@ static int io_write(Machine *m, Qpu *q, int dest, int index, const uint32_t *v)
     }
     case DEST_VR_ADDR: return unit_vpm(m, q, "write_vr_addr", STALL_DMA, v, NULL);
     case DEST_VW_ADDR: return unit_vpm(m, q, "write_vw_addr", STALL_DMA, v, NULL);
-    case DEST_MUTEX_RELEASE: return unit_mutex_release(m, q);
+    case DEST_MUTEX_RELEASE: return sync_mutex_release(m, q);
     case DEST_SFU:
         TRY(r4_writer(m, q, index));
         sfu_compute(index, v, q->acc[4]);
@@ -278,10 +278,9 @@ static int run_alu(Machine *m, Qpu *q, const Record *rec)
 {
     vec pa, pb, add_x, add_y, add_r, mul_x, mul_y, mul_r;
     if (R(acquire)) {
-        int acquired;
-        TRY(unit_mutex_acquire(m, q, &acquired));
-        if (!acquired)
-            return 0;
+        int acquired = sync_mutex_acquire(m, q);
+        if (acquired <= 0)
+            return acquired;
     }
     if (R(read_a) != READ_NONE)
         TRY(port_read(m, q, 0, (int)R(read_a), (int)R(raddr_a), pa));
@@ -334,12 +333,8 @@ static int run_alu(Machine *m, Qpu *q, const Record *rec)
 static int run_load_imm(Machine *m, Qpu *q, const Record *rec)
 {
     vec value;
-    if (R(semaphore) >= 0) {
-        int done;
-        TRY(unit_semaphore(m, q, (int)R(semaphore), (int)R(sem_acquire), &done));
-        if (!done)
-            return 0;
-    }
+    if (R(semaphore) >= 0 && !sync_semaphore(m, q, (int)R(semaphore), (int)R(sem_acquire)))
+        return 0;
     for (int i = 0; i < LANES; i++)
         value[i] = (uint32_t)rec->f[REC_value0 + i];
     TRY(write_dest(m, q, (int)R(add_dest), (int)R(add_index), (int)R(add_cond), (int)R(add_packer),

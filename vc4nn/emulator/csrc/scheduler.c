@@ -132,6 +132,19 @@ static PyObject *fail(Machine *m, const char *what, PyObject *detail)
     return NULL;
 }
 
+/* The semaphores and mutex as the Python Sync keeps them, for its end-of-run checks and the
+ * deadlock message. */
+static int sync_back(Machine *m)
+{
+    PyObject *state = sync_export(m);
+    if (!state)
+        return -1;
+    PyObject *r = PyObject_CallMethod(m->glue, "sync_import", "(O)", state);
+    Py_DECREF(state);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
 PyObject *schedule(Machine *m, double deadline, double budget, PyObject *progress)
 {
     PyObject *rng = PyObject_GetAttrString(m->glue, "rng");
@@ -205,6 +218,8 @@ PyObject *schedule(Machine *m, double deadline, double budget, PyObject *progres
             heap_push(&heap, top);
         }
     }
+    if (sync_back(m) < 0)
+        goto done;
     if (nblocked) {
         PyObject *which = PyList_New(nblocked);
         if (!which)
