@@ -1,4 +1,5 @@
 import platform
+import re
 import sys
 
 from setuptools import Extension, find_packages, setup
@@ -41,9 +42,13 @@ class OptionalBuildExt(build_ext):
               f"OS: sudo apt install gcc python3-dev) and reinstall.", file=sys.stderr)
 
 
+# The version is written once, in vc4nn/__init__.py (vc4nn --version prints it).
+with open("vc4nn/__init__.py", encoding="utf-8") as f:
+    VERSION = re.search(r'^__version__ = "([^"]+)"', f.read(), re.M).group(1)
+
 setup(
     name="vc4nn",
-    version="0.1.0",
+    version=VERSION,
     description="QPU assembler, VideoCore IV emulator and neural-network kernels for the Raspberry Pi GPU",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
@@ -56,7 +61,7 @@ setup(
                            extra_compile_args=_float_flags(), optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
     python_requires=">=3.9",
-    install_requires=["numpy>=1.19"],
+    install_requires=["numpy>=1.19", "tqdm>=4.60"],   # tqdm: progress bars (delay=)
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=2"],
         "tflite": ["tflite>=2.4"],

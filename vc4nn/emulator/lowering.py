@@ -11,8 +11,8 @@ from asm import isa
 from asm.encoding import branch_target, decode
 
 from . import alu, pack
-from .plan import BRANCH_REGISTER_ELEMENT, _FULL_ROTATION_MUXES, _condition, _write_sides, \
-    compile_word
+from .plan import BRANCH_REGISTER_ELEMENT, _FULL_ROTATION_MUXES, _condition, _unpack_kind, \
+    _write_sides, compile_word
 
 ENUMS = {
     "KIND": ("alu", "load_imm", "branch"),
@@ -66,6 +66,7 @@ def _read_kind(side, addr, used):
 
 
 def _operand(record, prefix, ins, mux, kind, small_imm):
+    """``kind``: how a regfile-A unpack converts (plan._unpack_kind)."""
     unpack_code = 0
     as_float = kind == "float"
     if mux == isa.MUX_ACC["r4"] and ins.pm:
@@ -139,7 +140,7 @@ def _new_record():
 
 def lower_word(word, pc):
     """The record of instruction ``word`` at ``pc`` (a list of RECORD_WORDS ints)."""
-    compile_word(word, pc)          # the Python plan decides what is unsupported
+    compile_word(word)              # the Python plan decides what is unsupported
     ins = decode(word)
     record = _new_record()
     if ins.sig == isa.SIG_BRANCH:
@@ -173,20 +174,21 @@ def _lower_alu(record, ins):
     flags_from_add = add_op.name != "nop"
     compute_add = add_op.name != "nop" and (
         has_add_write or (flags_cond != NO_CONDITION and flags_from_add))
+    unpack_kind = _unpack_kind(ins, add_op, mul_op)
     muxes = []
     if compute_add:
         record[r["add_op"]] = ins.op_add
         record[r["add_sat"]] = int(saturating == "add" and add_op.name in alu.SATURATING)
         record[r["add_arity"]] = add_op.arity
-        _operand(record, "add_x_", ins, ins.add_a, add_op.kind, small_imm)
+        _operand(record, "add_x_", ins, ins.add_a, unpack_kind, small_imm)
         _operand(record, "add_y_", ins, ins.add_a if add_op.arity == 1 else ins.add_b,
-                 add_op.kind, small_imm)
+                 unpack_kind, small_imm)
         muxes += [ins.add_a] if add_op.arity == 1 else [ins.add_a, ins.add_b]
     if mul_op.name != "nop":
         record[r["mul_op"]] = ins.op_mul
         record[r["mul_sat"]] = int(saturating == "mul" and mul_op.name in alu.SATURATING)
-        _operand(record, "mul_x_", ins, ins.mul_a, mul_op.kind, small_imm)
-        _operand(record, "mul_y_", ins, ins.mul_b, mul_op.kind, small_imm)
+        _operand(record, "mul_x_", ins, ins.mul_a, unpack_kind, small_imm)
+        _operand(record, "mul_y_", ins, ins.mul_b, unpack_kind, small_imm)
         rotation = isa.rotation_of(ins.raddr_b) if small_imm else None
         if rotation is not None:
             record[r["rotation"]] = ROTATE_R5 if rotation == "r5" else rotation

@@ -39,9 +39,10 @@ from .vpm import MemoryBus, Vpm
 # 50k instructions/s would take hours).
 DEFAULT_MAX_INSTRUCTIONS = 50_000_000
 JITTER_CLOCKS = 64
+# A launch calls ``Machine.progress`` each time its instruction count crosses a multiple of this.
+PROGRESS_INTERVAL = 1 << 16
 PLAN_CACHE_LIMIT = 1 << 16      # predecoded instructions kept across launches
 CONTROL_ENTRY_WORDS = 2
-PROGRESS_INTERVAL = 1 << 16     # Machine.progress is called when the count crosses a multiple
 
 
 class Machine:
@@ -51,16 +52,20 @@ class Machine:
                                              or max_instructions < 1):
             raise DeviceError(f"max_instructions must be a positive int or None; "
                               f"got {max_instructions!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise DeviceError(f"seed must be None or an int, got {seed!r}")
         self.memory = memory
         self.timing = Timing(board)
         self.checks = as_checks(checks).copy()
         self.max_instructions = max_instructions
         self._rng = random.Random(seed) if seed is not None else None
-        self._plan_cache = {}       # (code address, word) -> plan, kept across runs
+        self._plan_cache = {}       # word -> plan (plans are position-independent), across runs
         self.run_plans = {}         # code address -> plan, this run
         self.sync_event = False
-        self.core = ccore.resolve(core)     # "c" or "python" (docs/design.md "Two cores")
+        # None, or a callable given the instructions executed so far in the launch (all QPUs);
+        # called each time that count crosses a multiple of PROGRESS_INTERVAL.
         self.progress = None
+        self.core = ccore.resolve(core)     # "c" or "python" (docs/design.md "Two cores")
         self.keep_final_state = False       # debugging and the core equivalence tests
         self.final_state = None
 
@@ -72,11 +77,11 @@ class Machine:
                               qpu.index, pc, "fetch", pc)
         low, high = self.memory.read_words(pc, 2, "fetch", qpu.index, pc)
         word = int(low) | int(high) << 32
-        plan = self._plan_cache.get((pc, word))
+        plan = self._plan_cache.get(word)
         if plan is None:
             if len(self._plan_cache) >= PLAN_CACHE_LIMIT:
                 self._plan_cache.clear()
-            plan = self._plan_cache[(pc, word)] = compile_word(word, pc)
+            plan = self._plan_cache[word] = compile_word(word)
         self.run_plans[pc] = plan
         return plan
 
@@ -151,6 +156,8 @@ class Machine:
         blocked = {}
         executed = 0
         clock_limit = deadline + 1
+        progress = self.progress
+        next_report = PROGRESS_INTERVAL if progress is not None else math.inf
         while heap:
             _, tie, i = heapq.heappop(heap)
             q = qpus[i]
@@ -162,7 +169,10 @@ class Machine:
                 if rng is not None:
                     first_until += rng.randrange(JITTER_CLOCKS)
                 limit = min(limit, first_until)
-            executed += self._run_slice(q, limit, budget - executed)
+            executed += self._run_slice(q, limit, min(budget, next_report) - executed)
+            if executed >= next_report:
+                progress(executed)
+                next_report += PROGRESS_INTERVAL
             if self.sync_event:
                 self.sync_event = False
                 for b in blocked.values():
@@ -188,7 +198,8 @@ class Machine:
                                    f"time at {self.timing.clock_hz / 1e6:g} MHz; "
                                    f"{_positions(qpus)}")
         return EmulatorTimeout(f"the run executed {executed} instructions, its budget "
-                               f"(max_instructions); {_positions(qpus)}")
+                               f"(max_instructions; --max-instructions on the command "
+                               f"line); {_positions(qpus)}")
 
     def deadlock_error(self, blocked, qpus):
         return DeadlockError({

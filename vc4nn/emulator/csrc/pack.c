@@ -6,53 +6,32 @@
 
 static inline float f32(uint32_t bits) { float f; memcpy(&f, &bits, 4); return f; }
 
-/* numpy's float16 -> float32 (exact; NaN payloads kept) */
+/* Float16 (pack.py): the QPU has no denormals. Unpack: normal -> the same value, +-0 and
+ * denormal -> signed zero, Inf -> Inf, NaN -> NaN with sign, quiet bit and payload moved up. */
+#define REBIAS ((127u - 15u) << 23)
+
 static uint32_t half_to_float(uint32_t h)
 {
-    uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FF;
-    if (exp == 0x1F)
-        return sign | 0x7F800000u | (man << 13);
-    if (exp == 0) {
-        if (man == 0)
-            return sign;
-        /* a half denormal becomes a normal float */
-        int e = -1;
-        do { e++; man <<= 1; } while (!(man & 0x400));
-        return sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3FF) << 13);
-    }
-    return sign | ((exp + 112) << 23) | (man << 13);
+    uint32_t sign = (h & 0x8000u) << 16, exponent = h & 0x7C00u, fraction = h & 0x3FFu;
+    if (exponent == 0)
+        return sign;
+    if (exponent == 0x7C00u)
+        return sign | 0x7F800000u | (fraction << 13);
+    return sign | (((h & 0x7FFFu) << 13) + REBIAS);
 }
 
-/* numpy's float32 -> float16: round to nearest even, overflow to Inf, NaN kept NaN */
-static uint32_t float_to_half(uint32_t f)
+/* Pack: |x| < 2**-14 -> signed zero (decided before rounding); else round to nearest even to
+ * 10 fraction bits; 2**16 or more, Inf and NaN -> Inf of the sign. */
+static uint32_t float_to_half(uint32_t v)
 {
-    uint32_t sign = (f >> 16) & 0x8000u, exp = f & 0x7F800000u, man = f & 0x007FFFFFu;
-    if (exp == 0x7F800000u) {
-        if (man) {
-            uint32_t r = 0x7C00u + (man >> 13);
-            if (r == 0x7C00u)
-                r++;
-            return sign | r;
-        }
-        return sign | 0x7C00u;
-    }
-    if (exp >= 0x47800000u)
-        return sign | 0x7C00u;
-    if (exp <= 0x38000000u) {
-        if (exp < 0x33000000u)
-            return sign;
-        uint32_t e = exp >> 23;
-        man = (man | 0x00800000u) >> (113 - e);
-        /* ties to even; the shift may have dropped up to 11 bits, kept in f's low bits */
-        if ((man & 0x3FFFu) != 0x1000u || (f & 0x7FFu))
-            man += 0x1000u;
-        return sign | (man >> 13);
-    }
-    uint32_t h_exp = (exp - 0x38000000u) >> 13;
-    if ((man & 0x3FFFu) != 0x1000u)
-        man += 0x1000u;
-    uint32_t h = h_exp + (man >> 13);   /* a carry rounds into the exponent (maybe Inf) */
-    return sign | h;
+    uint32_t magnitude = v & 0x7FFFFFFFu;
+    uint32_t nearest_even = (magnitude + 0xFFFu + ((magnitude >> 13) & 1u)) >> 13;
+    uint32_t half = nearest_even - (REBIAS >> 13);
+    if (half > 0x7C00u)
+        half = 0x7C00u;
+    if ((magnitude >> 23) < 127u - 14u)
+        half = 0;
+    return ((v >> 16) & 0x8000u) | half;
 }
 
 static uint32_t byte_to_float(uint32_t byte)
@@ -92,15 +71,8 @@ static inline uint32_t into(uint32_t field, uint32_t old, int shift, uint32_t ma
 
 static uint32_t half_of(int as_float, int saturate, uint32_t v)
 {
-    if (as_float) {
-        float f = f32(v);
-        if (saturate && !isnan(f)) {
-            if (f < -65504.0f) f = -65504.0f;
-            if (f > 65504.0f) f = 65504.0f;
-            memcpy(&v, &f, 4);
-        }
+    if (as_float)           /* saturation is for int results only (pack.py) */
         return float_to_half(v);
-    }
     if (saturate) {
         int32_t s = (int32_t)v;
         s = s < -32768 ? -32768 : s > 32767 ? 32767 : s;

@@ -154,6 +154,7 @@ PyObject *schedule(Machine *m, double deadline, double budget, PyObject *progres
     int blocked[NUM_QPUS], nblocked = 0;
     int64_t executed = 0, slices = 0;
     double clock_limit = deadline + 1;
+    double next_report = progress != Py_None ? PROGRESS_INTERVAL : INFINITY;
     PyObject *result = NULL;
     for (int i = 0; i < m->num_qpus; i++) {
         Entry e = {m->qpus[i].clock, 0, i};
@@ -177,17 +178,18 @@ PyObject *schedule(Machine *m, double deadline, double budget, PyObject *progres
             if (first_until < limit)
                 limit = first_until;
         }
-        int64_t before_count = executed;
-        int64_t ran = run_slice(m, q, limit, budget - (double)executed);
+        /* a slice stops at the next progress report, as in machine.py */
+        int64_t ran = run_slice(m, q, limit,
+                                (budget < next_report ? budget : next_report) - (double)executed);
         if (ran < 0)
             goto done;
         executed += ran;
-        if (progress != Py_None
-            && executed / PROGRESS_INTERVAL != before_count / PROGRESS_INTERVAL) {
+        if ((double)executed >= next_report) {
             PyObject *r = PyObject_CallFunction(progress, "L", (long long)executed);
             if (!r)
                 goto done;
             Py_DECREF(r);
+            next_report += PROGRESS_INTERVAL;
         }
         if (++slices % 1024 == 0 && PyErr_CheckSignals() < 0)
             goto done;
