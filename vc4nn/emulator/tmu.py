@@ -78,9 +78,7 @@ class Tmu:
             return now
         outstanding = sum(len(fifo) for fifo in self._fifos[qpu])
         if outstanding >= self.timing.tmu_fifo_depth:
-            self.checks.report("tmu_fifo_overflow",
-                               f"TMU request with {outstanding} already outstanding; more than "
-                               f"{self.timing.tmu_fifo_depth} is unreliable (facts §5.13)", qpu)
+            self.report_overflow(qpu, outstanding)
         physical = self.physical_unit(qpu, unit)
         addresses = np.asarray(values, dtype=np.uint32) & np.uint32(~(_WORD - 1) & 0xFFFFFFFF)
         self._check_stale(qpu, addresses)
@@ -91,6 +89,11 @@ class Tmu:
             ready = max(ready, fifo[-1].ready)
         fifo.append(_Request(data, ready))
         return now
+
+    def report_overflow(self, qpu, outstanding):
+        self.checks.report("tmu_fifo_overflow",
+                           f"TMU request with {outstanding} already outstanding; more than "
+                           f"{self.timing.tmu_fifo_depth} is unreliable (facts §5.13)", qpu)
 
     def load(self, qpu, signal_unit, now):
         """ldtmu0/ldtmu1: the oldest result of that TMU for r4, and when it is there."""

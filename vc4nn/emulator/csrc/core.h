@@ -29,6 +29,32 @@ typedef struct {
 
 typedef struct Machine Machine;
 
+/* tmu.c */
+typedef struct {
+    int sets, ways;
+    long long line;             /* bytes */
+    int *used;                  /* lines in each set */
+    int64_t *lines;             /* sets x ways line numbers, least recently used first */
+} Lru;
+
+typedef struct {
+    vec values;
+    int64_t ready;
+} TmuRequest;
+
+typedef struct {
+    TmuRequest *items;
+    int head, count, cap;
+} TmuFifo;
+
+typedef struct {
+    Lru caches[NUM_QPUS / QPUS_PER_SLICE][2];
+    int64_t free_at[NUM_QPUS / QPUS_PER_SLICE][2];
+    int noswap[NUM_QPUS];
+    TmuFifo fifos[NUM_QPUS][2];
+    long long fifo_depth, request_clocks, hit_latency, miss_latency;
+} Tmu;
+
 /* sync.c: what a blocked QPU waits on (Sync._blocked; BLOCKED_* codes) */
 typedef struct {
     int kind, a, b, c;          /* semaphore: number, acquire, count; mutex: holder */
@@ -79,6 +105,7 @@ struct Machine {
     int sync_event;
     int64_t issue_clocks, sfu_latency, uniform_line_bytes, semaphore_clocks, mutex_clocks;
     SyncState sync_state;
+    Tmu tmu_state;
     /* memory: the allocations, sorted by start */
     Block *blocks;
     Py_ssize_t nblocks;
@@ -127,7 +154,6 @@ void qpu_wait(Qpu *q, int64_t t, int cause);
 int core_report(Machine *m, Qpu *q, int rule, int64_t a, int64_t b);
 int unit_tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v);
 int unit_tmu_load(Machine *m, Qpu *q, int unit);
-int unit_tmu_noswap(Machine *m, Qpu *q, const uint32_t *v);
 int unit_vpm(Machine *m, Qpu *q, const char *method, int cause, const uint32_t *arg,
              uint32_t *out);
 int unit_uniform_line(Machine *m, Qpu *q, uint32_t address);
@@ -138,6 +164,14 @@ void vpm_fast_release(Machine *m);
 int vpm_fast_read(Machine *m, Qpu *q, uint32_t *out);
 int vpm_fast_write(Machine *m, Qpu *q, const uint32_t *values);
 int vpm_fast_setup(Machine *m, Qpu *q, int is_read, const uint32_t *value);
+
+/* tmu.c */
+int tmu_init(Machine *m);
+void tmu_release(Machine *m);
+void tmu_set_noswap(Machine *m, Qpu *q, const uint32_t *v);
+int tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v);
+int tmu_load(Machine *m, Qpu *q, int unit);
+int tmu_export(Machine *m);
 
 /* sync.c */
 int sync_semaphore(Machine *m, Qpu *q, int number, int acquire);

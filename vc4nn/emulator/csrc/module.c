@@ -82,7 +82,7 @@ static PyObject *run(PyObject *self, PyObject *args)
     memcpy(m->rule_off, off, sizeof(off));
     if (get_unit(glue, "tmu", &m->tmu) || get_unit(glue, "vpm", &m->vpm)
         || get_unit(glue, "sync", &m->sync) || get_unit(glue, "bus", &m->bus)
-        || vpm_fast_init(m) < 0 || memory_load(m, allocations) < 0)
+        || vpm_fast_init(m) < 0 || tmu_init(m) < 0 || memory_load(m, allocations) < 0)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned long unif, code;
@@ -113,6 +113,7 @@ done:
     Py_XDECREF(m->bus);
     memory_release(m);
     vpm_fast_release(m);
+    tmu_release(m);
     plans_clear(m);
     free(m);
     return result;

@@ -205,7 +205,7 @@ static void register_write(Qpu *q, uint32_t *reg, int cond, int packer, int code
 static int io_write(Machine *m, Qpu *q, int dest, int index, const uint32_t *v)
 {
     switch (dest) {
-    case DEST_TMU_NOSWAP: return unit_tmu_noswap(m, q, v);
+    case DEST_TMU_NOSWAP: tmu_set_noswap(m, q, v); return 0;
     case DEST_HOST_INT: if (v[0]) q->host_interrupts++; return 0;
     case DEST_UNIF_ADDR: set_uniforms_address(q, v, 0); return 0;
     case DEST_UNIF_ADDR_REL: set_uniforms_address(q, v, 1); return 0;
@@ -229,7 +229,7 @@ static int io_write(Machine *m, Qpu *q, int dest, int index, const uint32_t *v)
         q->r4_ready_count = q->count + SFU_RESULT_LATENCY;
         q->r4_ready_clock = q->clock + m->sfu_latency;
         return 0;
-    default: return unit_tmu_write(m, q, index, v);
+    default: return tmu_write(m, q, index, v);
     }
 }
 
@@ -321,7 +321,7 @@ static int run_alu(Machine *m, Qpu *q, const Record *rec)
     case SIGNAL_LDTMU0: case SIGNAL_LDTMU1: {
         int unit = R(signal) == SIGNAL_LDTMU1;
         TRY(r4_writer(m, q, 4 + unit));
-        TRY(unit_tmu_load(m, q, unit));
+        TRY(tmu_load(m, q, unit));
         break;
     }
     case SIGNAL_THREND: schedule_jump(q, THREAD_END_DELAY_SLOTS, -1); break;

@@ -220,7 +220,7 @@ PyObject *schedule(Machine *m, double deadline, double budget, PyObject *progres
             heap_push(&heap, top);
         }
     }
-    if (sync_back(m) < 0)
+    if (sync_back(m) < 0 || (!nblocked && tmu_export(m) < 0))
         goto done;
     if (nblocked) {
         PyObject *which = PyList_New(nblocked);

@@ -145,16 +145,6 @@ int unit_tmu_load(Machine *m, Qpu *q, int unit)
                                               (long long)q->clock), STALL_TMU, q->acc[4]);
 }
 
-int unit_tmu_noswap(Machine *m, Qpu *q, const uint32_t *v)
-{
-    PyObject *r = PyObject_CallMethod(m->tmu, "set_noswap", "ik", q->index,
-                                      (unsigned long)v[0]);
-    if (!r)
-        return -1;
-    Py_DECREF(r);
-    return 0;
-}
-
 /* qpu.Qpu.vpm_io: a Vpm method taking (qpu, *args, now) */
 int unit_vpm(Machine *m, Qpu *q, const char *method, int cause, const uint32_t *arg,
              uint32_t *out)
