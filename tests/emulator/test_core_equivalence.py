@@ -191,3 +191,9 @@ def test_unsupported_word_and_misaligned_fetch():
     jump_to_odd = encode(Instruction(sig=isa.SIG_BRANCH, cond_br=isa.BRANCH_CONDITIONS["always"],
                                      rel=1, immediate=4, raddr_a=0))
     assert_equivalent(_random_scenario([jump_to_odd, 0, 0, 0], [], 1))
+
+
+def test_unused_read_of_an_address_without_read_meaning():
+    """raddr_b 59 names nothing readable; no operand uses it, so nothing is read (a word the
+    random programs found)."""
+    assert_equivalent(_random_scenario([2_055_605_316_360_056_832], [], 1))

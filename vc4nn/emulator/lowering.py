@@ -60,7 +60,10 @@ def _read_kind(side, addr, used):
     if addr < isa.REGFILE_SIZE:
         return ("regfile" if used else "none"), addr
     name = isa.READ[_SIDES[side]].get(addr)
-    if name in ("element_number", "qpu_number", "nop") and not used:
+    # Unused reads without a side effect read nothing; a used address with no read meaning has
+    # already been rejected by the plan (compile_word), so what is left reads nothing too.
+    if name not in _CODE["READ"] or (name in ("element_number", "qpu_number", "nop")
+                                     and not used):
         return "none", addr
     return name, addr
 
