@@ -197,3 +197,9 @@ def test_unused_read_of_an_address_without_read_meaning():
     """raddr_b 59 names nothing readable; no operand uses it, so nothing is read (a word the
     random programs found)."""
     assert_equivalent(_random_scenario([2_055_605_316_360_056_832], [], 1))
+
+
+def test_the_tmu_switch(monkeypatch):
+    """ccore.TMU_IN_C = False sends the TMU work to the Python Tmu; the results stay the same."""
+    monkeypatch.setattr(ccore, "TMU_IN_C", False)
+    assert_equivalent(_sgemm_scenario(40, 37, 24, 12))

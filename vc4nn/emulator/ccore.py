@@ -40,6 +40,9 @@ CORE_RULES = ("regfile_read_after_write", "r4_read_before_sfu_result",
               "r4_overwritten_during_sfu", "uniform_read_after_address_write")
 _SFU_NAMES = ("recip", "recipsqrt", "exp", "log")
 RECORD_CACHE_LIMIT = 1 << 16
+# The TMU runs in C (csrc/tmu.c); False sends every TMU operation to the Python Tmu instead
+# (slower, and always what tmu.py says: the switch for a tmu.py change not yet ported to C).
+TMU_IN_C = True
 _SIG_SHIFT = isa.ALU_FIELDS["sig"][0]
 _BLOCKED_SEMAPHORE = ENUMS["BLOCKED"].index("semaphore")
 # The core of machines made with core=None when set ("c" or "python"); the tests run the
@@ -87,6 +90,7 @@ class _Glue:
         self.rng = machine._rng
         self.timeout = None
         self.generic_setup_class = GenericSetup
+        self.tmu_in_c = TMU_IN_C
 
     def fetch(self, pc, qpu):
         """The record of the instruction at ``pc`` (Machine.plan_at's fetch and faults)."""

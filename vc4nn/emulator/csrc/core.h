@@ -53,6 +53,7 @@ typedef struct {
     int noswap[NUM_QPUS];
     TmuFifo fifos[NUM_QPUS][2];
     long long fifo_depth, request_clocks, hit_latency, miss_latency;
+    int in_c;                   /* 0: every TMU operation goes to the Python Tmu */
 } Tmu;
 
 /* sync.c: what a blocked QPU waits on (Sync._blocked; BLOCKED_* codes) */
@@ -168,7 +169,7 @@ int vpm_fast_setup(Machine *m, Qpu *q, int is_read, const uint32_t *value);
 /* tmu.c */
 int tmu_init(Machine *m);
 void tmu_release(Machine *m);
-void tmu_set_noswap(Machine *m, Qpu *q, const uint32_t *v);
+int tmu_set_noswap(Machine *m, Qpu *q, const uint32_t *v);
 int tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v);
 int tmu_load(Machine *m, Qpu *q, int unit);
 int tmu_export(Machine *m);

@@ -205,7 +205,7 @@ static void register_write(Qpu *q, uint32_t *reg, int cond, int packer, int code
 static int io_write(Machine *m, Qpu *q, int dest, int index, const uint32_t *v)
 {
     switch (dest) {
-    case DEST_TMU_NOSWAP: tmu_set_noswap(m, q, v); return 0;
+    case DEST_TMU_NOSWAP: return tmu_set_noswap(m, q, v);
     case DEST_HOST_INT: if (v[0]) q->host_interrupts++; return 0;
     case DEST_UNIF_ADDR: set_uniforms_address(q, v, 0); return 0;
     case DEST_UNIF_ADDR_REL: set_uniforms_address(q, v, 1); return 0;

@@ -76,6 +76,13 @@ static long long attr_int(PyObject *obj, const char *name, int *ok)
 int tmu_init(Machine *m)
 {
     Tmu *t = &m->tmu_state;
+    PyObject *in_c = PyObject_GetAttrString(m->glue, "tmu_in_c");
+    if (!in_c)
+        return -1;
+    t->in_c = PyObject_IsTrue(in_c);
+    Py_DECREF(in_c);
+    if (!t->in_c)
+        return 0;
     PyObject *timing = PyObject_GetAttrString(m->tmu, "timing");
     if (!timing)
         return -1;
@@ -119,9 +126,16 @@ static int physical_unit(const Tmu *t, int qpu, int unit)
     return unit ^ swapped;
 }
 
-void tmu_set_noswap(Machine *m, Qpu *q, const uint32_t *v)
+int tmu_set_noswap(Machine *m, Qpu *q, const uint32_t *v)
 {
+    if (!m->tmu_state.in_c) {
+        PyObject *r = PyObject_CallMethod(m->tmu, "set_noswap", "ik", q->index,
+                                          (unsigned long)v[0]);
+        Py_XDECREF(r);
+        return r ? 0 : -1;
+    }
     m->tmu_state.noswap[q->index] = v[0] != 0;
+    return 0;
 }
 
 static int fifo_push(TmuFifo *f, const uint32_t *values, int64_t ready)
@@ -196,7 +210,7 @@ int tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v)
 {
     Tmu *t = &m->tmu_state;
     int unit = unit_coord / 4, qpu = q->index;
-    if (unit_coord % 4)             /* a texture coordinate: Python reports it */
+    if (unit_coord % 4 || !t->in_c)  /* a texture coordinate: Python reports it */
         return unit_tmu_write(m, q, unit_coord, v);
     int outstanding = t->fifos[qpu][0].count + t->fifos[qpu][1].count;
     if (outstanding >= t->fifo_depth) {
@@ -259,7 +273,7 @@ int tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v)
 int tmu_load(Machine *m, Qpu *q, int unit)
 {
     TmuFifo *fifo = &m->tmu_state.fifos[q->index][physical_unit(&m->tmu_state, q->index, unit)];
-    if (!fifo->count)               /* nothing outstanding: Python reports it */
+    if (!fifo->count || !m->tmu_state.in_c)    /* nothing outstanding: Python reports it */
         return unit_tmu_load(m, q, unit);
     TmuRequest *r = &fifo->items[fifo->head];
     memcpy(q->acc[4], r->values, sizeof(vec));
@@ -272,6 +286,8 @@ int tmu_load(Machine *m, Qpu *q, int unit)
 /* Unread results go back to the Python Tmu, whose finish counts them. */
 int tmu_export(Machine *m)
 {
+    if (!m->tmu_state.in_c)
+        return 0;
     PyObject *fifos = PyObject_GetAttrString(m->tmu, "_fifos");
     if (!fifos)
         return -1;
