@@ -31,9 +31,7 @@ def _hex_listing(program):
 def _assemble(args):
     program = parser.assemble_file(args.file, check=not args.no_check)
     out = args.output or os.path.splitext(args.file)[0] + "." + args.format
-    if out != "-" and os.path.exists(out) and os.path.samefile(out, args.file):
-        raise AsmError(f"{args.file}: the output {out} is the source file itself; "
-                       f"give another -o")
+    _refuse_to_overwrite_the_input(out, args.file)
     data = program.to_bytes() if args.format == "bin" else _hex_listing(program).encode("ascii")
     if out == "-":
         sys.stdout.buffer.write(data)
@@ -45,7 +43,13 @@ def _assemble(args):
     return 0
 
 
+def _refuse_to_overwrite_the_input(out, path):
+    if out not in (None, "-") and os.path.exists(out) and os.path.samefile(out, path):
+        raise AsmError(f"{path}: the output {out} is the input file itself; give another -o")
+
+
 def _disasm(args):
+    _refuse_to_overwrite_the_input(args.output, args.file)
     words = disasm.read_words(args.file, args.format)
     text = disasm.disassemble(words)
     if args.output in (None, "-"):

@@ -228,8 +228,13 @@ def test_cli_errors_are_one_line(argv, fragment, capsys):
     assert fragment in cli_error(argv, capsys)
 
 
-def test_asm_refuses_to_overwrite_its_source(tmp_path, capsys):
+def test_asm_and_disasm_refuse_to_overwrite_their_input(tmp_path, capsys):
     source = tmp_path / "x.s"
     source.write_text(COUNTER)
-    assert "source file itself" in cli_error(["asm", str(source), "-o", str(source)], capsys)
+    assert "input file itself" in cli_error(["asm", str(source), "-o", str(source)], capsys)
     assert source.read_text() == COUNTER
+    code = tmp_path / "x.bin"
+    assert main(["asm", str(source), "-o", str(code)]) == 0
+    words = code.read_bytes()
+    assert "input file itself" in cli_error(["disasm", str(code), "-o", str(code)], capsys)
+    assert code.read_bytes() == words
