@@ -1,6 +1,7 @@
 """The C core against the Python core (the specification): the same launches must leave the
 same memory, registers, flags, cycles, stall counters, warnings and errors. Every library
-kernel, the examples, the seeded scheduler and thousands of random programs."""
+kernel (SGEMM, transposes, the NN layers), the examples, the seeded scheduler, the ends of a
+run and thousands of random programs (VC4NN_EQUIVALENCE_EXAMPLES, default 2000)."""
 
 import os
 import sys
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from asm import isa
 from asm.encoding import Instruction, encode
 from asm.parser import assemble_file
-from vc4nn import sgemm
+from vc4nn import nn, sgemm
 from vc4nn.emulator import ccore
 
 from . import test_fuzz as fuzz
@@ -58,6 +59,42 @@ def test_sgemm_kernels(m, k, n, num_qpus, options):
 def test_sgemm_on_other_boards_and_the_seeded_scheduler():
     for board, seed in (("pi3", None), ("pi1", 7), ("pi_zero", 12345)):
         assert_equivalent(_sgemm_scenario(40, 24, 32, 12), board=board, seed=seed)
+
+
+# --- NN layers (vc4nn.nn) -------------------------------------------------------------------
+
+def _rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _layer_scenario(call):
+    def scenario(device):
+        return np.asarray(call(device, np.random.default_rng(5))).tobytes()
+    return scenario
+
+
+NN_LAYERS = {
+    "depthwise": lambda d, r: nn.depthwise(_rand(r, 9, 10, 20), _rand(r, 3, 3, 20),
+                                           _rand(r, 20), 1, "same", "relu6", device=d),
+    "depthwise_s2": lambda d, r: nn.depthwise(_rand(r, 12, 11, 8), _rand(r, 3, 3, 8), None, 2,
+                                              "valid", None, device=d, num_qpus=5),
+    "pointwise": lambda d, r: nn.pointwise(_rand(r, 7, 6, 24), _rand(r, 24, 40), _rand(r, 40),
+                                           "relu", device=d, num_qpus=12),
+    "conv2d": lambda d, r: nn.conv2d(_rand(r, 14, 15, 3), _rand(r, 3, 3, 3, 8), _rand(r, 8), 2,
+                                     "same", "relu6", device=d),
+    "avg_pool": lambda d, r: nn.avg_pool(_rand(r, 7, 7, 24), 7, 7, device=d),
+    "global_avg_pool": lambda d, r: nn.global_avg_pool(_rand(r, 5, 4, 40), device=d),
+    "add": lambda d, r: nn.add(_rand(r, 6, 5, 16), _rand(r, 6, 5, 16), "relu", device=d,
+                               num_qpus=3),
+    "fully_connected": lambda d, r: nn.fully_connected(_rand(r, 64), _rand(r, 64, 30),
+                                                       _rand(r, 30), device=d),
+}
+
+
+@pytest.mark.parametrize("layer", sorted(NN_LAYERS))
+def test_nn_layers(layer):
+    observation = assert_equivalent(_layer_scenario(NN_LAYERS[layer]))
+    assert observation["outcome"][0] == "returned" and observation["launches"]
 
 
 # --- examples -------------------------------------------------------------------------------
