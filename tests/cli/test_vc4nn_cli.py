@@ -157,6 +157,9 @@ def test_long_runs_show_progress_and_quiet_hides_it(tmp_path, monkeypatch, capsy
     from vc4nn import progress
     from vc4nn.emulator.machine import PROGRESS_INTERVAL
     monkeypatch.setattr(progress, "DELAY_S", 0)     # show the bar at once
+    # tqdm redraws at most every 0.1 s: the C core finishes this run before any redraw, so the
+    # bar is watched on the Python core (the C core's progress calls: test_ccore_hooks.py).
+    monkeypatch.setenv("VC4NN_EMULATOR_CORE", "python")
     iterations = 3 * PROGRESS_INTERVAL // 5
     argv = ["run", str(spin_file(tmp_path)), "--uniforms", str(iterations)]
     assert main(argv) == 0
