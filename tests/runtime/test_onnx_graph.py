@@ -1,0 +1,73 @@
+"""ONNX loader and passes at the graph level: the optimized IR, evaluated by an independent float64
+numpy reference, matches onnxruntime on the original file."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from vc4nn.runtime.errors import ModelFormatError, UnsupportedModelError
+from vc4nn.runtime.loader import load_graph
+
+from . import onnx_models
+from .reference import evaluate
+
+
+def run_ort(model, x):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+
+def save(model, tmp_path, name="m.onnx"):
+    path = tmp_path / name
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def check(model, tmp_path, size):
+    x = np.random.default_rng(1).standard_normal((1, 3, size, size)).astype(np.float32)
+    expected = run_ort(model, x)[0]
+    graph = load_graph(save(model, tmp_path))
+    got = evaluate(graph, x[0].transpose(1, 2, 0))[0].reshape(-1)
+    error = np.max(np.abs(got - expected)) / np.max(np.abs(expected))
+    assert error <= 1e-4, error
+    assert np.argmax(got) == np.argmax(expected)
+    return graph
+
+
+@pytest.mark.parametrize("opset", [9, 13])
+@pytest.mark.parametrize("width,size", [(0.25, 32), (0.5, 40)])
+def test_mobilenet_v1(tmp_path, opset, width, size):
+    graph = check(onnx_models.mobilenet_v1(size, width, opset=opset), tmp_path, size)
+    ops = [n.op for n in graph.nodes]
+    assert ops.count("depthwise") == 13 and ops.count("pointwise") == 13
+    assert ops.count("conv2d") == 1 and "batch_norm" not in ops and "activation" not in ops
+
+
+@pytest.mark.parametrize("head", [dict(), dict(flatten=False, gemm=False, softmax=True)])
+def test_mobilenet_v2(tmp_path, head):
+    graph = check(onnx_models.mobilenet_v2(32, 0.35, **head), tmp_path, 32)
+    ops = [n.op for n in graph.nodes]
+    assert "add" not in ops                  # every residual went into a pointwise layer
+    assert sum(len(n.inputs) == 4 for n in graph.nodes if n.op == "pointwise") == 5
+
+
+def test_unsupported_op_names_node_and_file(tmp_path):
+    model = onnx_models.mobilenet_v1(32, 0.25)
+    model.graph.node[3].op_type = "Sigmoid"
+    path = save(model, tmp_path, "bad.onnx")
+    with pytest.raises(UnsupportedModelError, match=r"Sigmoid.*node 'Relu6?\w*'.*bad.onnx|Sigmoid"
+                       ) as info:
+        load_graph(path)
+    assert model.graph.node[3].name in str(info.value) and "bad.onnx" in str(info.value)
+
+
+def test_truncated_and_wrong_magic(tmp_path):
+    data = onnx_models.mobilenet_v1(32, 0.25).SerializeToString()
+    path = tmp_path / "t.onnx"
+    path.write_bytes(data[: len(data) // 3])
+    with pytest.raises(ModelFormatError, match="t.onnx"):
+        load_graph(str(path))
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 100)
+    with pytest.raises(ModelFormatError, match="t.onnx"):
+        load_graph(str(path))
