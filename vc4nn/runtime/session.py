@@ -39,6 +39,7 @@ class InferenceSession:
         self.path = str(path)
         self.graph = load_graph(self.path)
         self.num_qpus = num_qpus
+        self.progress = progress
         self._normalization = self._pick_normalization(image_input)
         self._stem = self._foldable_stem()
         self._own_device = device is None
@@ -219,7 +220,7 @@ class InferenceSession:
         self._write_input(input_feed)
         runs = []
         start = time.perf_counter()
-        for node, call in self.steps:
+        for node, call in _progress(self.steps, self.progress, "running layers"):
             if call is not None:
                 t0 = time.perf_counter()
                 _, result = call()
