@@ -58,6 +58,12 @@ def bench(sess, runs=None):
               "memory": sess.memory()}
     lines = [f"{sess.path}: {total['layers']} layers, {total['launches']} launches, "
              f"{total['flops'] / 1e6:.1f} MFLOP"]
+    per_launch = getattr(getattr(sess.device, "timing", None), "launch_overhead", None)
+    if per_launch is not None and gpu:
+        report["launch_overhead_seconds"] = per_launch * total["launches"]
+        lines.append(f"launch overhead: {total['launches']} launches x {per_launch * 1e6:.0f} us "
+                     f"= {per_launch * total['launches'] * 1e3:.2f} ms of the GPU time "
+                     f"(cycle-model parameter)")
     if estimated:
         pi_host = host * PI_ZERO_HOST_FACTOR
         report["host_seconds_pi_zero_estimate"] = pi_host
