@@ -3,3 +3,5 @@
 Each layer is generated for its exact shape, assembled once and cached; weights are laid out once
 by the ``prepare_*`` functions. Argument conventions: ``vc4nn.nn.layer_args``.
 """
+
+from .pointwise import PreparedPointwise, pointwise, prepare_pointwise  # noqa: F401
