@@ -1,6 +1,6 @@
 """MobileNet-style ONNX models with random weights, written with onnx.helper the way exporters
-write them (torchvision through torch.onnx: Conv + BatchNormalization + Clip/Relu, Add, GlobalAveragePool,
-Flatten, Gemm; older opsets: Clip bounds as attributes, Pad as an attribute)."""
+write them (torchvision through torch.onnx: Conv + BatchNormalization + Clip/Relu, Add,
+GlobalAveragePool, Flatten, Gemm; older opsets: Clip bounds as attributes)."""
 
 import numpy as np
 import onnx

@@ -1,7 +1,6 @@
 """End to end on the device (the emulator by default, ``--device=pi`` on a Pi): the runtime on the
 QPU kernels of ``vc4nn.nn`` against onnxruntime and the independent TFLite reference."""
 
-import os
 
 import numpy as np
 import onnx

@@ -8,6 +8,15 @@ from .passes import optimize
 TFLITE_MAGIC = b"TFL3"
 
 
+def read_bytes(path, what="model"):
+    """The file's bytes, or a ModelFormatError naming it."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as error:
+        raise ModelFormatError(f"cannot read the {what}: {error.strerror}", path) from None
+
+
 def read_graph(path):
     """The file's graph, as the loader converted it (before the passes)."""
     path = os.fspath(path)

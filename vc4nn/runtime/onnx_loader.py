@@ -10,6 +10,7 @@ import numpy as np
 
 from .errors import ModelFormatError, UnsupportedModelError
 from .ir import Graph, GraphInput, Node
+from .loader import read_bytes
 
 SUPPORTED_OPS = ("Conv", "BatchNormalization", "Relu", "Clip", "Add", "GlobalAveragePool",
                  "AveragePool", "Flatten", "Reshape", "Gemm", "MatMul", "Softmax", "Pad",
@@ -28,11 +29,7 @@ def _onnx():
 
 def load_onnx(path):
     onnx, numpy_helper = _onnx()
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as error:
-        raise ModelFormatError(f"cannot read the model: {error.strerror}", path) from None
+    data = read_bytes(path)
     try:
         model = onnx.load_from_string(data)
     except Exception as error:          # protobuf's DecodeError and friends

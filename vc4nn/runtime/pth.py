@@ -16,6 +16,7 @@ import zipfile
 import numpy as np
 
 from .errors import ModelFormatError
+from .loader import read_bytes
 
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 STORAGE_DTYPES = {"FloatStorage": np.float32, "DoubleStorage": np.float64,
@@ -120,11 +121,7 @@ def _resolve(obj, path):
 
 def load_state_dict(path):
     """The checkpoint's object (an OrderedDict of name -> numpy array for a state dict)."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as error:
-        raise ModelFormatError(f"cannot read the checkpoint: {error.strerror}", path) from None
+    raw = read_bytes(path, "checkpoint")
     try:
         if raw[:4] == b"PK\x03\x04":
             return _load_zip(raw, path)

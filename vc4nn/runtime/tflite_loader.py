@@ -12,6 +12,7 @@ import numpy as np
 
 from .errors import ModelFormatError, UnsupportedModelError
 from .ir import Graph, GraphInput, Node
+from .loader import read_bytes
 
 SUPPORTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "AVERAGE_POOL_2D", "MEAN",
                  "FULLY_CONNECTED", "RESHAPE", "SQUEEZE", "PAD", "SOFTMAX", "DEQUANTIZE",
@@ -34,11 +35,7 @@ def _tflite():
 
 def load_tflite(path):
     tflite = _tflite()
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as error:
-        raise ModelFormatError(f"cannot read the model: {error.strerror}", path) from None
+    data = read_bytes(path)
     if len(data) < 8 or data[4:8] != b"TFL3":
         raise ModelFormatError("not a TFLite file (no TFL3 identifier)", path)
     try:
