@@ -142,3 +142,41 @@ def test_profile_records(tmp_path, fake_layers, device):
     assert ops[0] == "conv2d" and ops[-1] == "fully_connected"
     pw = next(r for r in records if r.op == "pointwise")
     assert pw.flops > 0 and pw.gflops > 0 and pw.bound in ("memory", "compute")
+
+
+def test_quantized_uint8_input_is_folded_into_the_stem(tmp_path, fake_layers, device):
+    """A quantized model's uint8 input ((q - 128) / 128, as TFLite's quantized MobileNets) and
+    int8 weights: the input's scale and zero point go into the stem like a frame's
+    normalisation."""
+    x = np.random.default_rng(6).integers(0, 256, (1, 16, 16, 3), dtype=np.uint8)
+    b = tflite_models.TFLiteBuilder(x, weights="int8", input_quant=(1 / 128, 128))
+    y = b.conv(b.input, 8, stride=2)
+    y = b.conv(b.depthwise(y), 16, k=1)
+    data, ref = b.serialize(b.fully_connected(b.mean(y, keepdims=False), 5))
+    path = tmp_path / "q.tflite"
+    path.write_bytes(data)
+    with InferenceSession(str(path), device=device) as sess:
+        assert sess.get_inputs()[0].type == "uint8" and sess._stem is not None
+        (got,) = sess.run(None, {sess.get_inputs()[0].name: x})
+    assert rel_error(got[0], ref) <= 1e-4
+
+
+@pytest.mark.parametrize("damage", ["truncate", "magic", "op"])
+def test_malformed_tflite_files_leave_no_device_memory(tmp_path, fake_layers, device, damage):
+    x = np.zeros((1, 8, 8, 3), np.float32)
+    b = tflite_models.TFLiteBuilder(x)
+    y = b.conv(b.input, 8)
+    if damage == "op":
+        b.op("LOGISTIC", [y], [b.out("sigmoid", b.ref[y])])
+        y = len(b.tensors) - 1
+    data, _ = b.serialize(y)
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "magic":
+        data = data[:4] + b"XXXX" + data[8:]
+    path = tmp_path / "bad.tflite"
+    path.write_bytes(data)
+    error = UnsupportedModelError if damage == "op" else ModelFormatError
+    with pytest.raises(error, match="LOGISTIC.*bad.tflite" if damage == "op" else "bad.tflite"):
+        InferenceSession(str(path), device=device)
+    assert device._allocations == []

@@ -45,14 +45,21 @@ def conv_ref(x, w, b, stride, padding, group=1):
 
 
 class TFLiteBuilder:
-    def __init__(self, x, seed=0, weights="float32"):
+    def __init__(self, x, seed=0, weights="float32", input_quant=None):
+        """x: the test input, float32, or uint8 with ``input_quant`` = (scale, zero point)."""
         self.rng = np.random.default_rng(seed)
         self.weights = weights                   # "float32", "float16" or "int8"
         self.buffers = [b""]                     # buffer 0 is the empty buffer, by convention
         self.tensors, self.operators, self.opcodes = [], [], []
         self.ref = {}
-        self.input = self.tensor("input", x.shape, FLOAT32)
-        self.ref[self.input] = x[0].astype(np.float64)
+        if input_quant is None:
+            self.input = self.tensor("input", x.shape, FLOAT32)
+            self.ref[self.input] = x[0].astype(np.float64)
+        else:
+            scale, zero = input_quant
+            self.input = self.tensor("input", x.shape, UINT8, quant=(
+                np.array([scale], np.float32), np.array([zero], np.int64), 0))
+            self.ref[self.input] = (x[0].astype(np.float64) - zero) * np.float32(scale)
 
     # -- tensors and operators ---------------------------------------------------------------
     def tensor(self, name, shape, ttype, data=None, quant=None):
