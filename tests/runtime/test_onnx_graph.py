@@ -71,3 +71,23 @@ def test_truncated_and_wrong_magic(tmp_path):
     path.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 100)
     with pytest.raises(ModelFormatError, match="t.onnx"):
         load_graph(str(path))
+
+
+def test_flatten_of_a_map_folds_its_order_into_the_gemm(tmp_path):
+    """AveragePool to 2x2, then Flatten (NCHW order) and Gemm: the runtime permutes the Gemm's
+    rows so its NHWC vector gives onnxruntime's result."""
+    b = onnx_models.OnnxBuilder(seed=2)
+    y = b.conv_bn("input", 3, 8, stride=2)                           # 8 x 8 x 8
+    y = b.node("AveragePool", [y], kernel_shape=[4, 4], strides=[4, 4])   # 8 x 2 x 2
+    y = b.node("Flatten", [y], axis=1)
+    w = np.random.default_rng(0).standard_normal((5, 32)).astype(np.float32)
+    y = b.node("Gemm", [y, b.const(w), b.const(np.zeros(5, np.float32))], transB=1)
+    check(b.model("input", 16, y), tmp_path, 16)
+
+
+def test_flatten_of_a_map_read_by_softmax_is_refused(tmp_path):
+    b = onnx_models.OnnxBuilder(seed=2)
+    y = b.conv_bn("input", 3, 8, stride=2)
+    y = b.node("Softmax", [b.node("Flatten", [y], axis=1)], axis=1)
+    with pytest.raises(UnsupportedModelError, match="8x8x8 map read by something other"):
+        load_graph(save(b.model("input", 16, y), tmp_path))

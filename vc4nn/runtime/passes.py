@@ -18,6 +18,7 @@ WEIGHTED = ("conv", "conv2d", "depthwise", "pointwise", "fully_connected")
 def optimize(graph):
     remove_identities(graph)
     infer_shapes(graph)
+    fold_flatten_orders(graph)
     fold_bias_adds(graph)
     fold_batch_norms(graph)
     fuse_activations(graph)
@@ -78,6 +79,23 @@ def _set_bias(graph, node, bias):
 def remove_identities(graph):
     for node in [n for n in graph.nodes if n.op == "identity"]:
         _bypass(graph, node)
+
+
+def fold_flatten_orders(graph):
+    """An ONNX flatten of a C x H x W map lists values in NCHW order, the runtime's vector is in
+    NHWC order: permute the rows of the fully connected layer reading it instead of the data."""
+    for node in [n for n in graph.nodes if "chw_order" in n.attrs]:
+        h, w, c = node.attrs.pop("chw_order")
+        fc = _sole_consumer(graph, node.outputs[0])
+        if fc is None or fc.op != "fully_connected" or fc.inputs[0] != node.outputs[0]:
+            raise _error(graph, node, f"a flatten of a {c}x{h}x{w} map read by something other "
+                                      f"than one fully connected layer (its NCHW order cannot "
+                                      f"be folded into the weights)")
+        weights = graph.constants[fc.inputs[1]]
+        name = fc.name + ":w"
+        graph.constants[name] = np.ascontiguousarray(
+            weights.reshape(c, h, w, -1).transpose(1, 2, 0, 3).reshape(h * w * c, -1))
+        fc.inputs[1] = name
 
 
 def fold_bias_adds(graph):

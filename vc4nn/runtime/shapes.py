@@ -148,9 +148,12 @@ def _reshape(graph, node, x, shapes):
             target = target[1:]
         spatial = len(x) == 3 and x[0] * x[1] > 1
         if spatial and tuple(target) != tuple(x):
-            raise _fail(graph, node, f"reshaping a {x[2]}x{x[0]}x{x[1]} (CxHxW) map to "
-                                     f"{tuple(target)} reorders it between NCHW and NHWC; only "
-                                     f"reshapes of 1x1 maps and vectors are supported")
+            if len(target) != 1:
+                raise _fail(graph, node, f"reshaping a {x[2]}x{x[0]}x{x[1]} (CxHxW) map to "
+                                         f"{tuple(target)} reorders it between NCHW and NHWC; "
+                                         f"flattening to a vector (for a fully connected layer) "
+                                         f"and reshapes of 1x1 maps are supported")
+            node.attrs["chw_order"] = tuple(x)     # NCHW flattening order; passes.py fixes it
     else:
         target = list(node.attrs["shape"])
         if -1 in target:
