@@ -34,12 +34,25 @@ def launch_timer(device):
         del device._launch
 
 
+def launch_probe(device, num_qpus, repeats=20):
+    """(device seconds, host wall seconds) of launching an empty program on ``num_qpus`` QPUs:
+    what each of a model's launches costs beyond its kernel's work."""
+    from asm import kernel
+
+    @kernel
+    def empty(a):
+        a.exit()
+    program = empty.assemble()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        result = device.execute(program, num_qpus=num_qpus)
+    return result.seconds, (time.perf_counter() - start) / repeats
+
+
 def bench(sess, runs=None):
     feed = {sess.get_inputs()[0].name: _zeros(sess)}
-    sess.run(None, feed)                                   # warm: programs assembled
-    records = sess.profile()
-    total = summarize(records)
-    estimated = total["estimated"]
+    sess.run(None, feed)              # programs are assembled on the first run: not timed
+    estimated = summarize(sess.profile())["estimated"]
     runs = runs or (1 if estimated else 20)
     walls, hosts = [], []
     for _ in range(runs):
@@ -50,6 +63,7 @@ def bench(sess, runs=None):
         walls.append(wall)
         hosts.append(wall - spent[0])
     host = statistics.median(hosts)
+    total = summarize(sess.profile())                      # the last timed run's layers
     gpu = total["device_seconds"]
     report = {"model": sess.path, "device": sess.device.name, "qpus": sess.num_qpus,
               "layers": total["layers"], "launches": total["launches"],
@@ -58,12 +72,14 @@ def bench(sess, runs=None):
               "memory": sess.memory()}
     lines = [f"{sess.path}: {total['layers']} layers, {total['launches']} launches, "
              f"{total['flops'] / 1e6:.1f} MFLOP"]
-    per_launch = getattr(getattr(sess.device, "timing", None), "launch_overhead", None)
-    if per_launch is not None and gpu:
-        report["launch_overhead_seconds"] = per_launch * total["launches"]
-        lines.append(f"launch overhead: {total['launches']} launches x {per_launch * 1e6:.0f} us "
-                     f"= {per_launch * total['launches'] * 1e3:.2f} ms of the GPU time "
-                     f"(cycle-model parameter)")
+    probe_device, probe_host = launch_probe(sess.device, sess.num_qpus)
+    report["launch_probe"] = {"device_seconds": probe_device, "host_seconds": probe_host}
+    if probe_device is not None:
+        kind = "cycle model" if estimated else "measured"
+        lines.append(f"launches: {total['launches']}; an empty launch on {sess.num_qpus} QPUs "
+                     f"takes {probe_device * 1e6:.0f} us of device time ({kind}) and "
+                     f"{probe_host * 1e6:.0f} us of host wall time here, so launching costs "
+                     f"about {probe_device * total['launches'] * 1e3:.2f} ms per inference")
     if estimated:
         pi_host = host * PI_ZERO_HOST_FACTOR
         report["host_seconds_pi_zero_estimate"] = pi_host
