@@ -91,3 +91,39 @@ def test_flatten_of_a_map_read_by_softmax_is_refused(tmp_path):
     y = b.node("Softmax", [b.node("Flatten", [y], axis=1)], axis=1)
     with pytest.raises(UnsupportedModelError, match="8x8x8 map read by something other"):
         load_graph(save(b.model("input", 16, y), tmp_path))
+
+
+@pytest.mark.parametrize("opset", [9, 13])
+def test_exporter_variants(tmp_path, opset):
+    """What older and other exporters write: Pad nodes before a Conv (attribute form before opset
+    11, inputs after), auto_pad SAME_UPPER, Constant nodes, Identity, initializers also listed as
+    graph inputs, Reshape with 0 in its shape, AveragePool head, MatMul + Add, Relu then Clip."""
+    from onnx import TensorProto, helper
+    b = onnx_models.OnnxBuilder(seed=3, opset=opset, bn=False)
+    if opset < 11:
+        y = b.node("Pad", ["input"], pads=[0, 0, 1, 1, 0, 0, 1, 1], mode="constant")
+    else:
+        y = b.node("Pad", ["input", b.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))])
+    y = b.conv_bn(y, 3, 8, stride=2, pads=0, act="relu")
+    y = b.relu6(y)                                            # Relu then Clip(0, 6): relu6
+    w = (np.random.default_rng(1).standard_normal((8, 1, 3, 3)) * 0.5).astype(np.float32)
+    y = b.node("Conv", [y, b.const(w)], kernel_shape=[3, 3], group=8, auto_pad="SAME_UPPER",
+               strides=[2, 2])
+    y = b.node("Identity", [y])
+    y = b.node("AveragePool", [y], kernel_shape=[4, 4], strides=[4, 4])
+    shape = b.name("shape")
+    b.nodes.append(helper.make_node("Constant", [], [shape], value=helper.make_tensor(
+        "s", TensorProto.INT64, [2], [0, -1])))
+    y = b.node("Reshape", [y, shape])
+    wm = np.random.default_rng(2).standard_normal((8, 4)).astype(np.float32)
+    y = b.node("MatMul", [y, b.const(wm)])
+    y = b.node("Add", [b.const(np.arange(4, dtype=np.float32)), y])
+    model = b.model("input", 16, y)
+    if opset < 11:              # old exporters list every initializer as a graph input too
+        model.graph.input.extend(helper.make_tensor_value_info(
+            i.name, i.data_type, list(i.dims)) for i in model.graph.initializer)
+    graph = check(model, tmp_path, 16)
+    assert [n.op for n in graph.nodes] == ["conv2d", "depthwise", "avg_pool", "reshape",
+                                           "fully_connected"]
+    assert graph.nodes[0].attrs["activation"] == "relu6"
+    assert graph.nodes[0].attrs["pads"] == (1, 1, 1, 1)
