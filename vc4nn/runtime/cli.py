@@ -13,6 +13,7 @@ measured.
 
 import argparse
 import json
+import os
 import sys
 
 import numpy as np
@@ -145,7 +146,7 @@ def _chart(records, path, title):
            color=[colors[r.op] for r in records])
     ax.set_xlabel("layer")
     ax.set_ylabel("ms (cycle-model estimate)" if any(r.estimated for r in records) else "ms")
-    ax.set_title(title)
+    ax.set_title(os.path.basename(title))
     ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colors[o]) for o in ops], labels=ops)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
