@@ -33,14 +33,20 @@ def rel_error(got, expected):
 @pytest.mark.parametrize("build,size,width", [(onnx_models.mobilenet_v1, 32, 0.25),
                                               (onnx_models.mobilenet_v2, 32, 0.35)])
 def test_onnx_tiny_mobilenets(tmp_path, device, build, size, width):
+    """Two runs on different inputs: the first calls the layers (and records their launches),
+    the second replays the recorded launches; both match onnxruntime."""
     path = str(tmp_path / "m.onnx")
     onnx.save(build(size, width), path)
-    x = np.random.default_rng(5).standard_normal((1, 3, size, size)).astype(np.float32)
-    with InferenceSession(path, device=device) as sess:
-        (got,) = sess.run(None, {"input": x})
     ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    expected = ref.run(None, {"input": x})[0]
-    assert rel_error(got, expected) <= 1e-3 and top(got, 1) == top(expected, 1)
+    rng = np.random.default_rng(5)
+    with InferenceSession(path, device=device) as sess:
+        for _ in range(2):
+            x = rng.standard_normal((1, 3, size, size)).astype(np.float32)
+            (got,) = sess.run(None, {"input": x})
+            expected = ref.run(None, {"input": x})[0]
+            assert rel_error(got, expected) <= 1e-3 and top(got, 1) == top(expected, 1)
+        assert all(r.launches for r in sess._recordings.values())
+        assert sess.memory()["recorded_bytes"] > 0
     assert device._allocations == []
 
 

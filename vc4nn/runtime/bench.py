@@ -11,6 +11,7 @@ import statistics
 import time
 
 from .profile import summarize
+from .replay import patched
 
 PI_ZERO_HOST_FACTOR = 25.0
 
@@ -19,19 +20,16 @@ PI_ZERO_HOST_FACTOR = 25.0
 def launch_timer(device):
     """Wall seconds spent inside the device's launches (list of one float, filled on exit)."""
     spent = [0.0]
-    original = device._launch
+    launch = device._launch
 
     def timed(*args, **kwargs):
         start = time.perf_counter()
         try:
-            return original(*args, **kwargs)
+            return launch(*args, **kwargs)
         finally:
             spent[0] += time.perf_counter() - start
-    device._launch = timed
-    try:
+    with patched(device, "_launch", timed):
         yield spent
-    finally:
-        del device._launch
 
 
 def launch_probe(device, num_qpus, repeats=20):
@@ -98,7 +96,8 @@ def bench(sess, runs=None):
     mem = report["memory"]
     lines.append(f"GPU memory: {mem['total_bytes'] / 2**20:.2f} MiB (arena "
                  f"{mem['arena_bytes'] / 2**20:.2f} MiB, weights "
-                 f"{mem['weight_bytes'] / 2**20:.2f} MiB)")
+                 f"{mem['weight_bytes'] / 2**20:.2f} MiB, recorded launches "
+                 f"{mem['recorded_bytes'] / 2**20:.2f} MiB)")
     report["lines"] = lines
     return report
 

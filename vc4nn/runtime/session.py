@@ -21,6 +21,7 @@ from .image import Normalization, normalization_for
 from .loader import load_graph
 from .planner import plan_memory
 from .profile import layer_record
+from .replay import Recording
 
 NodeArg = functools.namedtuple("NodeArg", "name shape type")
 
@@ -33,13 +34,18 @@ class InferenceSession:
     ("tflite": [-1, 1], "torchvision": ImageNet mean/std, "auto": by file format) or a
     ``Normalization``; the input is then one uint8 (H, W, 3) RGB frame.
     progress: show tqdm bars for the load (default: only on a terminal).
+    replay: relaunch each layer's recorded launches from the second run on (``replay.py``)
+    instead of calling the layer again; False calls every layer every run.
     """
 
-    def __init__(self, path, device=None, num_qpus=12, image_input=None, progress=None):
+    def __init__(self, path, device=None, num_qpus=12, image_input=None, progress=None,
+                 replay=True):
         self.path = str(path)
         self.graph = load_graph(self.path)
         self.num_qpus = num_qpus
         self.progress = progress
+        self.replay = replay
+        self._recordings = {}
         self._normalization = self._pick_normalization(image_input)
         self._stem = self._foldable_stem()
         self._own_device = device is None
@@ -223,7 +229,7 @@ class InferenceSession:
         for node, call in _progress(self.steps, self.progress, "running layers"):
             if call is not None:
                 t0 = time.perf_counter()
-                _, result = call()
+                result = self._call(node, call)
                 runs.append((node, result, time.perf_counter() - t0))
         values = {}
         for node in self.host_steps:
@@ -234,6 +240,18 @@ class InferenceSession:
         self.last_runs = runs
         self.last_wall_seconds = time.perf_counter() - start
         return [self._output(n, values) for n in names]
+
+    def _call(self, node, call):
+        if not self.replay:
+            return call()[1]
+        recording = self._recordings.get(node.name)
+        if recording is None:
+            recording = self._recordings[node.name] = Recording(self.device)
+            with recording.capture():
+                return call()[1]
+        if recording.launches:
+            return recording.replay()
+        return call()[1]                # it launched nothing: not replayable
 
     def _output(self, name, values):
         y = values[name] if name in values else np.array(self._view(name))
@@ -257,10 +275,15 @@ class InferenceSession:
         """Device bytes this session holds: the activation arena and the prepared weights."""
         weights = sum(int(getattr(p, "nbytes", 0)) for p in self._prepared)
         arena = 0 if self._arena is None else int(self._arena.nbytes)
-        return {"arena_bytes": arena, "weight_bytes": weights, "total_bytes": arena + weights,
+        recorded = sum(r.nbytes for r in self._recordings.values())
+        return {"arena_bytes": arena, "weight_bytes": weights, "recorded_bytes": recorded,
+                "total_bytes": arena + weights + recorded,
                 "peak_live_activation_bytes": self.plan.peak_live_bytes}
 
     def close(self):
+        for recording in self._recordings.values():
+            recording.free()
+        self._recordings = {}
         for prepared in self._prepared:
             prepared.free()
         self._prepared = []
