@@ -11,6 +11,7 @@ holds the normalisation's mean, so the padded border is exact too (the folded co
 where the original sees 0).
 """
 
+import collections
 import functools
 import time
 
@@ -23,7 +24,7 @@ from .planner import plan_memory
 from .profile import layer_record
 from .replay import Recording
 
-NodeArg = functools.namedtuple("NodeArg", "name shape type")
+NodeArg = collections.namedtuple("NodeArg", "name shape type")
 
 
 class InferenceSession:
