@@ -3,7 +3,24 @@ import os
 import numpy as np
 import pytest
 
+import vc4nn
+import vc4nn.nn
 from vc4nn.runtime.errors import ModelError
+
+from . import fake_nn
+
+
+@pytest.fixture
+def fake_layers(monkeypatch):
+    """vc4nn.nn's layers replaced by the numpy stand-in (fake_nn.py)."""
+    for name, fn in vars(fake_nn.module).items():
+        monkeypatch.setattr(vc4nn.nn, name, fn, raising=False)
+
+
+@pytest.fixture
+def emulator():
+    with vc4nn.open_device("emulator") as dev:
+        yield dev
 
 
 @pytest.fixture(scope="session")

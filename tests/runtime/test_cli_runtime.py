@@ -7,16 +7,9 @@ import numpy as np
 import onnx
 import pytest
 
-import vc4nn.nn
 from vc4nn.cli import main
 
-from . import fake_nn, onnx_models
-
-
-@pytest.fixture
-def fake_layers(monkeypatch):
-    for name, fn in vars(fake_nn.module).items():
-        monkeypatch.setattr(vc4nn.nn, name, fn, raising=False)
+from . import onnx_models
 
 
 @pytest.fixture

@@ -8,25 +8,17 @@ import onnxruntime as ort
 import pytest
 
 import vc4nn
-import vc4nn.nn
 from vc4nn.runtime import InferenceSession
 from vc4nn.runtime.errors import InputError, ModelFormatError, UnsupportedModelError
 from vc4nn.runtime.image import NORMALIZATIONS, normalize
 
-from . import fake_nn, onnx_models, tflite_models
+from . import onnx_models, tflite_models
 from .conftest import top
 
 
 @pytest.fixture
-def fake_layers(monkeypatch):
-    for name, fn in vars(fake_nn.module).items():
-        monkeypatch.setattr(vc4nn.nn, name, fn, raising=False)
-
-
-@pytest.fixture
-def device():
-    with vc4nn.open_device() as dev:
-        yield dev
+def device(emulator):
+    return emulator
 
 
 def save_onnx(model, tmp_path, name="m.onnx"):
