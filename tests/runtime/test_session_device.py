@@ -72,3 +72,23 @@ def test_real_mobilenet_v2_on_the_cat(mobilenet_v2_onnx, cat_frame, device):
     expected = ref.run(None, {"input": x})[0]
     assert top(got) == top(expected) and top(got, 1)[0] in CAT_CLASSES
     assert rel_error(got, expected) <= 1e-3
+
+
+def test_memory_budget_limits_recorded_launches(tmp_path, device):
+    """With a budget that leaves room for only some recordings, the session stays within it, the
+    layers past it are called every run, and the results are the same."""
+    path = str(tmp_path / "m.onnx")
+    onnx.save(onnx_models.mobilenet_v1(32, 0.25), path)
+    x = np.random.default_rng(7).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    with InferenceSession(path, device=device, replay=False) as sess:
+        (expected,) = sess.run(None, {"input": x})
+        bare = sess.memory()["total_bytes"]
+    budget = bare + 20_000
+    with InferenceSession(path, device=device, memory_budget=budget) as sess:
+        first = sess.run(None, {"input": x})[0]
+        second = sess.run(None, {"input": x})[0]
+        kept = [r for r in sess._recordings.values() if r.launches]
+        assert 0 < len(kept) < len(sess._recordings)
+        assert sess.memory()["total_bytes"] <= budget
+    np.testing.assert_array_equal(first, expected)
+    np.testing.assert_array_equal(second, expected)

@@ -67,3 +67,8 @@ class Recording:
         kept, self.kept = self.kept, []
         for buf in kept:
             self.device.free(buf)
+
+    def forget(self):
+        """Free what the call kept and drop its launches: the call is no longer replayable."""
+        self.free()
+        self.launches = []

@@ -25,6 +25,9 @@ from .profile import layer_record
 from .replay import Recording
 
 NodeArg = collections.namedtuple("NodeArg", "name shape type")
+# Device bytes a session may hold with its recorded launches: a Pi's GPU memory split is often
+# 64 MB, shared with the firmware and the camera.
+DEFAULT_MEMORY_BUDGET = 24_000_000
 
 
 class InferenceSession:
@@ -36,16 +39,19 @@ class InferenceSession:
     ``Normalization``; the input is then one uint8 (H, W, 3) RGB frame.
     progress: show tqdm bars for the load (default: only on a terminal).
     replay: relaunch each layer's recorded launches from the second run on (``replay.py``)
-    instead of calling the layer again; False calls every layer every run.
+    instead of calling the layer again, keeping their code and uniforms in device memory while
+    the session's device memory stays within ``memory_budget`` bytes (layers past it are called
+    every run); False calls every layer every run.
     """
 
     def __init__(self, path, device=None, num_qpus=12, image_input=None, progress=None,
-                 replay=True):
+                 replay=True, memory_budget=DEFAULT_MEMORY_BUDGET):
         self.path = str(path)
         self.graph = load_graph(self.path)
         self.num_qpus = num_qpus
         self.progress = progress
         self.replay = replay
+        self.memory_budget = memory_budget
         self._recordings = {}
         self._normalization = self._pick_normalization(image_input)
         self._stem = self._foldable_stem()
@@ -249,10 +255,13 @@ class InferenceSession:
         if recording is None:
             recording = self._recordings[node.name] = Recording(self.device)
             with recording.capture():
-                return call()[1]
+                result = call()[1]
+            if self.memory()["total_bytes"] > self.memory_budget:
+                recording.forget()      # over the budget: this layer is called every run
+            return result
         if recording.launches:
             return recording.replay()
-        return call()[1]                # it launched nothing: not replayable
+        return call()[1]                # not replayable, or not kept
 
     def _output(self, name, values):
         y = values[name] if name in values else np.array(self._view(name))
