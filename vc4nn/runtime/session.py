@@ -129,8 +129,7 @@ class InferenceSession:
         if self._stem is not None:
             t, b, l, r = self._stem.attrs["pads"]
             self._interior = self._input_view[t:t + h, l:l + w]
-            self._border = np.float32(0) if self._normalization is None else \
-                np.asarray(self._normalization.mean, np.float32)
+            self._border = np.asarray(self._normalization.mean, np.float32)
         self.steps = []
         for node in bar:
             self.steps.append((node, self._bind(node)))
