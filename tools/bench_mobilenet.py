@@ -62,6 +62,8 @@ def main(argv=None):
     p.add_argument("--board", default="pi_zero")
     p.add_argument("--device", default=None)
     p.add_argument("--plan-only", action="store_true", help="memory plans of v1 and mnv2")
+    p.add_argument("--memory-budget", type=float, default=24.0, metavar="MB",
+                   help="device memory the session may hold with recorded launches; 0: no limit")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
@@ -72,7 +74,8 @@ def main(argv=None):
             path = model_file(args.model, args.size, args.width, folder)
             options = {"board": args.board} if (args.device or "emulator") == "emulator" else {}
             with vc4nn.open_device(args.device, **options) as device, \
-                    vc4nn.InferenceSession(path, device=device, num_qpus=args.qpus) as sess:
+                    vc4nn.InferenceSession(path, device=device, num_qpus=args.qpus,
+                                           memory_budget=args.memory_budget * 1e6 or None) as sess:
                 report = bench(sess)
             report["board"] = args.board
             reports = [report]

@@ -41,7 +41,7 @@ class InferenceSession:
     replay: relaunch each layer's recorded launches from the second run on (``replay.py``)
     instead of calling the layer again, keeping their code and uniforms in device memory while
     the session's device memory stays within ``memory_budget`` bytes (layers past it are called
-    every run); False calls every layer every run.
+    every run; None: no limit); False calls every layer every run.
     """
 
     def __init__(self, path, device=None, num_qpus=12, image_input=None, progress=None,
@@ -255,7 +255,8 @@ class InferenceSession:
             recording = self._recordings[node.name] = Recording(self.device)
             with recording.capture():
                 result = call()[1]
-            if self.memory()["total_bytes"] > self.memory_budget:
+            if self.memory_budget is not None and \
+                    self.memory()["total_bytes"] > self.memory_budget:
                 recording.forget()      # over the budget: this layer is called every run
             return result
         if recording.launches:
