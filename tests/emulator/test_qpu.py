@@ -263,11 +263,11 @@ def test_regfile_a_float_pack_converts_to_float16(run_body):
         a.fadd(ra1, r1, 0.0, pack="16b")     # float16(1.5) = 0x3E00
         a.ldi(ra2, 0)
         a.ldi(r1, 1e6)
-        a.fadd(ra2, r1, 0.0, pack="16as")    # saturates to 65504 = 0x7BFF
+        a.fadd(ra2, r1, 0.0, pack="16as")    # saturation is for ints: Inf = 0x7C00
         a.mov(r2, ra1)
         a.mov(r3, ra2)
     out, _ = run_body(body, [r2, r3])
-    assert out[0, 0, 0] == 0x3E004455 and out[0, 1, 0] == 0x00007BFF
+    assert out[0, 0, 0] == 0x3E004455 and out[0, 1, 0] == 0x00007C00
 
 
 @pytest.mark.parametrize("pack, expected", [("8888c", 0x80808080), ("8ac", 0x11223380),

@@ -219,3 +219,24 @@ def test_mobilenet_layer_reduced(device, name):
 def test_mobilenet_v1_layer_full(device, name):
     layer = next(l for l in mobilenet_shapes.mobilenet_v1() if l.name == name)
     run_case(device, layer.height, layer.width, layer.cin, layer.cout, 12, True, False, "relu6")
+
+
+def test_pair_aliasing_takes_fewer_rows(device):
+    """Cin = 128 on 12 QPUs: 8 pixels per QPU would put the pixels of the two QPUs sharing a
+    TMU cache on the same sets (rows r and r + 8, 512 bytes apart); 4 per QPU avoid it."""
+    plan = kernel.PointwisePlan(4, 24, 128, 16, 12, True, False, "relu6")
+    assert kernel.tmu_rows_per_set(sgemm_panel.PanelPlan(96, 16, 128, False, 12, True, True)) == 2
+    assert plan.route[0] is False and plan.panel.rows == 4
+    assert kernel.tmu_rows_per_set(plan.panel) == 1
+    run_case(device, 4, 24, 128, 16, 12, True, False, "relu6")
+
+
+def test_result_in_place_of_the_residual(device):
+    """out may be the residual's buffer (a runtime's in-place skip connection): each element's
+    residual is read by the QPU that stores it, before it stores it, and the clamped gathers of
+    a shifted edge panel never read columns this QPU already stored."""
+    x, wt, b, r = tensors(9, 2, 7, 16, 100, True, True)
+    res = device.array(r)
+    y = pointwise(device.array(x), wt, b, "relu", residual=res, out=res, num_qpus=12)
+    assert y is res
+    assert_close(res, *dense(x, wt, b, r, "relu"), 16)

@@ -58,3 +58,16 @@ def zero(a, regs):
     for i in range(max(len(side) for side in sides)):
         pair = tuple(side[i] for side in sides if i < len(side))
         a.ldi(pair if len(pair) > 1 else pair[0], 0)
+
+
+def ops_then_branch(a, ops, target, cond="always"):
+    """Emit ``ops`` and a branch to ``target``, the last ops filling the delay slots."""
+    slots = isa.BRANCH_DELAY_SLOTS
+    before = max(0, len(ops) - slots)
+    for op in ops[:before]:
+        op()
+    a.branch(target, cond=cond)
+    for op in ops[before:]:
+        op()
+    for _ in range(slots - (len(ops) - before)):
+        a.nop()

@@ -58,3 +58,17 @@ def write_vpm(a, epilogue, reg, dst=vpm):
     else:
         a.fmin(r0, reg, r5)
         a.fmax(dst, r0, 0)                  # the small immediate 0 is the float +0.0
+
+
+def activate(a, dst, src, activation, six, scratch=r0):
+    """dst = activation(src): None copies, relu = max(x, 0), relu6 = min(max(x, 0), 6) with
+    ``six`` a register holding 6.0 (not a small immediate)."""
+    if activation is None:
+        a.mov(dst, src)
+    elif activation == "relu":
+        a.fmax(dst, src, 0)
+    elif activation == "relu6":
+        a.fmax(scratch, src, 0)
+        a.fmin(dst, scratch, six)
+    else:
+        raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS}")

@@ -8,16 +8,19 @@ read once per pass of 96 pixels x 12 QPUs and the activation once per 96 output 
 gathered and added before the store, the activation is applied on the VPM write
 (vc4nn/kernels/epilogue.py): no extra pass over the result.
 
-With Cin a multiple of 256 the 8 pixels a QPU gathers lie Cin*4 bytes apart and share sets of
-the direct-mapped TMU cache, so every gather misses: then the activation is first transposed on
-the GPU ([Cin, H*W], one extra launch) and the panel kernel's TN path reads it, as SGEMM does
-(``transpose_a_first``). The weights need no such care: B is only ever DMA'd.
+When the pixels that share a TMU cache lie a multiple of 512 bytes apart (Cin a multiple of 128,
+and Cin = 384, 640, ...), they share sets of the direct-mapped cache and the gathers miss: then
+each QPU takes fewer pixels (4 for Cin = 128), or the activation is first transposed on the GPU
+([Cin, H*W], one extra launch) and the panel kernel's TN path reads it (``route``). The weights need no such care: B is only ever DMA'd.
 """
 
 import dataclasses
 import functools
 import typing
 
+import collections
+
+from .. import hardware
 from ..errors import DeviceError
 from . import sgemm_panel, transpose
 from .common import MAX_VDW_STRIDE, STORAGE_BYTES, WORD
@@ -28,9 +31,9 @@ from .epilogue import Epilogue
 class PointwisePlan:
     """Everything the two launches of one pointwise layer depend on.
 
-    ``transpose_input``: None follows SGEMM's aliasing rule (``sgemm_panel.transpose_a_first``);
-    True / False force the route (a tuner's choice). The panel kernel's own tiling (rows per
-    QPU, panel width, chunk rows, passes) is derived in ``panel``.
+    ``transpose_input``, ``max_rows``: None follows the aliasing rule (``route``); a value
+    forces the route (a tuner's choice). The panel kernel's own tiling (rows per QPU, panel
+    width, chunk rows, passes) is derived in ``panel``.
     """
 
     height: int
@@ -43,6 +46,7 @@ class PointwisePlan:
     activation: typing.Optional[str] = None
     storage: str = "f32"
     transpose_input: typing.Optional[bool] = None
+    max_rows: typing.Optional[int] = None
 
     def __post_init__(self):
         if self.storage not in STORAGE_BYTES:
@@ -60,28 +64,63 @@ class PointwisePlan:
     def epilogue(self):
         return Epilogue(self.bias, self.residual, self.activation)
 
-    def _panel(self, trans_a):
+    def _panel(self, trans_a, max_rows=sgemm_panel.MAX_ROWS):
         return sgemm_panel.PanelPlan(self.pixels, self.cout, self.cin, trans_a, self.num_qpus,
-                                     True, True, self.epilogue)
+                                     True, True, self.epilogue, max_rows)
+
+    @property
+    def route(self):
+        """(transposed, rows per QPU at most): how the layer avoids gathers that alias in the
+        TMU cache. SGEMM's rule for the rows of one QPU (``sgemm_panel.transpose_a_first``)
+        transposes; on more than 8 QPUs, when the rows of the QPUs sharing a TMU cache alias
+        (``tmu_rows_per_set``), fewer rows per QPU (at least MIN_ROWS) if that avoids it, else
+        the transpose. Measured in the cycle model (pi1, 12 QPUs, clocks of both launches, bias
+        and relu6 included): 192 pixels 128->128: 8 rows 465 374, 4 rows 218 028, transposed
+        228 253; 96 pixels 256->128: 8 rows 620 468, 2 rows 318 408, transposed 214 039; 96
+        pixels 384->64: 8 rows 347 400, transposed 208 220; without aliasing, 64->384: direct
+        121 758, transposed 135 240. On 8 QPUs (64 pixels 128->128: direct 78 157, transposed
+        92 786) and 4 (32 pixels: 69 059, 77 496) the misses cost less than the transpose. The
+        transpose's VDW stride limits it to H*W <= 16384 pixels."""
+        fits = (self.pixels - 1) * WORD <= MAX_VDW_STRIDE
+        if self.transpose_input is not None or self.max_rows is not None:
+            return bool(self.transpose_input) and fits, self.max_rows or sgemm_panel.MAX_ROWS
+        direct = self._panel(False)
+        if sgemm_panel.transpose_a_first(direct):
+            return fits, sgemm_panel.MAX_ROWS
+        if direct.qpus <= 8 or tmu_rows_per_set(direct) <= hardware.TMU_CACHE_WAYS:
+            return False, sgemm_panel.MAX_ROWS
+        for rows in range(sgemm_panel.MAX_ROWS - 1, MIN_ROWS - 1, -1):
+            if tmu_rows_per_set(self._panel(False, rows)) <= hardware.TMU_CACHE_WAYS:
+                return False, rows
+        return fits, sgemm_panel.MAX_ROWS
 
     @property
     def transposed(self):
-        """Whether the activation is transposed on the GPU first (see the module's docstring).
-        The transpose's VDW stride limits it to H*W <= 16384 pixels."""
-        if (self.pixels - 1) * WORD > MAX_VDW_STRIDE:
-            return False
-        if self.transpose_input is not None:
-            return self.transpose_input
-        return sgemm_panel.transpose_a_first(self._panel(False))
+        """Whether the activation is transposed on the GPU first (``route``)."""
+        return self.route[0]
 
     @property
     def panel(self):
-        return self._panel(self.transposed)
+        return self._panel(*self.route)
 
     @property
     def transpose(self):
         """The transpose launch's plan, or None."""
         return transpose.TransposePlan(self.pixels, self.cin, self.num_qpus) if self.transposed else None
+
+
+MIN_ROWS = 4        # fewer rows per QPU re-read the weights too often to beat the transpose
+
+
+def tmu_rows_per_set(panel):
+    """How many of the rows that the QPUs sharing one TMU gather at once (consecutive row
+    blocks: QPUs 2i and 2i+1, hardware.QPUS_PER_TMU) fall on one set of its cache. Every row
+    keeps one line in use for 8 two-k gathers; more rows on a set than its ways and they evict
+    each other's lines before the next gather."""
+    line, ways = hardware.TMU_CACHE_LINE_BYTES, hardware.TMU_CACHE_WAYS
+    sets = hardware.TMU_CACHE_BYTES // (line * ways)
+    rows = panel.rows * min(hardware.QPUS_PER_TMU, panel.qpus)
+    return max(collections.Counter(g * panel.a_lane // line % sets for g in range(rows)).values())
 
 
 @functools.lru_cache(maxsize=128)

@@ -35,7 +35,7 @@ from asm import (element_number, isa, kernel, null, r0, r1, r2, r3, r4, r5, r5re
                  vr_addr, vr_setup, vr_wait, vw_addr, vw_setup, vw_wait)
 
 from .. import hardware
-from .common import GATHER_DEPTH, LANES, WORD, lane_addresses, zero
+from .common import GATHER_DEPTH, LANES, WORD, lane_addresses, ops_then_branch, zero
 from .epilogue import Epilogue, prepare_activation, write_vpm
 from .sgemm import SEMA_DONE, SEMA_GO
 
@@ -101,8 +101,13 @@ class PanelPlan:
     # where the accumulators start, the residual is gathered and added before the store, the
     # activation is applied on the VPM write. It replaces alpha and beta (their registers).
     epilogue: Epilogue = Epilogue()
+    # At most this many rows per QPU (1..MAX_ROWS): fewer keep the rows that the QPUs sharing a
+    # TMU cache gather from aliasing (vc4nn/kernels/pointwise.py), at the price of more passes.
+    max_rows: int = MAX_ROWS
 
     def __post_init__(self):
+        if not 1 <= self.max_rows <= MAX_ROWS:
+            raise ValueError(f"max_rows must be 1..{MAX_ROWS}")
         if not self.epilogue.is_identity and not (self.alpha_one and self.beta_zero):
             raise ValueError("a panel plan with an epilogue takes alpha = 1 and beta = 0")
 
@@ -110,7 +115,7 @@ class PanelPlan:
     @property
     def rows(self):
         """R: as many as fit (8) unless fewer balance the QPUs better in the last pass."""
-        passes = ceil_div(self.m, MAX_ROWS * self.num_qpus)
+        passes = ceil_div(self.m, self.max_rows * self.num_qpus)
         return ceil_div(self.m, self.num_qpus * passes)
 
     @property
@@ -721,19 +726,6 @@ def relay(a, plan, number, back):
     ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived + early
                     + [lambda: a.sema_release(SEMA_DONE), lambda: a.sema_acquire(SEMA_RELAY)]
                     + [lambda: a.sema_release(SEMA_GO)] * go + late, back)
-
-
-def ops_then_branch(a, ops, target):
-    """Emit ``ops`` and a branch to ``target``, the last ops filling the delay slots."""
-    slots = isa.BRANCH_DELAY_SLOTS
-    before = max(0, len(ops) - slots)
-    for op in ops[:before]:
-        op()
-    a.branch(target)
-    for op in ops[before:]:
-        op()
-    for _ in range(slots - (len(ops) - before)):
-        a.nop()
 
 
 def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):

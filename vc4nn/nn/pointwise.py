@@ -10,22 +10,17 @@ from ..device import Buffer, qpu_count
 from ..kernels import pointwise as kernel
 from .layer_args import (LayerArgumentError, ShapeError, check_activation, check_on_device,
                          check_out, check_tensor, pick_device)
-from .layer_call import LayerCall, chain
+from .layer_call import LayerCall, PreparedWeights, chain
 
 LAYER = "pointwise"
 
 
-class PreparedPointwise:
+class PreparedPointwise(PreparedWeights):
     """Weights (Cin, Cout) and optional bias (Cout,) in the kernel's layout in device memory.
 
     The panel kernel DMAs k-rows of the weights as they are (row-major (Cin, Cout) float32), so
     preparing is one copy to the device; a call given this object never touches them again.
     """
-
-    def __init__(self, device, weights, bias):
-        self.device = device
-        self.weights = weights
-        self.bias = bias
 
     @property
     def cin(self):
@@ -34,15 +29,6 @@ class PreparedPointwise:
     @property
     def cout(self):
         return self.weights.shape[1]
-
-    @property
-    def nbytes(self):
-        return self.weights.nbytes + (self.bias.nbytes if self.bias is not None else 0)
-
-    def free(self):
-        for buf in (self.weights, self.bias):
-            if buf is not None:
-                self.device.free(buf)
 
 
 def prepare_pointwise(w, bias=None, device=None, layer=LAYER):
