@@ -32,7 +32,7 @@ def test_classify_with_labels_file(fake_layers, model_path, image_path, tmp_path
     labels = tmp_path / "labels.txt"
     labels.write_text("ant\nbee\ncat\n")
     assert main(["classify", model_path, image_path, "--top", "2", "--labels", str(labels),
-                 "--no-progress"]) == 0
+                 "--quiet"]) == 0
     out = capsys.readouterr().out
     ranked = [line for line in out.splitlines() if line.lstrip()[:2] in ("1.", "2.")]
     assert len(ranked) == 2 and all(line.split()[-1] in ("ant", "bee", "cat") for line in ranked)
@@ -44,20 +44,20 @@ def test_classify_labels_file_of_wrong_length(fake_layers, model_path, image_pat
     labels = tmp_path / "labels.txt"
     labels.write_text("ant\nbee\n")
     assert main(["classify", model_path, image_path, "--labels", str(labels),
-                 "--no-progress"]) == 1
+                 "--quiet"]) == 1
     assert "2 labels; the model has 3 classes" in capsys.readouterr().err
 
 
 def test_profile_json_and_png(fake_layers, model_path, tmp_path, capsys):
     png = tmp_path / "p.png"
-    assert main(["profile", model_path, "--json", "--png", str(png), "--no-progress"]) == 0
+    assert main(["profile", model_path, "--json", "--png", str(png), "--quiet"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert [r["op"] for r in report["layers"]][:3] == ["conv2d", "depthwise", "pointwise"]
     assert report["memory"]["arena_bytes"] > 0 and png.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_bench_reports_estimates(fake_layers, model_path, capsys):
-    assert main(["bench", model_path, "--no-progress"]) == 0
+    assert main(["bench", model_path, "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "cycle-model estimate" in out and "Pi Zero" in out and "GPU memory" in out
 

@@ -29,7 +29,8 @@ def _device_args(parser):
     parser.add_argument("--qpus", type=int, default=12)
     parser.add_argument("--board", default=None,
                         help="emulator board preset for the cycle model (default: pi_zero)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--quiet", "--no-progress", action="store_true", dest="quiet",
+                        help="no progress bars")
     parser.add_argument("--memory-budget", type=float, default=24.0, metavar="MB",
                         help="device memory (10^6 bytes) the session may hold with its recorded "
                              "launches; 0: no limit (default 24)")
@@ -43,7 +44,7 @@ def _open(args, image_input=None):
     try:
         return InferenceSession(args.model, device=device, num_qpus=args.qpus,
                                 image_input=image_input,
-                                progress=False if args.no_progress else None,
+                                progress=False if args.quiet else None,
                                 memory_budget=args.memory_budget * 1e6 or None), device
     except BaseException:
         device.close()

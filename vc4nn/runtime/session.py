@@ -337,4 +337,5 @@ def _progress(items, progress, desc):
     if not progress:
         return items
     from tqdm import tqdm
-    return tqdm(items, desc=desc, unit="layer", leave=False)
+    from ..progress import DELAY_S
+    return tqdm(items, desc=desc, unit="layer", leave=False, delay=DELAY_S)
