@@ -4,7 +4,7 @@
     python tools/bench_mobilenet.py --plan-only              # memory plans, no kernels run
     python tools/bench_mobilenet.py --model v1 --size 224    # MobileNet v1 1.0/224 (random weights)
     python tools/bench_mobilenet.py --model mnv2             # torchvision's MobileNetV2 (real)
-    python tools/bench_mobilenet.py --model v2 --width 0.35 --size 32   # a tiny MobileNetV2-style net
+    python tools/bench_mobilenet.py --model v2 --width 0.35 --size 32   # tiny MobileNetV2-style
     python tools/bench_mobilenet.py --model FILE.onnx        # any file
 
 In the emulator every GPU time is a cycle-model ESTIMATE at the board's V3D clock (default
