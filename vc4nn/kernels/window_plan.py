@@ -260,11 +260,11 @@ class WindowPlan(SpatialShape):
 
     # -- uniform streams -------------------------------------------------------------------------
     def uniform_streams(self, x_addr, y_addr, weights_addr, zero_addr):
-        """Per QPU: [VPM row base, tile records..., 0] (setup words from ``setup_words``)."""
+        """Per QPU: [its first VPM row as a generic setup offset, tile records..., 0]."""
         streams = []
         per_qpu = self.vpm_rows_per_qpu(self.qpus)
         for q, tiles in enumerate(self.qpu_tiles()):
-            words = [q * per_qpu]
+            words = [dma.generic_row_offset(q * per_qpu, STORAGE_BITS[self.storage])]
             for tile in tiles:
                 words += self._tile_header(tile, q * per_qpu, weights_addr)
                 words += self._row_and_store_words(tile, x_addr, y_addr, zero_addr)
