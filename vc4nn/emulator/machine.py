@@ -38,6 +38,8 @@ from .vpm import MemoryBus, Vpm
 # 50k instructions/s would take hours).
 DEFAULT_MAX_INSTRUCTIONS = 50_000_000
 JITTER_CLOCKS = 64
+# A launch calls ``Machine.progress`` each time its instruction count crosses a multiple of this.
+PROGRESS_INTERVAL = 1 << 16
 PLAN_CACHE_LIMIT = 1 << 16      # predecoded instructions kept across launches
 CONTROL_ENTRY_WORDS = 2
 
@@ -49,14 +51,19 @@ class Machine:
                                              or max_instructions < 1):
             raise DeviceError(f"max_instructions must be a positive int or None; "
                               f"got {max_instructions!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise DeviceError(f"seed must be None or an int, got {seed!r}")
         self.memory = memory
         self.timing = Timing(board)
         self.checks = as_checks(checks).copy()
         self.max_instructions = max_instructions
         self._rng = random.Random(seed) if seed is not None else None
-        self._plan_cache = {}       # (code address, word) -> plan, kept across runs
+        self._plan_cache = {}       # word -> plan (plans are position-independent), across runs
         self.run_plans = {}         # code address -> plan, this run
         self.sync_event = False
+        # None, or a callable given the instructions executed so far in the launch (all QPUs);
+        # called each time that count crosses a multiple of PROGRESS_INTERVAL.
+        self.progress = None
 
     # -- instruction fetch -------------------------------------------------------------------
     def plan_at(self, pc, qpu):
@@ -66,11 +73,11 @@ class Machine:
                               qpu.index, pc, "fetch", pc)
         low, high = self.memory.read_words(pc, 2, "fetch", qpu.index, pc)
         word = int(low) | int(high) << 32
-        plan = self._plan_cache.get((pc, word))
+        plan = self._plan_cache.get(word)
         if plan is None:
             if len(self._plan_cache) >= PLAN_CACHE_LIMIT:
                 self._plan_cache.clear()
-            plan = self._plan_cache[(pc, word)] = compile_word(word, pc)
+            plan = self._plan_cache[word] = compile_word(word)
         self.run_plans[pc] = plan
         return plan
 
@@ -137,6 +144,8 @@ class Machine:
         blocked = {}
         executed = 0
         clock_limit = deadline + 1
+        progress = self.progress
+        next_report = PROGRESS_INTERVAL if progress is not None else math.inf
         while heap:
             _, tie, i = heapq.heappop(heap)
             q = qpus[i]
@@ -148,7 +157,10 @@ class Machine:
                 if rng is not None:
                     first_until += rng.randrange(JITTER_CLOCKS)
                 limit = min(limit, first_until)
-            executed += self._run_slice(q, limit, budget - executed)
+            executed += self._run_slice(q, limit, min(budget, next_report) - executed)
+            if executed >= next_report:
+                progress(executed)
+                next_report += PROGRESS_INTERVAL
             if self.sync_event:
                 self.sync_event = False
                 for b in blocked.values():
@@ -164,7 +176,8 @@ class Machine:
                                           f"{_positions(qpus)}")
                 if executed >= budget:
                     raise EmulatorTimeout(f"the run executed {executed} instructions, its budget "
-                                          f"(max_instructions); {_positions(qpus)}")
+                                          f"(max_instructions; --max-instructions on the command "
+                                          f"line); {_positions(qpus)}")
                 heapq.heappush(heap, (q.clock, tie, i))
         if blocked:
             raise DeadlockError({

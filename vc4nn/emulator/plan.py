@@ -39,12 +39,13 @@ _NO_EFFECT_SIGNALS = frozenset(isa.SIGNALS[s] for s in (
     "small_imm"))
 
 
-def compile_word(word, pc):
-    """The plan of instruction ``word`` at code address ``pc``. UnsupportedInstruction if it
-    uses something with no defined meaning for a compute program."""
+def compile_word(word):
+    """The plan of instruction ``word``. UnsupportedInstruction if it uses something with no
+    defined meaning for a compute program. Plans do not depend on where the word sits (a branch
+    reads its own address from the QPU's pc), so one plan serves every copy of a program."""
     ins = decode(word)
     if ins.sig == isa.SIG_BRANCH:
-        return _branch_plan(ins, pc)
+        return _branch_plan(ins)
     if ins.sig == isa.SIG_LOAD_IMM:
         return _load_imm_plan(ins)
     return _alu_plan(ins)
@@ -427,14 +428,13 @@ _BRANCH_TESTS = {
 BRANCH_REGISTER_ELEMENT = 15
 
 
-def _branch_plan(ins, pc):
+def _branch_plan(ins):
     name = isa.BRANCH_CONDITION_NAMES.get(ins.cond_br)
     if name is None:
         _unsupported(f"branch condition {ins.cond_br} is reserved")
     taken = _BRANCH_TESTS[name]
-    base = branch_target(ins, pc) if ins.rel else ins.immediate
-    link = pc + isa.BRANCH_RETURN_OFFSET
-    link_value = lanes(link & 0xFFFFFFFF)
+    relative = bool(ins.rel)
+    immediate = ins.immediate
     register = ins.raddr_a if ins.reg else None
     add_side, mul_side = _write_sides(ins.ws)
     links = [w for w in (_destination(add_side, ins.waddr_add, True, None),
@@ -446,13 +446,16 @@ def _branch_plan(ins, pc):
     def run(q):
         if not taken(q):
             return True
-        target = base
+        pc = q.pc
+        target = branch_target(ins, pc) if relative else immediate
         if register is not None:
             target += int(q.regfile_read(0, register)[BRANCH_REGISTER_ELEMENT])
         q.schedule(isa.BRANCH_DELAY_SLOTS, target & 0xFFFFFFFF)
-        for write in links:
-            write(q, link_value)
-        if flags is not None:
-            flags(q, link_value, None)
+        if links or flags is not None:
+            link_value = lanes((pc + isa.BRANCH_RETURN_OFFSET) & 0xFFFFFFFF)
+            for write in links:
+                write(q, link_value)
+            if flags is not None:
+                flags(q, link_value, None)
         return True
     return run

@@ -64,3 +64,21 @@ def chain(runs):
     for run in runs[1:]:
         total = total.followed_by(run)
     return total
+
+
+class PreparedWeights:
+    """A layer's weights (and bias) in its kernel's layout in device memory, laid out once."""
+
+    def __init__(self, device, weights, bias):
+        self.device = device
+        self.weights = weights
+        self.bias = bias
+
+    @property
+    def nbytes(self):
+        return self.weights.nbytes + (self.bias.nbytes if self.bias is not None else 0)
+
+    def free(self):
+        for buf in (self.weights, self.bias):
+            if buf is not None:
+                self.device.free(buf)

@@ -136,7 +136,7 @@ def render(findings):
 
 def doctor_main(argv=None, os_boundary=None, out=None):
     """Print the report; exit code 0 when the Pi is ready, 1 when something needs fixing."""
-    parser = argparse.ArgumentParser(prog="vc4nn doctor", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="vc4nn doctor", description=__doc__.splitlines()[0].replace("``", ""))
     parser.parse_args(argv)
     findings = diagnose(os_boundary if os_boundary is not None else OsBoundary())
     print(render(findings), file=out if out is not None else sys.stdout)
