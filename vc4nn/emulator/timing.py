@@ -219,9 +219,12 @@ class Timing:
         return self.clocks(nbytes / self.vc_l2_hit_bandwidth)
 
     def line_fill_clocks(self, nbytes):
-        """Clocks a cache line fill (TMU, uniforms) keeps the memory bus busy: the line is read
-        at the peak rate of the DMA load model."""
-        return self.clocks(nbytes / self.dma_load_peak)
+        """Clocks an L2 line fill from SDRAM (for the TMU and uniform caches) keeps the memory
+        bus busy: the line moves at the memory path's peak, the highest rate the published DMA
+        figures show (the store row model's peak, 1184 MB/s). The VDR's lower peak (840 MB/s)
+        is taken to be its own engine's limit, which a line burst does not pay
+        (docs/cycle-model.md "Memory bus")."""
+        return self.clocks(nbytes / self.dma_store_peak)
 
 
 _ROW_BYTES, _WORD_BYTES = 64, 4
