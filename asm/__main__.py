@@ -15,7 +15,9 @@ from . import disasm, parser
 from .errors import AsmError
 
 
-class _ArgumentParser(argparse.ArgumentParser):
+class ArgumentParser(argparse.ArgumentParser):
+    """Usage errors exit with status 1, like every other error of the command."""
+
     def error(self, message):
         self.print_usage(sys.stderr)
         self.exit(1, f"{self.prog}: error: {message}\n")
@@ -29,6 +31,7 @@ def _hex_listing(program):
 def _assemble(args):
     program = parser.assemble_file(args.file, check=not args.no_check)
     out = args.output or os.path.splitext(args.file)[0] + "." + args.format
+    _refuse_to_overwrite_the_input(out, args.file)
     data = program.to_bytes() if args.format == "bin" else _hex_listing(program).encode("ascii")
     if out == "-":
         sys.stdout.buffer.write(data)
@@ -40,7 +43,13 @@ def _assemble(args):
     return 0
 
 
+def _refuse_to_overwrite_the_input(out, path):
+    if out not in (None, "-") and os.path.exists(out) and os.path.samefile(out, path):
+        raise AsmError(f"{path}: the output {out} is the input file itself; give another -o")
+
+
 def _disasm(args):
+    _refuse_to_overwrite_the_input(args.output, args.file)
     words = disasm.read_words(args.file, args.format)
     text = disasm.disassemble(words)
     if args.output in (None, "-"):
@@ -51,17 +60,17 @@ def _disasm(args):
     return 0
 
 
-def _arguments(prog):
+def _arguments(prog, assemble_name="assemble"):
     examples = (f"examples:\n"
                 f"  {prog} assemble prog.s                  prog.s -> prog.bin, hazard-checked\n"
                 f"  {prog} assemble prog.s --format hex     prog.s -> prog.hex, one word per line\n"
                 f"  {prog} disasm prog.bin                  listing on standard output\n"
                 f"  {prog} disasm prog.hex -o prog.txt\n")
-    top = _ArgumentParser(prog=prog, description="VideoCore IV QPU assembler and disassembler "
+    top = ArgumentParser(prog=prog, description="VideoCore IV QPU assembler and disassembler "
                           "(syntax: docs/asm-syntax.md).", epilog=examples,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgumentParser)
-    assemble = commands.add_parser("assemble", help="assemble a text file (.s) into code",
+    commands = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+    assemble = commands.add_parser(assemble_name, help="assemble a text file (.s) into code",
                                    description="Assemble FILE (text syntax) into code. The hazard "
                                    "checker runs unless --no-check.")
     assemble.add_argument("file", metavar="FILE", help="program text")
@@ -80,16 +89,21 @@ def _arguments(prog):
     return top
 
 
-def main(argv=None, prog="python -m asm"):
+def main(argv=None, prog="python -m asm", command_names=None):
     """Run the command line; return the exit status (0 ok, 1 error). ``prog`` names the command
-    in messages (``vc4nn`` reuses this as ``vc4nn asm|disasm``)."""
-    top = _arguments(prog)
-    args = top.parse_args(sys.argv[1:] if argv is None else list(argv))
+    in messages; ``command_names`` renames subcommands ({"assemble": "asm"}): ``vc4nn`` reuses
+    this as ``vc4nn asm|assemble|disasm``."""
+    assemble_name = (command_names or {}).get("assemble", "assemble")
+    top = _arguments(prog, assemble_name)
+    try:
+        args = top.parse_args(sys.argv[1:] if argv is None else list(argv))
+    except SystemExit as stop:      # usage errors and --help: a status, not an exit
+        return stop.code
     if args.command is None:
         top.print_help(sys.stderr)
         return 1
     try:
-        return {"assemble": _assemble, "disasm": _disasm}[args.command](args)
+        return {assemble_name: _assemble, "disasm": _disasm}[args.command](args)
     except (AsmError, OSError) as error:
         print(f"{top.prog} {args.command}: error: {error}", file=sys.stderr)
         return 1

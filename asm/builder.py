@@ -470,9 +470,11 @@ def branch_register(reg):
     raise AssemblerError(f"branch reg={reg!r}: the added register must be one of ra0..ra{isa.REGFILE_SIZE - 1}")
 
 
-def build_branch(cond="always", immediate=0, relative=True, reg=None, link=None, ws=None):
+def build_branch(cond="always", immediate=0, relative=True, reg=None, link=None, ws=None, sf=False):
     """A branch. ``immediate`` is the raw field (relative: byte offset from branch + 4
-    instructions, signed; absolute: the address)."""
+    instructions, signed; absolute: the address). ``sf`` sets the flags from the link value
+    when taken; its bit (45) is bit 0 of raddr_a, so with ``reg`` it is the register's parity
+    (facts §5.4): sf with an even register is an error, an odd register sets the flags anyway."""
     cond_br = resolve("branch condition", cond, isa.BRANCH_CONDITIONS)
     low, high = (-(1 << 31), (1 << 31) - 1) if relative else (0, WORD_MASK)
     if not isinstance(immediate, numbers.Integral) or not low <= immediate <= high:
@@ -480,7 +482,12 @@ def build_branch(cond="always", immediate=0, relative=True, reg=None, link=None,
         raise AssemblerError(f"branch target out of range: {what} {immediate!r} is not in {low}..{high}")
     writers = {"add": check_destination(link, "branch link") if link is not None else None}
     ws_value, waddr_add, waddr_mul = choose_ws(writers, ws)
+    sf = flag("sf", sf)
+    raddr_a = branch_register(reg) if reg is not None else int(sf)
+    if sf and not raddr_a & 1:
+        raise AssemblerError(f"branch sf with reg={reg!r}: the sf bit is bit 0 of the added "
+                             f"register's number, so only an odd ra (ra1, ra3...) can set flags")
     return Instruction(sig=isa.SIG_BRANCH, cond_br=cond_br, rel=int(bool(relative)),
-                       reg=int(reg is not None), raddr_a=branch_register(reg) if reg is not None else 0,
+                       reg=int(reg is not None), raddr_a=raddr_a,
                        ws=ws_value, waddr_add=waddr_add, waddr_mul=waddr_mul,
                        immediate=int(immediate) & WORD_MASK)

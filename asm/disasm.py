@@ -167,6 +167,8 @@ def _render_branch(ins, address, target_labels, spelling):
     modifiers = []
     if ins.cond_br != isa.BRANCH_CONDITIONS["always"]:
         modifiers.append(isa.BRANCH_CONDITION_NAMES.get(ins.cond_br, f"cond{ins.cond_br}"))
+    if ins.raddr_a & 1:     # bit 45: sf, also bit 0 of the added register (facts §5.4)
+        modifiers.append("sf")
     target = branch_target(ins, address)
     if target is None:
         modifiers.append("abs")
@@ -218,6 +220,35 @@ def reserved_codes(ins):
     return reasons
 
 
+def hidden_effects(ins):
+    """What a word does (or pointedly does not do) that its instruction text cannot say: the
+    fields the hardware acts on, or ignores, beyond what the assembler writes (empty if none)."""
+    never, nop = isa.CONDITIONS["never"], isa.NOP_ADDR
+    effects = []
+    if ins.format == "alu":
+        for unit in ("add", "mul"):
+            op = isa.ADD_OPS_BY_CODE.get(ins.op_add) if unit == "add" \
+                else isa.MUL_OPS_BY_CODE[ins.op_mul]
+            if op is None or op.name != "nop":
+                continue
+            cond, waddr = getattr(ins, "cond_" + unit), getattr(ins, "waddr_" + unit)
+            if cond != never and waddr != nop:
+                dst = _write_name(isa.write_side(unit, ins.ws), waddr, SPELLINGS[0])
+                when = "" if cond == isa.CONDITIONS["always"] else f" where {isa.CONDITION_NAMES[cond]}"
+                effects.append(f"MUL nop writes the MUL ALU's previous result to {dst}{when} "
+                               f"(facts §5.17)" if unit == "mul" else
+                               f"ADD nop writes nothing: destination {dst} is ignored")
+            if getattr(ins, unit + "_a") or getattr(ins, unit + "_b"):
+                effects.append(f"the {unit.upper()} muxes of a nop are ignored")
+    elif ins.format == "branch":
+        if ins.waddr_mul != nop:
+            dst = _write_name(isa.write_side("mul", ins.ws), ins.waddr_mul, SPELLINGS[0])
+            effects.append(f"the link goes to {dst} too, through the MUL write port")
+        if not ins.reg and ins.raddr_a >> 1:
+            effects.append(f"raddr_a bits 4:1 ({ins.raddr_a >> 1}) are ignored without + raN")
+    return effects
+
+
 def _field_differences(word, other):
     mine, theirs = encoding.decode(word), encoding.decode(other)
     return ", ".join(f"{name}={value} (text gives {getattr(theirs, name)})"
@@ -254,6 +285,9 @@ def disassemble_word(word, address=0, target_labels=None):
     ins = encoding.decode(word)
     quad = f".quad {word:#018x}"
     best_effort = render(ins, address, target_labels)
+    effects = hidden_effects(ins)
+    if effects:
+        best_effort += " [also: " + "; ".join(effects) + "]"
     reserved = reserved_codes(ins)
     if reserved:
         return Line(word, address, quad, best_effort, "; ".join(reserved))
@@ -394,11 +428,19 @@ def _looks_like_hex_listing(data):
     return all(ch.isprintable() or ch in "\r\n\t" for ch in text)
 
 
+# A bound on what read_words reads: a hex listing of 2M instructions (17 bytes a word), far more
+# than a QPU program holds; it keeps a device file like /dev/zero from filling the memory.
+MAX_CODE_FILE_BYTES = 32 << 20
+
+
 def read_words(path, fmt="auto"):
     """Words of a code file as a uint64 array. ``fmt``: "bin", "hex" or "auto" (by the file
     extension: .bin raw, .hex/.txt listing; otherwise text that is printable ASCII is a listing)."""
     with open(path, "rb") as f:
-        data = f.read()
+        data = f.read(MAX_CODE_FILE_BYTES + 1)
+    if len(data) > MAX_CODE_FILE_BYTES:
+        raise EncodingError(f"{path}: larger than {MAX_CODE_FILE_BYTES >> 20} MiB, which is more "
+                            f"than any QPU program (is it the right file?)")
     if fmt == "auto":
         lower = str(path).lower()
         if lower.endswith(".bin"):

@@ -37,10 +37,22 @@ class SourceLocation:
         return f"SourceLocation({self.file!r}, {self.line})"
 
 
+# A message quoting a huge input (a 100,000-character token) keeps its head and tail.
+MAX_MESSAGE_CHARS = 600
+
+
+def _readable(message):
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    keep = MAX_MESSAGE_CHARS // 2
+    return f"{message[:keep]}...[{len(message) - 2 * keep} characters]...{message[-keep // 2:]}"
+
+
 class AsmError(Exception):
     """Base of every error raised by ``asm``. ``location`` is a SourceLocation or None."""
 
     def __init__(self, message, location=None):
+        message = _readable(str(message))
         self.message = message
         self.location = location
         super().__init__(f"{location}: {message}" if location is not None else message)

@@ -190,8 +190,8 @@ MUL_OPS = _ops([
 ])
 MUL_OPS_BY_CODE = _frozen({op.code: op for op in MUL_OPS.values()})
 
-# ftoi reads a float and writes an int; itof the reverse. Pack/unpack follow the op's input kind
-# for unpack and its result kind for pack.
+# ftoi reads a float and writes an int; itof the reverse. A pack follows its op's result kind;
+# the regfile-A unpack converts as for a float if any op reading the A port has float inputs.
 RESULT_KIND = _frozen({"ftoi": "int", "itof": "float"})
 
 # ---------------------------------------------------------------------------------------------

@@ -299,10 +299,12 @@ class Assembler(VpmMacros):
         self.nop()
 
     @_with_location
-    def branch(self, target, cond="always", link=None, reg=None, absolute=False, sig=None, waive=(), ws=None):
+    def branch(self, target, cond="always", link=None, reg=None, absolute=False, sig=None, waive=(), ws=None,
+               sf=False):
         """Branch to a label (name or Label) or, with ``absolute=True``, to an int address;
         an int target without ``absolute`` is a byte offset in this program. ``reg`` (ra0..ra31)
-        is added to the target; ``link`` receives the return address. Three delay slots follow."""
+        is added to the target; ``link`` receives the return address; ``sf`` sets the flags
+        from it (if taken). Three delay slots follow."""
         self._reject_signal(sig, "a branch")
         absolute = builder.flag("absolute", absolute)
         if absolute and not isinstance(target, int):
@@ -312,7 +314,7 @@ class Assembler(VpmMacros):
             raise AssemblerError(f"branch target {target!r} is not a label or an int")
         if isinstance(target, int) and not absolute and target % isa.INSTRUCTION_BYTES:
             raise AssemblerError(f"branch target {target} is not a multiple of {isa.INSTRUCTION_BYTES} bytes")
-        args = dict(cond=cond, relative=not absolute, reg=reg, link=link, ws=ws)
+        args = dict(cond=cond, relative=not absolute, reg=reg, link=link, ws=ws, sf=sf)
         # A relative offset is known once the labels are; build now to check everything else.
         entry = _Entry(self._call_site, "branch", waive,
                        builder.build_branch(immediate=target if absolute else 0, **args))

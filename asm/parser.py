@@ -113,6 +113,11 @@ def _tokenize(text, location):
 # ---------------------------------------------------------------------------------------------
 
 
+# Longer than any 64-bit value in binary (0b + 64 digits): a longer literal is a typo or junk,
+# and huge ints cannot even be printed in an error message (Python's int-to-str limit).
+MAX_NUMBER_CHARS = 66
+
+
 def _number(tokens, what="a number"):
     sign = -1 if tokens.accept("-") else 1
     if sign == 1:
@@ -122,6 +127,10 @@ def _number(tokens, what="a number"):
         raise tokens.expected(what)
     tokens.next()
     text = token.text
+    if len(text) > MAX_NUMBER_CHARS:
+        raise tokens.error(f"number {text[:12]}... of {len(text)} characters is too long "
+                           f"(at most {MAX_NUMBER_CHARS}; no operand needs more than 64 bits)",
+                           token)
     try:
         if text[:2].lower() in ("0x", "0b") or not re.search(r"[.eE]", text):
             return sign * int(text, 0)
@@ -359,7 +368,7 @@ def _load_statement(tokens, name, modifiers, token):
 
 
 def _branch_statement(tokens, modifiers, token):
-    kwargs = _modifiers(tokens, token, "branch", modifiers, (_BRANCH_CONDITION, _ABSOLUTE))
+    kwargs = _modifiers(tokens, token, "branch", modifiers, (_BRANCH_CONDITION, _ABSOLUTE, _SF))
     where = tokens.peek()
     if kwargs.get("absolute"):
         target = _number(tokens, "an absolute address")
@@ -465,13 +474,20 @@ def assemble_text(text, filename="<text>", check=True):
     return a.assemble(check=check)
 
 
+# Bounds what assemble_file reads, so a device file (/dev/zero) cannot fill the memory.
+MAX_SOURCE_CHARS = 64 << 20
+
+
 def assemble_file(path, check=True):
     """Assemble a text file -> Program. The source map holds the file's lines."""
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            text = f.read(MAX_SOURCE_CHARS + 1)
     except UnicodeDecodeError as error:
         raise ParseError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    if len(text) > MAX_SOURCE_CHARS:
+        raise ParseError(f"{path}: longer than {MAX_SOURCE_CHARS >> 20} M characters, more than "
+                         f"any QPU program's source (is it the right file?)")
     return assemble_text(text, str(path), check)
 
 

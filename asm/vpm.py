@@ -120,11 +120,15 @@ def _mpitch(pitch):
 
 
 @with_caller_location
-def vdr_setup(rows, rowlen, y, x=0, size=WORD, offset=0, horizontal=True, vpitch=1, pitch=None):
+def vdr_setup(rows, rowlen, y, x=0, size=WORD, offset=0, horizontal=True, vpitch=None, pitch=None):
     """vr_setup word for a DMA load of ``rows`` (1..16) memory rows of ``rowlen`` (1..16)
     elements, ``pitch`` bytes apart (a power of two 16..262144, or None to use the pitch from
-    ``vdr_pitch``), into the VPM at (y, x), rows ``vpitch`` (1..16) VPM rows apart."""
+    ``vdr_pitch``), into the VPM at (y, x). Each row starts ``vpitch`` (1..16) steps of the VPM
+    address after the previous one: steps of Y (32-bit), {Y, H} (16-bit) or {Y, B} (8-bit), so
+    a narrow vpitch of 1 starts the next row one half-word or byte on. The default, None, puts
+    each row in the next VPM row (1, 2 or 4 steps)."""
     table = isa.VDR_SETUP
+    vpitch = _elements_per_word(size) if vpitch is None else vpitch
     return _put(table, id=isa.VDR_SETUP_ID, modew=_modew(size, offset), mpitch=_mpitch(pitch),
                 rowlen=_count("rowlen", rowlen, table), nrows=_count("rows", rows, table, "nrows"),
                 vpitch=_count("vpitch", vpitch, table),

@@ -5,6 +5,11 @@ the VPM and a DMA store; all QPUs share VPM row 0, so the mutex serialises that 
 
     python examples/hello.py            # assemble and print the disassembly (= examples/hello.s)
     python examples/hello.py --run 12   # also run on 12 QPUs of vc4nn.open_device()
+
+The same from the command line, on the text form (out: 12 rows of 16 words; QPU q gets the
+address of row q and q):
+
+    vc4nn run examples/hello.s --qpus 12 --buffer out=12x16 --uniforms 'out[q]' q --dump out
 """
 
 import argparse
@@ -43,7 +48,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=int, metavar="QPUS", help="run on this many QPUs")
     args = parser.parse_args()
-    print("# examples/hello.py as text (python examples/hello.py > examples/hello.s)")
+    print("# examples/hello.py as text (python examples/hello.py > examples/hello.s). Run it:")
+    print("#   vc4nn run examples/hello.s --qpus 12 --buffer out=12x16 --uniforms 'out[q]' q "
+          "--dump out")
     print(hello.assemble().disassemble(), end="")
     if args.run:
         import vc4nn

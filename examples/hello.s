@@ -1,4 +1,5 @@
-# examples/hello.py as text (python examples/hello.py > examples/hello.s)
+# examples/hello.py as text (python examples/hello.py > examples/hello.s). Run it:
+#   vc4nn run examples/hello.s --qpus 12 --buffer out=12x16 --uniforms 'out[q]' q --dump out
     mov ra0, uniform                                 # 0x0000
     mov r1, uniform                                  # 0x0008
     shl r1, r1, 4                                    # 0x0010

@@ -5,6 +5,11 @@ Uniforms: input address, output address. The block is ``rows`` (1..16) rows of 1
 
     python examples/vpm_dma.py           # assemble and print the disassembly (= examples/vpm_dma.s)
     python examples/vpm_dma.py --run     # also run on vc4nn.open_device()
+
+The same from the command line, on the text form (16 rows; src holds 3i, dst gets 6i + 1):
+
+    python -c "import numpy as np; np.save('src.npy', 3 * np.arange(256, dtype=np.uint32).reshape(16, 16))"
+    vc4nn run examples/vpm_dma.s --input src=src.npy --buffer dst=16x16 --uniforms src dst --dump dst
 """
 
 import argparse
@@ -47,7 +52,12 @@ def main():
     parser.add_argument("--rows", type=int, default=16)
     parser.add_argument("--run", action="store_true", help="run on vc4nn.open_device()")
     args = parser.parse_args()
-    print(f"# examples/vpm_dma.py --rows {args.rows} as text (python examples/vpm_dma.py > examples/vpm_dma.s)")
+    print(f"# examples/vpm_dma.py --rows {args.rows} as text (python examples/vpm_dma.py > "
+          f"examples/vpm_dma.s). Run it on src.npy ({args.rows}x16 uint32):")
+    print(f"#   python -c \"import numpy as np; np.save('src.npy', 3 * np.arange({16 * args.rows}, "
+          f"dtype=np.uint32).reshape({args.rows}, 16))\"")
+    print(f"#   vc4nn run examples/vpm_dma.s --input src=src.npy --buffer dst={args.rows}x16 "
+          f"--uniforms src dst --dump dst")
     print(double_plus_one.assemble(rows=args.rows).disassemble(), end="")
     if args.run:
         import vc4nn

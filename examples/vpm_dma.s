@@ -1,4 +1,6 @@
-# examples/vpm_dma.py --rows 16 as text (python examples/vpm_dma.py > examples/vpm_dma.s)
+# examples/vpm_dma.py --rows 16 as text (python examples/vpm_dma.py > examples/vpm_dma.s). Run it on src.npy (16x16 uint32):
+#   python -c "import numpy as np; np.save('src.npy', 3 * np.arange(256, dtype=np.uint32).reshape(16, 16))"
+#   vc4nn run examples/vpm_dma.s --input src=src.npy --buffer dst=16x16 --uniforms src dst --dump dst
     mov ra0, uniform                                 # 0x0000
     mov ra1, uniform                                 # 0x0008
     ldi vr_setup, 0x83001000                         # 0x0010

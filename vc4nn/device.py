@@ -8,6 +8,7 @@ memory, building the control list, checking arguments) lives here, once.
 
 import abc
 import dataclasses
+import math
 import numbers
 from typing import Dict, List, Optional
 
@@ -24,6 +25,9 @@ BUS_ADDRESS_MASK = 0x3FFFFFFF
 # execute_qpu's (uniforms address, code address) pairs; the control list is an array of them.
 CONTROL_ENTRY_WORDS = 2
 DEFAULT_TIMEOUT_S = 10.0
+# The bus address space is 1 GiB (bits 29:0); no buffer can be larger.
+MAX_BUFFER_BYTES = 1 << 30
+MAX_ALIGN = 1 << 24
 
 
 class Buffer(np.ndarray):
@@ -69,6 +73,7 @@ class Allocation:
     memory: np.ndarray
     handle: object = None
     freed: bool = False
+    label: str = ""         # what the buffer holds (shape and dtype), named in memory faults
 
 
 @dataclasses.dataclass
@@ -138,6 +143,7 @@ class Device(abc.ABC):
 
     def __init__(self):
         self._allocations = []
+        self.closed = False
 
     # -- backend primitives ------------------------------------------------------------------
     @abc.abstractmethod
@@ -155,43 +161,68 @@ class Device(abc.ABC):
 
     # -- memory ------------------------------------------------------------------------------
     def alloc(self, shape, dtype=np.uint32, align=4096, flags=None):
-        """A zero-filled device buffer of the given shape and dtype. ``flags``: the mailbox
-        mem_alloc flags (vc4nn.hardware.MEM_FLAG_*: which cache alias the memory uses); None
-        takes the board's default (docs/hardware-choices.md)."""
-        dtype = np.dtype(dtype)
-        shape = (shape,) if np.isscalar(shape) else tuple(shape)
-        if any(int(s) < 0 for s in shape):
-            raise DeviceError(f"buffer shape {shape} has a negative dimension")
-        nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
-        if align <= 0 or align & (align - 1):
-            raise DeviceError(f"alignment {align} is not a power of two")
-        if flags is not None and (isinstance(flags, bool) or not isinstance(flags, int)
+        """A zero-filled device buffer of the given shape and dtype (a numeric dtype: the GPU
+        writes raw bits into it, which a Python-object or string array cannot hold). ``flags``:
+        the mailbox mem_alloc flags (vc4nn.hardware.MEM_FLAG_*: which cache alias the memory
+        uses); None takes the board's default (docs/hardware-choices.md)."""
+        self._check_open("alloc")
+        dtype = buffer_dtype(dtype)
+        shape = buffer_shape(shape)
+        if isinstance(align, bool) or not isinstance(align, numbers.Integral) \
+                or not 0 < align <= MAX_ALIGN or align & (align - 1):
+            raise DeviceError(f"align must be a power of two (an int) up to {MAX_ALIGN}, "
+                              f"got {align!r}")
+        nbytes = max(math.prod(shape) * dtype.itemsize, 1)
+        if nbytes > MAX_BUFFER_BYTES:
+            raise DeviceError(f"buffer of shape {shape} and dtype {dtype} needs {nbytes} bytes, "
+                              f"more than the GPU can address ({MAX_BUFFER_BYTES} bytes)")
+        if flags is not None and (isinstance(flags, bool) or not isinstance(flags, numbers.Integral)
                                   or not 0 <= flags < 1 << 32):
-            raise DeviceError(f"memory flags must be a 32-bit int or None; got {flags!r}")
-        allocation = self._allocate(nbytes, align, flags)
+            raise DeviceError(f"flags must be a 32-bit int (mailbox mem_alloc flags) or None, "
+                              f"got {flags!r}")
+        allocation = self._allocate(nbytes, int(align), flags)
         allocation.memory[:] = 0
+        allocation.label = f"{'x'.join(map(str, shape)) or 'scalar'} {dtype}"
         self._allocations.append(allocation)
         return Buffer(self, allocation, shape, dtype)
 
     def array(self, data, dtype=None, align=4096, flags=None):
         """Copy a host array (or anything numpy accepts) into a new device buffer."""
-        data = np.asarray(data, dtype=dtype)
+        self._check_open("array")
+        try:
+            data = np.asarray(data, dtype=dtype)
+        except (TypeError, ValueError) as error:
+            raise DeviceError(f"array: data cannot be read as a numeric array ({error})") from None
         buf = self.alloc(data.shape, data.dtype, align, flags)
         buf[...] = data
         return buf
 
     def free(self, buf):
-        allocation = buf.allocation if isinstance(buf, Buffer) else buf
+        """Give a buffer (or its Allocation) back. Freeing twice is harmless."""
+        if isinstance(buf, Buffer):
+            allocation = buf.allocation
+        elif isinstance(buf, Allocation):
+            allocation = buf
+        else:
+            raise DeviceError(f"free: expected a device buffer from alloc() or array(), got "
+                              f"{type(buf).__name__}" + (" (a host array, which needs no free)"
+                                                         if isinstance(buf, np.ndarray) else ""))
         if allocation is None or allocation.freed:
             return
         if allocation not in self._allocations:
-            raise DeviceError("buffer belongs to another device")
+            raise DeviceError("free: the buffer belongs to another device")
         self._allocations.remove(allocation)
         allocation.freed = True
         self._release(allocation)
 
+    def _check_open(self, method):
+        if self.closed:
+            raise DeviceError(f"{method}: this {self.name} device is closed (its buffers were "
+                              f"freed); open a new one with vc4nn.open_device()")
+
     def close(self):
-        """Free every allocation of this device."""
+        """Free every allocation of this device; the device cannot be used afterwards."""
+        self.closed = True
         while self._allocations:
             allocation = self._allocations.pop()
             allocation.freed = True
@@ -217,14 +248,14 @@ class Device(abc.ABC):
             stored as float32 bits) or a device Buffer holding them. None = no uniforms.
         timeout: seconds; on the Pi the firmware's timeout, in the emulator the modelled time.
         """
+        self._check_open("execute")
         num_qpus = qpu_count(num_qpus)
+        timeout = checked_timeout(timeout)
+        per_qpu = per_qpu_uniforms(uniforms, num_qpus)
         temporaries = []
         try:
             code = program if self.owns(program) else self._place(code_bytes(program), temporaries)
             uniform_buffers = []
-            per_qpu = [None] * num_qpus if uniforms is None else list(uniforms)
-            if len(per_qpu) != num_qpus:
-                raise DeviceError(f"uniforms given for {len(per_qpu)} QPUs but num_qpus is {num_qpus}")
             for qpu, values in enumerate(per_qpu):
                 if values is None:
                     values = [0]
@@ -245,7 +276,11 @@ class Device(abc.ABC):
 
     def execute_control_list(self, num_qpus, control_address, timeout=DEFAULT_TIMEOUT_S):
         """Launch exactly as the mailbox's execute_qpu does, from a control list already in memory."""
-        return self._launch(qpu_count(num_qpus), int(control_address), timeout)
+        self._check_open("execute_control_list")
+        if isinstance(control_address, bool) or not isinstance(control_address, numbers.Integral):
+            raise DeviceError(f"control_address must be an int bus address, got "
+                              f"{control_address!r}")
+        return self._launch(qpu_count(num_qpus), int(control_address), checked_timeout(timeout))
 
     def _place(self, data, temporaries):
         raw = np.frombuffer(bytes(data), dtype=np.uint8)
@@ -260,6 +295,58 @@ def qpu_count(num_qpus):
             or not 1 <= num_qpus <= isa.NUM_QPUS:
         raise DeviceError(f"num_qpus must be an int 1..{isa.NUM_QPUS}, got {num_qpus!r}")
     return int(num_qpus)
+
+
+def checked_timeout(timeout):
+    """``timeout`` (seconds) as a float: a finite positive number, or None for no timeout."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise DeviceError(f"timeout must be a number of seconds (or None), got {timeout!r}")
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise DeviceError(f"timeout must be a finite number of seconds > 0 (or None for none), "
+                          f"got {timeout!r}")
+    return float(timeout)
+
+
+def per_qpu_uniforms(uniforms, num_qpus):
+    """The uniforms argument as a list with one entry per QPU (None: no uniforms)."""
+    if uniforms is None:
+        return [None] * num_qpus
+    if isinstance(uniforms, (Buffer, str, bytes)) \
+            or not isinstance(uniforms, (list, tuple, np.ndarray)):
+        raise DeviceError(f"uniforms must be a list with one entry per QPU (a list of values or "
+                          f"a device buffer), got {type(uniforms).__name__}")
+    if len(uniforms) != num_qpus:
+        raise DeviceError(f"uniforms given for {len(uniforms)} QPUs but num_qpus is {num_qpus}")
+    for qpu, values in enumerate(uniforms):
+        if not (values is None or isinstance(values, (Buffer, list, tuple, np.ndarray))):
+            raise DeviceError(f"uniforms of QPU {qpu} must be a list of values or a device "
+                              f"buffer, got {type(values).__name__}")
+    return list(uniforms)
+
+
+def buffer_dtype(dtype):
+    """``dtype`` as a numpy dtype the GPU can fill: booleans, integers, floats, complex."""
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError as error:
+        raise DeviceError(f"dtype {dtype!r} is not a numpy dtype ({error})") from None
+    if dtype.kind not in "biufc" or dtype.fields is not None:
+        raise DeviceError(f"dtype {dtype} cannot live in device memory: the GPU writes raw bits; "
+                          f"use a numeric dtype (e.g. uint32, float32)")
+    return dtype
+
+
+def buffer_shape(shape):
+    """``shape`` (an int or a sequence of ints) as a tuple of non-negative ints."""
+    dims = (shape,) if not isinstance(shape, (tuple, list)) else tuple(shape)
+    for dim in dims:
+        if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
+            raise DeviceError(f"shape must be an int or a tuple of ints, got {shape!r}")
+        if dim < 0:
+            raise DeviceError(f"shape {shape!r} has a negative dimension")
+    return tuple(int(d) for d in dims)
 
 
 def code_bytes(program):
@@ -290,12 +377,13 @@ def uniform_words(values, qpu=0):
             out.append(int(np.array(v, dtype=np.float32).view(np.uint32)))
         elif isinstance(v, (int, np.integer)) and not isinstance(v, bool):
             if not -(1 << 31) <= int(v) < (1 << 32):
-                raise DeviceError(f"uniform {i} of QPU {qpu} = {v} does not fit in 32 bits")
+                raise DeviceError(f"uniforms: value {i} of QPU {qpu} = {v} does not fit in "
+                                  f"32 bits")
             out.append(int(v) & 0xFFFFFFFF)
         elif isinstance(v, Buffer):
             out.append(v.address)
         else:
-            raise DeviceError(f"uniform {i} of QPU {qpu} is {type(v).__name__}; "
+            raise DeviceError(f"uniforms: value {i} of QPU {qpu} is {type(v).__name__}; "
                               f"give ints, floats or device buffers (their address)")
     if not out:
         out = [0]

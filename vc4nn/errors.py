@@ -7,3 +7,7 @@ class Vc4nnError(Exception):
 
 class DeviceError(Vc4nnError):
     """A device call was given something it cannot use (bad buffer, shape, argument)."""
+
+
+class DeviceMemoryError(DeviceError, MemoryError):
+    """The device has no room for an allocation (also a MemoryError)."""

@@ -8,6 +8,10 @@ Written once here; vc4nn/emulator/timing.py quotes them in its parameter table.
 TMU_CACHE_BYTES = 4096
 TMU_CACHE_LINE_BYTES = 64
 TMU_CACHE_WAYS = 1
+# QPUs whose TMU0 requests share one TMU (and its cache): each slice of 4 QPUs has two TMUs, and
+# QPUs 2-3 have TMU0 and TMU1 swapped by default, so QPUs 0-1 share one, QPUs 2-3 the other
+# (facts §4; vc4nn/emulator/tmu.py models the same).
+QPUS_PER_TMU = 2
 
 # Mailbox mem_alloc flags, bits 3:2 (facts §3), and the bus alias (address bits 31:30) of the
 # memory they give: the alias selects how the VideoCore's own L2 cache (between the whole GPU and

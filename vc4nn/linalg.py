@@ -5,7 +5,7 @@ import numbers
 
 import numpy as np
 
-from .device import Buffer, qpu_count, uniform_words
+from .device import Buffer, Device, qpu_count, uniform_words
 from .errors import Vc4nnError
 from .kernels import sgemm as _sgemm
 from .kernels import sgemm_panel as _panel
@@ -37,11 +37,14 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, devic
     return_run: also return the launch's RunResult (cycle-model figures in the emulator):
         ``(C, run)``.
     """
+    for name, flag in (("trans_a", trans_a), ("trans_b", trans_b)):
+        if not isinstance(flag, (bool, np.bool_)) and flag not in (0, 1):
+            raise Vc4nnError(f"sgemm: {name} must be True or False, got {flag!r}")
     trans_a, trans_b = bool(trans_a), bool(trans_b)
     operands = {"A": A, "B": B, "C": C}
     device = _pick_device(device, operands)
     for name, x in operands.items():
-        if x is not None:
+        if x is not None or name != "C":
             _check_operand(name, x, device)
     if C is None and beta != 0:
         raise ShapeError(f"sgemm: beta={beta} but no C was given to scale")
@@ -54,7 +57,7 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, devic
         raise ShapeError(f"sgemm: op(A) is {m}x{k} but op(B) is {kb}x{n}: inner dimensions differ "
                          f"(trans_a={trans_a}, trans_b={trans_b})")
     if min(m, n, k) < 1:
-        raise ShapeError(f"sgemm: M, N, K must be >= 1, got M={m}, N={n}, K={k}")
+        raise ShapeError(f"sgemm: op(A) is {m}x{k} and op(B) is {kb}x{n}; M, N, K must be >= 1")
     if C is not None and C.shape != (m, n):
         raise ShapeError(f"sgemm: C is {C.shape[0]}x{C.shape[1]} but op(A) @ op(B) is {m}x{n}")
     num_qpus = qpu_count(num_qpus)
@@ -117,6 +120,9 @@ def _transposed(device, plan, x_buf, temporaries):
 
 def _pick_device(device, operands):
     if device is not None:
+        if not isinstance(device, Device):
+            raise Vc4nnError(f"sgemm: device must be a vc4nn device (vc4nn.open_device()), got "
+                             f"{device!r}")
         return device
     for x in operands.values():
         if isinstance(x, Buffer) and x.device is not None:

@@ -75,7 +75,11 @@ EXPECTED = [
     # ...which otherwise is a 32-bit load: here of its immediate 0x15 to r0 (32) if zs (2)
     (ldi(mode=4, cond_add=2, waddr_add=32, imm=0x15), "sacq.zs r0, 5"),
     # absolute branch (rel 0) always (15) to 0x1000 plus ra3 (reg, raddr_a 3), link in ra5
-    (branch(cond_br=15, reg=1, raddr_a=3, waddr_add=5, imm=0x1000), "branch.abs 0x1000 + ra3, link=ra5"),
+    # raddr_a 3 is odd: bit 45, the branch's sf, is set too (facts §5.4), and the text says so
+    (branch(cond_br=15, reg=1, raddr_a=3, waddr_add=5, imm=0x1000), "branch.sf.abs 0x1000 + ra3, link=ra5"),
+    (branch(cond_br=15, reg=1, raddr_a=2, imm=0x1000), "branch.abs 0x1000 + ra2"),
+    # sf without a register: raddr_a = 1, reg 0; any_zc = 3, relative, immediate 0 = pc+32
+    (branch(cond_br=3, rel=1, raddr_a=1, imm=0), "branch.any_zc.sf pc+0x20"),
     # thread end (sig 3) with no ops; a bare read of vpm (48) with ldtmu1 (11): through regfile
     # A it is the name (the assembler's first choice), through regfile B it must be spelled rb48
     (alu(sig=3), "thrend"),
@@ -173,3 +177,51 @@ def test_program_disassemble_method():
     program = Program.from_words([alu(sig=3), alu(), alu()])
     assert [line.split("#")[0].strip() for line in program.disassemble().splitlines()] == \
         ["thrend", "nop", "nop"]
+
+
+# Valid words the text cannot write: still .quad (the round trip stays bit-exact), but the
+# comment says what the hardware does with the fields the text would drop (issue 15 item 6).
+HIDDEN = [
+    # MUL op nop (0) with condition zs (2) and write address 5, ws 0 -> side B: the MUL ALU's
+    # previous result is written (facts §5.17)
+    (alu(cond_mul=2, waddr_mul=5), "MUL nop writes the MUL ALU's previous result to rb5 where zs"),
+    # ADD op nop with condition always (1) and write address 5 (side A): writes nothing
+    (alu(cond_add=1, waddr_add=5), "ADD nop writes nothing: destination ra5 is ignored"),
+    (alu(mul_b=1), "the MUL muxes of a nop are ignored"),
+    # branch with a MUL-port link (waddr_mul 5, ws 0 -> side B) and raddr_a 6 without reg
+    (branch(cond_br=15, waddr_mul=5), "the link goes to rb5 too, through the MUL write port"),
+    (branch(cond_br=15, raddr_a=6), "raddr_a bits 4:1 (3) are ignored without + raN"),
+]
+
+
+@pytest.mark.parametrize("word, effect", HIDDEN, ids=[e for _, e in HIDDEN])
+def test_quad_lines_say_what_the_hardware_does(word, effect):
+    line = disasm.disassemble_word(word)
+    assert line.text == f".quad {word:#018x}" and effect in line.best_effort
+    listing = disasm.disassemble([word])
+    assert effect in listing
+    assert list(parser.assemble_text(listing, "listing.s", check=False).words) == [word]
+
+
+def test_the_dsl_writes_branch_sf_as_bit_45():
+    from asm import AssemblerError, kernel, ra1, ra2
+
+    # always (15) relative (bit 51) branch to the instruction after its delay slots (imm 0),
+    # sf = bit 45, no link (both write addresses 39)
+    hand = (15 << 60) | (15 << 52) | (1 << 51) | (1 << 45) | (39 << 38) | (39 << 32)
+
+    @kernel
+    def k(a, **branch):
+        a.branch("next", **branch)
+        a.nop()
+        a.nop()
+        a.nop()
+        a.label("next")
+        a.exit()
+    assert int(k.assemble(sf=True).words[0]) == hand
+    # ra1 is odd: the same bit, with or without sf=True
+    with_reg = hand | (1 << 50)
+    assert int(k.assemble(sf=True, reg=ra1).words[0]) == with_reg
+    assert int(k.assemble(reg=ra1).words[0]) == with_reg
+    with pytest.raises(AssemblerError, match="odd ra"):
+        k.assemble(sf=True, reg=ra2)

@@ -107,9 +107,10 @@ def test_dma_load_macro_power_of_two_pitch():
 
 
 def test_dma_load_macro_default_pitch_is_the_row_length_in_bytes():
-    # 16 elements: ROWLEN 0; 16-bit: MODEW 2 and pitch 32 = 8 * 2**2; 2 rows, VPITCH 1
+    # 16 elements: ROWLEN 0; 16-bit: MODEW 2 and pitch 32 = 8 * 2**2; 2 rows, VPITCH 2 (by
+    # default each row goes to the next VPM row: two {Y, H} steps)
     assert words_of(lambda a: a.setup_dma_load(rows=2, rowlen=16, y=0, size=16)) == [
-        ldi(cond_add=ALWAYS, waddr_add=VR_SETUP, imm=0xA2021000)]
+        ldi(cond_add=ALWAYS, waddr_add=VR_SETUP, imm=0xA2022000)]
     assert words_of(lambda a: a.setup_dma_load(rows=16, rowlen=16, y=0)) == [
         ldi(cond_add=ALWAYS, waddr_add=VR_SETUP, imm=0x83001000)]
 

@@ -1,5 +1,6 @@
 """The ``vc4nn`` command as a user runs it: one-line errors, exit codes, real output."""
 
+import pathlib
 import re
 import subprocess
 import sys
@@ -97,3 +98,148 @@ def test_sgemm_main_job_checks_against_numpy(capsys):
     error = float(re.search(r"max relative error vs numpy ([0-9.e+-]+)", out).group(1))
     assert error < 1e-6
     assert "GFLOPS on the QPUs" in out and "cycle-model estimate" in out
+
+
+# -- what the first hour shows ---------------------------------------------------------------------
+
+SPIN = """\
+# r0 = uniform; loop until r0 reaches 0 (5 instructions an iteration), then exit
+mov r0, uniform
+top:
+sub.sf r0, r0, 1
+branch.any_zc top
+nop
+nop
+nop
+mov host_int, 1
+thrend
+nop
+nop
+"""
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["sgemm"], ["asm"], ["assemble"], ["disasm"],
+                                     ["doctor"]])
+def test_help_texts_name_the_command_and_have_no_markup(command, capsys):
+    assert main(command + ["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: " + " ".join(["vc4nn"] + command))
+    assert "``" not in out and "**" not in out
+
+
+def test_version(capsys):
+    import vc4nn
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"vc4nn {vc4nn.__version__}"
+
+
+def test_summary_lists_issue_apart_from_stalls_and_the_launch_overhead(source, capsys):
+    from vc4nn.emulator.timing import Timing
+    assert main(["run", str(source), "--uniforms", "7"]) == 0
+    out = capsys.readouterr().out
+    timing = Timing()
+    # 7 instructions at the model's issue cost; nothing else stalls this program but uniforms.
+    qpu = re.search(r"QPU 0: 7 instructions, (\d+) cycles \(estimate\); issue (\d+); "
+                    r"stalls: (.*)", out)
+    assert qpu and int(qpu.group(2)) == 7 * timing.issue_clocks
+    assert "issue" not in qpu.group(3)
+    overhead_us = timing.launch_overhead * 1e6
+    assert f"+ {overhead_us:.1f} us launch overhead" in out
+
+
+def spin_file(tmp_path):
+    path = tmp_path / "spin.s"
+    path.write_text(SPIN)
+    return path
+
+
+def test_long_runs_show_progress_and_quiet_hides_it(tmp_path, monkeypatch, capsys):
+    from vc4nn import progress
+    from vc4nn.emulator.machine import PROGRESS_INTERVAL
+    monkeypatch.setattr(progress, "DELAY_S", 0)     # show the bar at once
+    # tqdm redraws at most every 0.1 s: the C core finishes this run before any redraw, so the
+    # bar is watched on the Python core (the C core's progress calls: test_ccore_hooks.py).
+    monkeypatch.setenv("VC4NN_EMULATOR_CORE", "python")
+    iterations = 3 * PROGRESS_INTERVAL // 5
+    argv = ["run", str(spin_file(tmp_path)), "--uniforms", str(iterations)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    counts = [float(c) for c in re.findall(r"(\d+(?:\.\d+)?)k instr", err)]
+    assert counts and max(counts) * 1000 >= 2 * PROGRESS_INTERVAL, err
+    assert main(argv + ["--quiet"]) == 0
+    assert "instr" not in capsys.readouterr().err
+
+
+def test_the_instruction_budget_is_a_flag_named_in_its_error(tmp_path, capsys):
+    argv = ["run", str(spin_file(tmp_path)), "--uniforms", "1000", "--max-instructions", "500"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "executed 500 instructions" in err and "--max-instructions" in err
+    assert main(argv[:-2] + ["--max-instructions", "none"]) == 0
+
+
+def test_sgemm_estimate_is_close_to_what_runs(capsys):
+    from vc4nn.cli_sgemm import estimated_instructions
+    assert main(["sgemm", "--m", "40", "--n", "40", "--k", "24", "--qpus", "4"]) == 0
+    out = capsys.readouterr().out
+    executed = sum(int(n) for n in re.findall(r"QPU \d+: (\d+) instructions", out))
+    assert 0.6 < estimated_instructions(40, 40, 24, 4) / executed < 1.5
+
+
+def test_run_dumps_and_saves_what_the_program_wrote(tmp_path, capsys):
+    saved = tmp_path / "out.npy"
+    hello = pathlib.Path(__file__).resolve().parents[2] / "examples" / "hello.s"
+    assert main(["run", str(hello), "--qpus", "3", "--buffer", "out=3x16", "--uniforms",
+                 "out[q]", "q", "--save", f"out={saved}", "--dump", "out"]) == 0
+    out = capsys.readouterr().out
+    assert np.array_equal(np.load(saved), np.arange(48).reshape(3, 16))
+    assert "out (3x16 uint32 at 0x" in out and "[32 33 34" in out
+
+
+def test_uniform_expressions_give_addresses_floats_and_per_qpu_values():
+    from vc4nn.cli_run import Uniform
+    from vc4nn.emulator import EmulatorDevice
+    with EmulatorDevice() as device:
+        buffers = {"a": device.alloc((4, 8), np.float32)}
+        base = buffers["a"].address
+        values = [Uniform(t).value(buffers, 2, 3) for t in
+                  ("a", "a[q]", "a + 4*q", "q", "num_qpus - 1", "1.5", "-1", "0x10 << 2")]
+    assert values == [base, base + 2 * 32, base + 8, 2, 2, 1.5, -1, 64]
+
+
+HELLO_S = pathlib.Path(__file__).resolve().parents[2] / "examples" / "hello.s"
+
+
+def test_qpu_uniforms_replace_the_shared_ones_for_one_qpu(tmp_path):
+    saved = tmp_path / "out.npy"
+    # QPU 1 writes row 0 with index 7 instead of row 1 with index 1; row 1 stays zero.
+    assert main(["run", str(HELLO_S), "--qpus", "2", "--buffer", "out=2x16", "--uniforms",
+                 "out[q]", "q", "--qpu-uniforms", "1", "out[0]", "7", "--save",
+                 f"out={saved}", "--quiet"]) == 0
+    out = np.load(saved)
+    assert np.array_equal(out[0], 16 * 7 + np.arange(16)) and not out[1].any()
+
+
+def test_big_endian_input_is_converted_not_reinterpreted(tmp_path):
+    # vpm_dma.s: dst = 2 * src + 1, per word
+    src, dst = tmp_path / "src.npy", tmp_path / "dst.npy"
+    values = np.arange(256, dtype=">u4").reshape(16, 16) * 3
+    np.save(src, values)
+    program = HELLO_S.parent / "vpm_dma.s"
+    assert main(["run", str(program), "--input", f"src={src}", "--buffer", "dst=16x16",
+                 "--uniforms", "src", "dst", "--save", f"dst={dst}", "--quiet"]) == 0
+    assert np.array_equal(np.load(dst), 2 * values.astype(np.int64) + 1)
+
+
+def test_an_overrun_past_a_buffer_faults_naming_it(tmp_path, capsys):
+    # hello.s stores 64 bytes at its first uniform: one row past the end of a 1-row buffer.
+    assert main(["run", str(HELLO_S), "--buffer", "out=1x16", "--buffer", "next=1x16",
+                 "--uniforms", "out + 64", "0", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "runs 64 bytes past the end of the 64-byte buffer" in err and "(1x16 uint32)" in err
+
+
+def test_pi_timeout_none_is_the_longest_the_mailbox_allows():
+    from vc4nn.pi.backend import MAX_TIMEOUT_MS, timeout_to_ms
+    assert timeout_to_ms(None) == MAX_TIMEOUT_MS
+    assert timeout_to_ms(0.0015) == 2

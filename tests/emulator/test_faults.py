@@ -290,6 +290,7 @@ def test_unsupported_instructions(word, what):
     assert info.value.qpu == 0 and info.value.pc == code_address_of(None)
 
 
+@pytest.mark.python_core
 def test_python_failure_inside_the_emulator_becomes_a_typed_error(monkeypatch):
     def broken(a, b):
         raise ValueError("boom")

@@ -1,7 +1,6 @@
 """The machine: launches, 12 QPUs, scheduling, semaphores and mutex, statistics, device
 selection, speed."""
 
-import time
 
 import numpy as np
 import pytest
@@ -210,9 +209,8 @@ def test_open_pi_is_a_typed_error_off_a_pi():
 
 # --- speed ----------------------------------------------------------------------------------
 
-def test_alu_kernel_speed():
-    """The target is >= 50k instructions/s on the development machine (the report gives the
-    figure); the assertion leaves room for a loaded CI machine."""
+def test_alu_loop_runs_to_its_end():
+    """The ALU loop tools/bench_emulator.py times (speed is measured there, not here)."""
     def body(a):
         a.mov(r1, uniform)
         a.mov(r2, 1.0)
@@ -227,11 +225,8 @@ def test_alu_kernel_speed():
         a.itof(r3, r1)
         a.fmax(r2, r2, r3)
     program = assemble_body(body, [r2])
-    start = time.perf_counter()
     _, result = run_program(program, 1, uniforms=[3000])
-    rate = result.instructions / (time.perf_counter() - start)
     assert result.instructions > 24000
-    assert rate > 15000, f"{rate:.0f} instructions/s"
 
 
 @pytest.mark.parametrize("num_qpus", [0, 13, 2.5, "4", True, None])

@@ -263,11 +263,11 @@ def test_regfile_a_float_pack_converts_to_float16(run_body):
         a.fadd(ra1, r1, 0.0, pack="16b")     # float16(1.5) = 0x3E00
         a.ldi(ra2, 0)
         a.ldi(r1, 1e6)
-        a.fadd(ra2, r1, 0.0, pack="16as")    # saturates to 65504 = 0x7BFF
+        a.fadd(ra2, r1, 0.0, pack="16as")    # saturation is for ints: Inf = 0x7C00
         a.mov(r2, ra1)
         a.mov(r3, ra2)
     out, _ = run_body(body, [r2, r3])
-    assert out[0, 0, 0] == 0x3E004455 and out[0, 1, 0] == 0x00007BFF
+    assert out[0, 0, 0] == 0x3E004455 and out[0, 1, 0] == 0x00007C00
 
 
 @pytest.mark.parametrize("pack, expected", [("8888c", 0x80808080), ("8ac", 0x11223380),
@@ -291,6 +291,16 @@ def test_mul_colour_pack_clamps_to_0_1(run_body):
         a.fmul(r3, r2, 1.0, pack="8888c")
     out, _ = run_body(body, [r1, r3])
     assert out[0, 0, 0] == 0 and out[0, 1, 0] == 0xFFFFFFFF
+
+
+def test_mul_colour_pack_of_a_nan_is_zero(run_body):
+    # v8max of 0xFFFFFFFF gives the bits of a NaN; the colour pack reads them as a float.
+    def body(a):
+        a.ldi(r1, 0x11223344)
+        a.ldi(r2, 0xFFFFFFFF)
+        a.v8max(r1, r2, r2, pack="8ac")
+    out, _ = run_body(body, [r1])
+    assert out[0, 0, 0] == 0x11223300
 
 
 @pytest.mark.parametrize("mode, int_result, float_result", [

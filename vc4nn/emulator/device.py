@@ -1,8 +1,9 @@
 """EmulatorDevice: the Device interface over emulated bus memory and the machine model."""
 
 from ..device import Device
+from ..errors import DeviceError
 from .machine import DEFAULT_MAX_INSTRUCTIONS, Machine
-from .memory import BusMemory
+from .memory import DEFAULT_GUARD_BYTES, BusMemory
 from .timing import DEFAULT_BOARD
 
 
@@ -16,15 +17,39 @@ class EmulatorDevice(Device):
         every rule stop.
     seed: None for the deterministic scheduler; an int to break ties at random (reproducibly).
     max_instructions: instruction budget of one launch (all QPUs); None for no budget.
+    guard_bytes: unmapped bytes kept after every allocation, so an overrun of up to that many
+        bytes faults (naming the buffer) instead of writing the next buffer.
+    progress: None, or a callable given the instructions executed so far in a launch, called
+        every ``PROGRESS_INTERVAL`` instructions (settable later as ``device.progress``).
+    core: "c" (the compiled core), "python" (the pure-Python core, the specification) or None
+        for the C core when it is built, else the Python one (docs/design.md "Two cores").
     """
 
     name = "emulator"
 
     def __init__(self, board=DEFAULT_BOARD, checks=None, seed=None,
-                 max_instructions=DEFAULT_MAX_INSTRUCTIONS):
+                 max_instructions=DEFAULT_MAX_INSTRUCTIONS, guard_bytes=DEFAULT_GUARD_BYTES,
+                 progress=None, core=None):
         super().__init__()
-        self.memory = BusMemory()
-        self.machine = Machine(self.memory, board, checks, seed, max_instructions)
+        self.memory = BusMemory(guard_bytes)
+        self.machine = Machine(self.memory, board, checks, seed, max_instructions, core)
+        self.progress = progress
+
+    @property
+    def core(self):
+        """The emulator core this device runs: "c" or "python"."""
+        return self.machine.core
+
+    @property
+    def progress(self):
+        """None or a callable(instructions executed so far in the launch), see Machine."""
+        return self.machine.progress
+
+    @progress.setter
+    def progress(self, callback):
+        if callback is not None and not callable(callback):
+            raise DeviceError(f"progress must be None or a callable, got {callback!r}")
+        self.machine.progress = callback
 
     @property
     def timing(self):

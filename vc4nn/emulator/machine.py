@@ -26,10 +26,11 @@ from asm import isa
 
 from ..device import QpuStats, RunResult
 from ..errors import DeviceError, Vc4nnError
+from . import ccore
 from .checks import as_checks
 from .errors import DeadlockError, EmulatorError, EmulatorTimeout, MemoryFault
 from .plan import compile_word
-from .qpu import Qpu
+from .qpu import Qpu, final_state
 from .sync import Sync
 from .timing import DEFAULT_BOARD, Timing
 from .tmu import Tmu
@@ -40,25 +41,35 @@ from .vpm import MemoryBus, Vpm
 # 50k instructions/s would take hours).
 DEFAULT_MAX_INSTRUCTIONS = 50_000_000
 JITTER_CLOCKS = 64
+# A launch calls ``Machine.progress`` each time its instruction count crosses a multiple of this.
+PROGRESS_INTERVAL = 1 << 16
 PLAN_CACHE_LIMIT = 1 << 16      # predecoded instructions kept across launches
 CONTROL_ENTRY_WORDS = 2
 
 
 class Machine:
     def __init__(self, memory, board=DEFAULT_BOARD, checks=None, seed=None,
-                 max_instructions=DEFAULT_MAX_INSTRUCTIONS):
+                 max_instructions=DEFAULT_MAX_INSTRUCTIONS, core=None):
         if max_instructions is not None and (not isinstance(max_instructions, int)
                                              or max_instructions < 1):
             raise DeviceError(f"max_instructions must be a positive int or None; "
                               f"got {max_instructions!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise DeviceError(f"seed must be None or an int, got {seed!r}")
         self.memory = memory
         self.timing = Timing(board)
         self.checks = as_checks(checks).copy()
         self.max_instructions = max_instructions
         self._rng = random.Random(seed) if seed is not None else None
-        self._plan_cache = {}       # (code address, word) -> plan, kept across runs
+        self._plan_cache = {}       # word -> plan (plans are position-independent), across runs
         self.run_plans = {}         # code address -> plan, this run
         self.sync_event = False
+        # None, or a callable given the instructions executed so far in the launch (all QPUs);
+        # called each time that count crosses a multiple of PROGRESS_INTERVAL.
+        self.progress = None
+        self.core = ccore.resolve(core)     # "c" or "python" (docs/design.md "Two cores")
+        self.keep_final_state = False       # debugging and the core equivalence tests
+        self.final_state = None
 
     # -- instruction fetch -------------------------------------------------------------------
     def plan_at(self, pc, qpu):
@@ -68,11 +79,11 @@ class Machine:
                               qpu.index, pc, "fetch", pc)
         low, high = self.memory.read_words(pc, 2, "fetch", qpu.index, pc)
         word = int(low) | int(high) << 32
-        plan = self._plan_cache.get((pc, word))
+        plan = self._plan_cache.get(word)
         if plan is None:
             if len(self._plan_cache) >= PLAN_CACHE_LIMIT:
                 self._plan_cache.clear()
-            plan = self._plan_cache[(pc, word)] = compile_word(word, pc)
+            plan = self._plan_cache[word] = compile_word(word)
         self.run_plans[pc] = plan
         return plan
 
@@ -97,11 +108,19 @@ class Machine:
         self.tmu = Tmu(self.memory, timing, checks, bus=self.bus)
         self.sync = Sync(timing, checks)
         self.run_plans = {}
-        qpus = [Qpu(i, self, int(control[CONTROL_ENTRY_WORDS * i]),
-                    int(control[CONTROL_ENTRY_WORDS * i + 1])) for i in range(num_qpus)]
+        self.final_state = None
+        entries = [(int(control[CONTROL_ENTRY_WORDS * i]), int(control[CONTROL_ENTRY_WORDS * i + 1]))
+                   for i in range(num_qpus)]
         deadline = math.inf if timeout is None else timeout * timing.clock_hz
+        budget = self.max_instructions or math.inf
         with np.errstate(all="ignore"):
-            self._schedule(qpus, deadline, self.max_instructions or math.inf, timeout)
+            if self.core == "c":
+                qpus = ccore.run(self, entries, deadline, budget, timeout)
+            else:
+                qpus = [Qpu(i, self, *entry) for i, entry in enumerate(entries)]
+                self._schedule(qpus, deadline, budget, timeout)
+                if self.keep_final_state:
+                    self.final_state = [final_state(q) for q in qpus]
             indices = list(range(num_qpus))
             self.vpm.finish(indices)
             self.tmu.finish(indices)
@@ -138,6 +157,8 @@ class Machine:
         blocked = {}
         executed = 0
         clock_limit = deadline + 1
+        progress = self.progress
+        next_report = PROGRESS_INTERVAL if progress is not None else math.inf
         while heap:
             _, tie, i = heapq.heappop(heap)
             q = qpus[i]
@@ -149,7 +170,10 @@ class Machine:
                 if rng is not None:
                     first_until += rng.randrange(JITTER_CLOCKS)
                 limit = min(limit, first_until)
-            executed += self._run_slice(q, limit, budget - executed)
+            executed += self._run_slice(q, limit, min(budget, next_report) - executed)
+            if executed >= next_report:
+                progress(executed)
+                next_report += PROGRESS_INTERVAL
             if self.sync_event:
                 self.sync_event = False
                 for b in blocked.values():
@@ -160,17 +184,28 @@ class Machine:
                 blocked[i] = q
             elif not q.ended:
                 if q.clock > deadline:
-                    raise EmulatorTimeout(f"the run passed its timeout of {timeout} s of modelled "
-                                          f"time at {self.timing.clock_hz / 1e6:g} MHz; "
-                                          f"{_positions(qpus)}")
+                    raise self.timeout_error("time", executed, timeout, qpus)
                 if executed >= budget:
-                    raise EmulatorTimeout(f"the run executed {executed} instructions, its budget "
-                                          f"(max_instructions); {_positions(qpus)}")
+                    raise self.timeout_error("budget", executed, timeout, qpus)
                 heapq.heappush(heap, (q.clock, tie, i))
         if blocked:
-            raise DeadlockError({
-                q.index: (q.pc, self.sync.blocked_reason(q.index) if q.index in blocked
-                          else "nothing (its program ended)") for q in qpus})
+            raise self.deadlock_error(blocked, qpus)
+
+    def timeout_error(self, kind, executed, timeout, qpus):
+        """The EmulatorTimeout of a run past its modelled ``timeout`` (kind "time") or its
+        instruction budget (kind "budget"); ``qpus`` have .index, .pc and .ended."""
+        if kind == "time":
+            return EmulatorTimeout(f"the run passed its timeout of {timeout} s of modelled "
+                                   f"time at {self.timing.clock_hz / 1e6:g} MHz; "
+                                   f"{_positions(qpus)}")
+        return EmulatorTimeout(f"the run executed {executed} instructions, its budget "
+                               f"(max_instructions; --max-instructions on the command "
+                               f"line); {_positions(qpus)}")
+
+    def deadlock_error(self, blocked, qpus):
+        return DeadlockError({
+            q.index: (q.pc, self.sync.blocked_reason(q.index) if q.index in blocked
+                      else "nothing (its program ended)") for q in qpus})
 
     def _run_slice(self, q, limit, budget):
         """Step ``q`` until it blocks, ends, reaches ``limit`` on its clock, uses up ``budget``
@@ -184,15 +219,25 @@ class Machine:
             while step() and not (q.ended or q.clock >= limit or q.count >= count_limit
                                   or self.sync_event):
                 pass
-        except EmulatorError as error:
-            _locate(error, q.index, q.pc)
-            raise
-        except Vc4nnError:
-            raise
-        except Exception as error:   # a bad program must never surface as a raw traceback
-            raise EmulatorError(f"the emulator failed on this instruction "
-                                f"({type(error).__name__}: {error})", q.index, q.pc) from error
+        except Exception as error:
+            raise slice_error(error, q.index, q.pc)
         return q.count - start
+
+
+def slice_error(error, qpu, pc):
+    """What an exception raised while ``qpu`` ran the instruction at ``pc`` becomes: emulator
+    errors get the QPU and PC filled in, other vc4nn errors pass, and anything else (a bad
+    program must never surface as a raw traceback) becomes an EmulatorError. Exceptions that
+    are not Exceptions (KeyboardInterrupt) pass as they are."""
+    if isinstance(error, EmulatorError):
+        _locate(error, qpu, pc)
+        return error
+    if isinstance(error, Vc4nnError) or not isinstance(error, Exception):
+        return error
+    wrapped = EmulatorError(f"the emulator failed on this instruction "
+                            f"({type(error).__name__}: {error})", qpu, pc)
+    wrapped.__cause__ = error
+    return wrapped
 
 
 def _locate(error, qpu, pc):

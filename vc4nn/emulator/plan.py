@@ -39,12 +39,13 @@ _NO_EFFECT_SIGNALS = frozenset(isa.SIGNALS[s] for s in (
     "small_imm"))
 
 
-def compile_word(word, pc):
-    """The plan of instruction ``word`` at code address ``pc``. UnsupportedInstruction if it
-    uses something with no defined meaning for a compute program."""
+def compile_word(word):
+    """The plan of instruction ``word``. UnsupportedInstruction if it uses something with no
+    defined meaning for a compute program. Plans do not depend on where the word sits (a branch
+    reads its own address from the QPU's pc), so one plan serves every copy of a program."""
     ins = decode(word)
     if ins.sig == isa.SIG_BRANCH:
-        return _branch_plan(ins, pc)
+        return _branch_plan(ins)
     if ins.sig == isa.SIG_LOAD_IMM:
         return _load_imm_plan(ins)
     return _alu_plan(ins)
@@ -110,8 +111,9 @@ def _port_reader(side, addr, used):
 
 # --- operands -----------------------------------------------------------------------------
 
-def _operand(ins, mux, kind, small_imm):
-    """Function (q, port_a, port_b) -> operand vector for ``mux`` feeding an op of ``kind``."""
+def _operand(ins, mux, unpack_kind, small_imm):
+    """Function (q, port_a, port_b) -> operand vector for ``mux``; a regfile-A unpack converts
+    as for ``unpack_kind``."""
     if mux == _R4:
         unpack = pack.unpack(ins.unpack, "float") if ins.pm else None
         if unpack is not None:
@@ -120,7 +122,7 @@ def _operand(ins, mux, kind, small_imm):
     if mux < isa.MUX_A:
         return lambda q, pa, pb: q.acc[mux]
     if mux == isa.MUX_A:
-        unpack = None if ins.pm else pack.unpack(ins.unpack, kind)
+        unpack = None if ins.pm else pack.unpack(ins.unpack, unpack_kind)
         if unpack is not None:
             return lambda q, pa, pb: unpack(pa)
         return lambda q, pa, pb: pa
@@ -286,6 +288,17 @@ def _signal(sig):
 
 # --- ALU instructions ---------------------------------------------------------------------
 
+def _unpack_kind(ins, add_op, mul_op):
+    """How the regfile-A unpack (pm = 0) converts: the guide's "float16 -> float32 if any ALU
+    consuming data executes float instruction, else signed int16 -> signed int32", one
+    conversion for every use of the A read port in the instruction."""
+    readers = [(add_op, (ins.add_a,) if add_op.arity == 1 else (ins.add_a, ins.add_b)),
+               (mul_op, (ins.mul_a, ins.mul_b))]
+    floats = any(op.name != "nop" and op.kind == "float" and isa.MUX_A in muxes
+                 for op, muxes in readers)
+    return "float" if floats else "int"
+
+
 def _alu_plan(ins):
     if ins.op_add in isa.ADD_OP_RESERVED:
         _unsupported(f"ADD op code {ins.op_add} is reserved")
@@ -309,20 +322,21 @@ def _alu_plan(ins):
     flags_from_add = add_op.name != "nop"
     compute_add = add_op.name != "nop" and (add_write is not None or (flags and flags_from_add))
 
+    unpack_kind = _unpack_kind(ins, add_op, mul_op)
     muxes = []
     add_fn = mul_fn = add_in = mul_in = None
     if compute_add:
         add_fn = (alu.SATURATING.get(add_op.name) if saturating == "add" else None) \
             or alu.ADD[add_op.name]
-        x = _operand(ins, ins.add_a, add_op.kind, imm_value)
-        y = x if add_op.arity == 1 else _operand(ins, ins.add_b, add_op.kind, imm_value)
+        x = _operand(ins, ins.add_a, unpack_kind, imm_value)
+        y = x if add_op.arity == 1 else _operand(ins, ins.add_b, unpack_kind, imm_value)
         add_in = (x, y)
         muxes += [ins.add_a] if add_op.arity == 1 else [ins.add_a, ins.add_b]
     if mul_op.name != "nop":
         mul_fn = (alu.SATURATING.get(mul_op.name) if saturating == "mul" else None) \
             or alu.MUL[mul_op.name]
-        x = _operand(ins, ins.mul_a, mul_op.kind, imm_value)
-        y = _operand(ins, ins.mul_b, mul_op.kind, imm_value)
+        x = _operand(ins, ins.mul_a, unpack_kind, imm_value)
+        y = _operand(ins, ins.mul_b, unpack_kind, imm_value)
         if rotation is not None:
             x, y = _rotated(x, ins.mul_a, rotation), _rotated(y, ins.mul_b, rotation)
         mul_in = (x, y)
@@ -414,14 +428,13 @@ _BRANCH_TESTS = {
 BRANCH_REGISTER_ELEMENT = 15
 
 
-def _branch_plan(ins, pc):
+def _branch_plan(ins):
     name = isa.BRANCH_CONDITION_NAMES.get(ins.cond_br)
     if name is None:
         _unsupported(f"branch condition {ins.cond_br} is reserved")
     taken = _BRANCH_TESTS[name]
-    base = branch_target(ins, pc) if ins.rel else ins.immediate
-    link = pc + isa.BRANCH_RETURN_OFFSET
-    link_value = lanes(link & 0xFFFFFFFF)
+    relative = bool(ins.rel)
+    immediate = ins.immediate
     register = ins.raddr_a if ins.reg else None
     add_side, mul_side = _write_sides(ins.ws)
     links = [w for w in (_destination(add_side, ins.waddr_add, True, None),
@@ -433,13 +446,16 @@ def _branch_plan(ins, pc):
     def run(q):
         if not taken(q):
             return True
-        target = base
+        pc = q.pc
+        target = branch_target(ins, pc) if relative else immediate
         if register is not None:
             target += int(q.regfile_read(0, register)[BRANCH_REGISTER_ELEMENT])
         q.schedule(isa.BRANCH_DELAY_SLOTS, target & 0xFFFFFFFF)
-        for write in links:
-            write(q, link_value)
-        if flags is not None:
-            flags(q, link_value, None)
+        if links or flags is not None:
+            link_value = lanes((pc + isa.BRANCH_RETURN_OFFSET) & 0xFFFFFFFF)
+            for write in links:
+                write(q, link_value)
+            if flags is not None:
+                flags(q, link_value, None)
         return True
     return run

@@ -34,6 +34,23 @@ CHECK_RULES = MappingProxyType({
 })
 
 
+def semaphore_blocked_reason(number, acquire, count):
+    return f"semaphore {number} ({'acquire' if acquire else 'release'} with count {count})"
+
+
+def mutex_blocked_reason(holder):
+    return f"the mutex (held by QPU {holder})"
+
+
+MUTEX_REACQUIRE_MESSAGE = ("mutex_acquire read while this QPU already holds the mutex (it would "
+                           "wait for itself forever on a Pi)")
+
+
+def mutex_not_held_message(holder):
+    holder = "nobody" if holder is None else f"QPU {holder}"
+    return f"mutex_release written by a QPU that does not hold the mutex (held by {holder})"
+
+
 class Sync:
     def __init__(self, timing, checks=None):
         self.timing = timing
@@ -51,8 +68,7 @@ class Sync:
         """Acquire (decrement) or release (increment) semaphore ``number``; None if it blocks."""
         count = self.counts[number]
         if (count == 0) if acquire else (count == isa.SEMAPHORE_MAX):
-            verb = "acquire" if acquire else "release"
-            self._blocked[qpu] = f"semaphore {number} ({verb} with count {count})"
+            self._blocked[qpu] = semaphore_blocked_reason(number, acquire, count)
             return None
         self.counts[number] = count - 1 if acquire else count + 1
         self._blocked.pop(qpu, None)
@@ -62,11 +78,10 @@ class Sync:
 
     def try_mutex_acquire(self, qpu, now):
         if self.mutex_holder == qpu:
-            self._report("mutex_reacquire", "mutex_acquire read while this QPU already holds "
-                         "the mutex (it would wait for itself forever on a Pi)", qpu)
+            self._report("mutex_reacquire", MUTEX_REACQUIRE_MESSAGE, qpu)
             return max(now, self._mutex_free_at) + self.timing.mutex_clocks
         if self.mutex_holder is not None:
-            self._blocked[qpu] = f"the mutex (held by QPU {self.mutex_holder})"
+            self._blocked[qpu] = mutex_blocked_reason(self.mutex_holder)
             return None
         self.mutex_holder = qpu
         self._blocked.pop(qpu, None)
@@ -74,9 +89,7 @@ class Sync:
 
     def mutex_release(self, qpu, now):
         if self.mutex_holder != qpu:
-            holder = "nobody" if self.mutex_holder is None else f"QPU {self.mutex_holder}"
-            self._report("mutex_not_held", f"mutex_release written by a QPU that does not hold "
-                         f"the mutex (held by {holder})", qpu)
+            self._report("mutex_not_held", mutex_not_held_message(self.mutex_holder), qpu)
             return now
         self.mutex_holder = None
         self._mutex_free_at = now

@@ -95,14 +95,8 @@ class Tmu:
                                f"32-bit lookups through tmu{unit}_s)", qpu)
             return now
         outstanding = sum(len(fifo) for fifo in self._fifos[qpu])
-        if outstanding >= self.timing.tmu_fifo_limit:
-            self.checks.report("tmu_fifo_overflow",
-                               f"TMU request with {outstanding} already outstanding; the request "
-                               f"FIFO holds {self.timing.tmu_fifo_limit} (facts §3)", qpu)
-        elif outstanding >= self.timing.tmu_fifo_depth:
-            self.checks.report("tmu_fifo_unreliable",
-                               f"TMU request with {outstanding} already outstanding; more than "
-                               f"{self.timing.tmu_fifo_depth} is unreliable (facts §5.13)", qpu)
+        if outstanding >= self.timing.tmu_fifo_depth:
+            self.report_overflow(qpu, outstanding)
         physical = self.physical_unit(qpu, unit)
         addresses = np.asarray(values, dtype=np.uint32) & np.uint32(~(_WORD - 1) & 0xFFFFFFFF)
         data = self._gather(addresses, qpu)
@@ -112,6 +106,17 @@ class Tmu:
             ready = max(ready, fifo[-1].ready)
         fifo.append(_Request(data, ready))
         return now
+
+    def report_overflow(self, qpu, outstanding):
+        """A request made with ``outstanding`` >= tmu_fifo_depth requests already in flight."""
+        if outstanding >= self.timing.tmu_fifo_limit:
+            self.checks.report("tmu_fifo_overflow",
+                               f"TMU request with {outstanding} already outstanding; the request "
+                               f"FIFO holds {self.timing.tmu_fifo_limit} (facts §3)", qpu)
+        else:
+            self.checks.report("tmu_fifo_unreliable",
+                               f"TMU request with {outstanding} already outstanding; more than "
+                               f"{self.timing.tmu_fifo_depth} is unreliable (facts §5.13)", qpu)
 
     def load(self, qpu, signal_unit, now):
         """ldtmu0/ldtmu1: the oldest result of that TMU for r4, and when it is there."""

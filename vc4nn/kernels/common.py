@@ -4,6 +4,8 @@ from asm import element_number, isa, null, r5, r5rep, uniform
 
 LANES = isa.SIMD_WIDTH
 WORD = 4                        # bytes of a float32
+# Element storage types of the layer kernels and their sizes in bytes (fp16 storage comes later).
+STORAGE_BYTES = {"f32": 4}
 # Requests in flight when a loop gathers many vectors (C for beta, a transpose): the TMU FIFO
 # depth the errata found reliable (facts §5.13).
 GATHER_DEPTH = 4
@@ -56,3 +58,16 @@ def zero(a, regs):
     for i in range(max(len(side) for side in sides)):
         pair = tuple(side[i] for side in sides if i < len(side))
         a.ldi(pair if len(pair) > 1 else pair[0], 0)
+
+
+def ops_then_branch(a, ops, target, cond="always"):
+    """Emit ``ops`` and a branch to ``target``, the last ops filling the delay slots."""
+    slots = isa.BRANCH_DELAY_SLOTS
+    before = max(0, len(ops) - slots)
+    for op in ops[:before]:
+        op()
+    a.branch(target, cond=cond)
+    for op in ops[before:]:
+        op()
+    for _ in range(slots - (len(ops) - before)):
+        a.nop()

@@ -35,7 +35,8 @@ from asm import (element_number, isa, kernel, null, r0, r1, r2, r3, r4, r5, r5re
                  vr_addr, vr_setup, vr_wait, vw_addr, vw_setup, vw_wait)
 
 from .. import hardware
-from .common import GATHER_DEPTH, LANES, WORD, lane_addresses, zero
+from .common import GATHER_DEPTH, LANES, WORD, lane_addresses, ops_then_branch, zero
+from .epilogue import Epilogue, prepare_activation, write_vpm
 from .sgemm import SEMA_DONE, SEMA_GO
 
 # The barrier's other two semaphores (see boundary); sgemm.py uses only DONE and GO.
@@ -96,12 +97,25 @@ class PanelPlan:
     num_qpus: int
     alpha_one: bool
     beta_zero: bool
+    # The layers' fused bias / residual / activation (vc4nn/kernels/epilogue.py): the bias is
+    # where the accumulators start, the residual is gathered and added before the store, the
+    # activation is applied on the VPM write. It replaces alpha and beta (their registers).
+    epilogue: Epilogue = Epilogue()
+    # At most this many rows per QPU (1..MAX_ROWS): fewer keep the rows that the QPUs sharing a
+    # TMU cache gather from aliasing (vc4nn/kernels/pointwise.py), at the price of more passes.
+    max_rows: int = MAX_ROWS
+
+    def __post_init__(self):
+        if not 1 <= self.max_rows <= MAX_ROWS:
+            raise ValueError(f"max_rows must be 1..{MAX_ROWS}")
+        if not self.epilogue.is_identity and not (self.alpha_one and self.beta_zero):
+            raise ValueError("a panel plan with an epilogue takes alpha = 1 and beta = 0")
 
     # -- rows: R rows of C per QPU, in passes of (participating QPUs) x R rows ----------------
     @property
     def rows(self):
         """R: as many as fit (8) unless fewer balance the QPUs better in the last pass."""
-        passes = ceil_div(self.m, MAX_ROWS * self.num_qpus)
+        passes = ceil_div(self.m, self.max_rows * self.num_qpus)
         return ceil_div(self.m, self.num_qpus * passes)
 
     @property
@@ -230,9 +244,11 @@ def transpose_a_first(plan):
 # The uniform stream of one QPU (the host/kernel contract), in the order the kernel reads it:
 #   [participates]                         0: this QPU exits at once
 #   [role, staging write setup, VDW setup full vector, VDW setup partial vector] [alpha] [beta]
+#   [residual: its address - C's address]
 #   loaders: the DMA pieces of chunk 0, each [vdr setup, address]
 #   per pass: [A address of the block's first row, rows valid - 1, rows to store (0: a pass
-#             this QPU only helps with), C address of the block's row 0]
+#             this QPU only helps with), C address of the block's row 0, (bias) the bias's
+#             address - that C address]
 #      per panel: [A's gather step in bytes (negative: k runs backwards), bytes to its first
 #                 k, (two-k gathers) A's k step]
 #         per chunk: loaders: the DMA pieces of the chunk after it
@@ -291,8 +307,9 @@ def load_words(plan, b_addr, chunk, index, slot):
     return words
 
 
-def uniform_streams(plan, addresses, alpha, beta):
-    """Per QPU, the list of 32-bit uniforms. ``addresses``: bus addresses of a, b and c."""
+def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
+    """Per QPU, the list of 32-bit uniforms. ``addresses``: bus addresses of a, b and c;
+    ``bias``, ``residual``: bus addresses of the epilogue's operands, when the plan has them."""
     a_addr, b_addr, c_addr = addresses
     chunks = chunk_sequence(plan)
     # A harmless extra load after the last chunk keeps the boundary code the same for every
@@ -314,6 +331,8 @@ def uniform_streams(plan, addresses, alpha, beta):
             words.append(float(alpha))
         if not plan.beta_zero:
             words.append(float(beta))
+        if plan.epilogue.residual:
+            words.append((residual - c_addr) & 0xFFFFFFFF)
         if loader:
             words += load_words(plan, b_addr, chunks[0], 0, slot)
         panels = iter(panel_sequence(plan))
@@ -325,6 +344,8 @@ def uniform_streams(plan, addresses, alpha, beta):
             words += [a_addr + m0 * plan.a_lane,
                       min(plan.rows, plan.m - m0) - 1, min(plan.rows, plan.m - m0) if store else 0,
                       c_addr + m0 * plan.n * WORD]
+            if plan.epilogue.bias:
+                words.append((bias - c_addr - m0 * plan.n * WORD) & 0xFFFFFFFF)
             for _ in plan.panel_starts():
                 words += panel_direction(plan, next(panels)[2])
                 for _ in range(plan.chunks):
@@ -359,6 +380,10 @@ def bookkeeping_names(plan):
         names.append("alpha")
     if not plan.beta_zero:
         names.append("beta")
+    if plan.epilogue.bias:
+        names.append("bias")            # the bias's address - C's address of the block's row 0
+    if plan.epilogue.residual:
+        names.append("residual")        # the residual's address - C's address
     if plan.gather_k == 2 and plan.k % 2:     # see request_a
         names.append("lane_k")
     return names + ["a_step"]
@@ -413,6 +438,8 @@ def panel_kernel(a, plan):
         a.mov(regs["alpha"], uniform)
     if not plan.beta_zero:
         a.mov(regs["beta"], uniform)
+    if plan.epilogue.residual:
+        a.mov(regs["residual"], uniform)
     # The boundary before each chunk toggles the buffer first: start on buffer 1's setup.
     a.ldi(regs["buffer"], vpm_read_setup(PANEL_VECTORS, CHUNK_ROWS * PANEL_VECTORS))
     a.ldi(regs["toggle"], vpm_read_setup(PANEL_VECTORS, 0)
@@ -425,6 +452,8 @@ def panel_kernel(a, plan):
     lane_addresses(a, regs["a_row"], plan.a_lane, r3, group=MAX_ROWS)     # reads 2 uniforms
     a.mov(regs["store"], uniform)
     a.mov(regs["c_panel"], uniform)
+    if plan.epilogue.bias:
+        a.mov(regs["bias"], uniform)
     panel_bytes = PANEL_VECTORS * LANES * WORD
     if plan.full_panels:
         a.ldi(regs["panels_left"], plan.full_panels)
@@ -528,7 +557,10 @@ def panel(a, plan, variant, masters):
     """One panel of C (R rows x the variant's vectors): its chunks, then the store."""
     regs = registers(plan)[0]
     acc = accumulators(plan, variant.vectors)
-    zero(a, [reg for row in acc for reg in row])
+    if plan.epilogue.bias:
+        start_at_bias(a, plan, variant, acc)
+    else:
+        zero(a, [reg for row in acc for reg in row])
     # buffer holds the VPM read setup of a k-row of the panel: a narrower panel reads fewer
     # vectors (the NUM field; the toggle flips the address only).
     delta = vpm_read_setup(variant.vectors, 0) - vpm_read_setup(PANEL_VECTORS, 0)
@@ -696,19 +728,6 @@ def relay(a, plan, number, back):
                     + [lambda: a.sema_release(SEMA_GO)] * go + late, back)
 
 
-def ops_then_branch(a, ops, target):
-    """Emit ``ops`` and a branch to ``target``, the last ops filling the delay slots."""
-    slots = isa.BRANCH_DELAY_SLOTS
-    before = max(0, len(ops) - slots)
-    for op in ops[:before]:
-        op()
-    a.branch(target)
-    for op in ops[before:]:
-        op()
-    for _ in range(slots - (len(ops) - before)):
-        a.nop()
-
-
 def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
     """The k of k-row ``row`` of a chunk: up to 2 bookkeeping instructions, then per row g of A
     the broadcast of A[m0+g, k] and its V multiply-adds. ``kind``: a KStep.
@@ -788,11 +807,31 @@ def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
             step[0]("ldtmu0" if kind.pop and i == pop_at else None)
 
 
+def start_at_bias(a, plan, variant, acc):
+    """The epilogue's bias as the accumulators' start: one gather per vector of the panel
+    (lanes clamped to its stored columns, so no gather leaves the bias), copied into that
+    vector's accumulator of every row. Done before the panel asks for A, so the TMU FIFO holds
+    only these gathers."""
+    regs = registers(plan)[0]
+    base = r2
+    a.mov(r3, regs["bias"])                 # c_panel and bias are both on regfile B (and
+    a.add(base, r3, regs["c_panel"])        # c_panel may be written just before the panel)
+    vectors = variant.vectors
+    for i in range(vectors + GATHER_DEPTH):
+        if i >= GATHER_DEPTH:
+            a.nop(sig="ldtmu0")
+            for row in acc:
+                a.mov(row[i - GATHER_DEPTH], r4)
+        if i < vectors:
+            request_vector(a, variant, i, base, i * LANES * WORD)
+
+
 def store(a, plan, variant, acc):
     """C = alpha*acc (+ beta*C) for the rows this QPU owns, one 16-column row of C at a time
     through this QPU's staging row of the VPM. ``store`` holds the number of valid rows (0 on a
     pass this QPU only helps with); rows past it are skipped, since their lanes of A repeated
-    the last valid row and their addresses lie past the matrix."""
+    the last valid row and their addresses lie past the matrix. The epilogue's residual is
+    added like beta*C (from its own address) and its activation applied on the VPM write."""
     regs = registers(plan)[0]
     alpha, address = r2, r1
     with a.scope():
@@ -804,6 +843,7 @@ def store(a, plan, variant, acc):
             a.nop()
         a.ldi(r3, column_offset(variant, 0))
         a.add(address, regs["c_panel"], r3)
+        prepare_activation(a, plan.epilogue)
         for g, row in enumerate(acc):
             if g:               # rows past the valid ones: done (g == store, since we go up by 1)
                 a.sub(null, regs["store"], g, sf=True)
@@ -812,7 +852,10 @@ def store(a, plan, variant, acc):
                 a.add(address, address, r3)
                 a.nop()
             if not plan.beta_zero:
-                add_beta_c(a, plan, variant, row, address, alpha)
+                add_gathered(a, variant, row, address, functools.partial(pop_beta_c, a, plan, alpha))
+            if plan.epilogue.residual:
+                a.add(r2, address, regs["residual"])    # alpha is 1: r2 is free
+                add_gathered(a, variant, row, r2, functools.partial(pop_residual, a))
             store_row(a, plan, variant, row, address, alpha)
         a.label("skip")
 
@@ -837,7 +880,7 @@ def store_row(a, plan, variant, row, address, alpha):
         if scale:
             a.fmul(vpm, reg, alpha)
         else:
-            a.mov(vpm, reg)
+            write_vpm(a, plan.epilogue, reg)
         a.mov(vw_setup, regs["vdw_part"] if j == partial else regs["vdw_full"])
         # to the next vector; after the last, back to the first
         step = column_offset(variant, (j + 1) % len(row)) - column_offset(variant, j)
@@ -845,32 +888,49 @@ def store_row(a, plan, variant, row, address, alpha):
         a.add(address, address, r3).mov(vw_addr, address)      # the MUL reads the old address
 
 
-def add_beta_c(a, plan, variant, row, address, alpha):
-    """row = alpha*row + beta*C, gathering C up to GATHER_DEPTH vectors ahead. Lanes of a partial
-    vector outside its stored columns repeat its nearest stored column, so the gather neither
-    leaves C nor reads words this QPU stored in the previous panel (facts §3: stale TMU data)."""
-    regs = registers(plan)[0]
-    partial = variant.partial[0] if variant.partial else None
+def add_gathered(a, variant, row, base, pop):
+    """Gather a row of some matrix shaped like C (``base``: its address at the row's first
+    stored column) up to GATHER_DEPTH vectors ahead, and let ``pop(reg)`` combine each vector
+    into the row's accumulator ``reg``. Lanes of a partial vector outside its stored columns
+    repeat its nearest stored column, so the gather neither leaves the matrix nor reads words
+    this QPU stored in the previous panel (facts §3: stale TMU data)."""
     vectors = len(row)
     for i in range(vectors + GATHER_DEPTH):
         if i >= GATHER_DEPTH:
-            reg = row[i - GATHER_DEPTH]
-            if plan.alpha_one:
-                a.nop(sig="ldtmu0")
-            else:
-                a.fmul(reg, reg, alpha, sig="ldtmu0")
-            a.fmul(r0, r4, regs["beta"])
-            a.fadd(reg, reg, r0)
+            pop(row[i - GATHER_DEPTH])
         if i < vectors:             # r0 and r3 are free: the pop above is done with them
-            first = i * LANES * WORD - column_offset(variant, 0)   # vector i's column 0
-            if i == partial:
-                _, x, depth = variant.partial
-                a.ldi(r0, x + depth - 1)
-                a.min(r0, element_number, r0)
-                a.max(r0, r0, x)
-            else:
-                a.mov(r0, element_number)
-            a.shl(r0, r0, 2)
-            a.ldi(r3, first)
-            a.add(r3, r3, address)
-            a.add(tmu0_s, r3, r0)
+            request_vector(a, variant, i, base, i * LANES * WORD - column_offset(variant, 0))
+
+
+def pop_beta_c(a, plan, alpha, reg):
+    """reg = alpha*reg + beta*C, C's vector arriving in r4."""
+    regs = registers(plan)[0]
+    if plan.alpha_one:
+        a.nop(sig="ldtmu0")
+    else:
+        a.fmul(reg, reg, alpha, sig="ldtmu0")
+    a.fmul(r0, r4, regs["beta"])
+    a.fadd(reg, reg, r0)
+
+
+def pop_residual(a, reg):
+    """reg += the residual's vector arriving in r4."""
+    a.nop(sig="ldtmu0")
+    a.fadd(reg, reg, r4)
+
+
+def request_vector(a, variant, i, base, first):
+    """Gather vector i of a panel-shaped row whose column 0 is at ``base`` + ``first`` bytes,
+    lanes clamped to the vector's stored columns. Uses r0 and r3."""
+    partial = variant.partial[0] if variant.partial else None
+    if i == partial:
+        _, x, depth = variant.partial
+        a.ldi(r0, x + depth - 1)
+        a.min(r0, element_number, r0)
+        a.max(r0, r0, x)
+    else:
+        a.mov(r0, element_number)
+    a.shl(r0, r0, 2)
+    a.ldi(r3, first)
+    a.add(r3, r3, base)
+    a.add(tmu0_s, r3, r0)

@@ -140,7 +140,10 @@ class PiDevice(Device):
 
 
 def timeout_to_ms(timeout):
-    """execute_qpu's timeout in whole milliseconds (rounded up, at least 1)."""
+    """execute_qpu's timeout in whole milliseconds (rounded up, at least 1); None (no timeout)
+    is the longest the mailbox call takes."""
+    if timeout is None:
+        return MAX_TIMEOUT_MS
     seconds = float(timeout)
     if not 0 < seconds <= MAX_TIMEOUT_MS / 1000:
         raise DeviceError(f"timeout {timeout} s is outside (0, {MAX_TIMEOUT_MS // 1000}] s")

@@ -1,0 +1,84 @@
+"""vc4nn.nn.conv2d against a direct float64 loop, with every dynamic check raising."""
+
+import numpy as np
+import pytest
+
+from vc4nn.errors import Vc4nnError
+from vc4nn.kernels import conv2d as conv2d_kernel
+from vc4nn.nn import PreparedConv2d, conv2d, prepare_conv2d
+from vc4nn.nn.layer_args import resolve_padding
+
+from . import spatial_reference
+from .reference import assert_close
+
+# (H, W, Cin, Cout, kernel, stride, padding, activation, bias, QPUs)
+FAST = [
+    (15, 14, 3, 32, 3, 2, "same", "relu6", True, 12),      # the stem, reduced
+    (7, 2, 1, 1, 1, 1, "valid", None, False, 1),
+    (9, 20, 5, 17, 3, 1, (1, 1, 2, 0), "relu", True, 4),   # 45 taps: two passes of 29
+    (7, 7, 2, 3, 2, 3, "same", None, True, 12),             # even kernel, stride 3
+]
+SLOW = [
+    (14, 15, 16, 8, 3, 1, "same", "relu", True, 12),
+    (15, 7, 8, 16, 5, 3, "valid", "relu6", False, 4),
+    (1, 1, 3, 144, 3, 2, "same", None, True, 12),
+    (224, 224, 3, 32, 3, 2, "same", "relu6", True, 12),     # MobileNet v1/v2 1.0 stem
+]
+
+
+def run_case(device, h, w, cin, cout, k, stride, padding, activation, with_bias, qpus, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((h, w, cin)).astype(np.float32)
+    wt = rng.standard_normal((k, k, cin, cout)).astype(np.float32)
+    bias = rng.standard_normal(cout).astype(np.float32) if with_bias else None
+    y = conv2d(x, wt, bias, stride, padding, activation, device=device, num_qpus=qpus)
+    pads, _ = resolve_padding("test", padding, h, w, k, k, stride, stride)
+    expected, magnitude = spatial_reference.conv2d(x, wt, bias, stride, pads, activation)
+    assert_close(y, expected, magnitude, terms=k * k * cin)
+
+
+@pytest.mark.parametrize("case", FAST, ids=str)
+def test_conv2d_matches_the_direct_loop(device, case):
+    run_case(device, *case)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", SLOW, ids=str)
+def test_conv2d_slow(device, case):
+    run_case(device, *case)
+
+
+def test_prepared_weights_a_second_call_and_device_buffers(device):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((6, 5, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 3, 20)).astype(np.float32)
+    b = rng.standard_normal(20).astype(np.float32)
+    prepared = prepare_conv2d(w, b, device=device)
+    assert isinstance(prepared, PreparedConv2d) and prepared.nbytes == 20 * 28 * 4
+    x_buf = device.array(x)
+    pads, _ = resolve_padding("test", "same", 6, 5, 3, 3, 2, 2)
+    expected, magnitude = spatial_reference.conv2d(x, w, b, 2, pads, "relu")
+    y = conv2d(x_buf, prepared, stride=2, activation="relu")
+    assert y.device is device
+    assert_close(np.array(y), expected, magnitude, terms=27)
+    misses = conv2d_kernel.program_for.cache_info().misses
+    out = device.alloc((3, 3, 20), np.float32)
+    assert conv2d(x_buf, prepared, stride=2, activation="relu", out=out) is out
+    assert conv2d_kernel.program_for.cache_info().misses == misses
+    assert_close(np.array(out), expected, magnitude, terms=27)
+    prepared.free()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(w=np.zeros((3, 3, 4, 8), np.float32)), "Cout"),
+    (dict(bias=np.zeros(3, np.float32)), "bias"),
+    (dict(stride=-1), "stride"),
+    (dict(activation="gelu"), "activation"),
+    (dict(w=np.zeros((9, 9, 3, 8), np.float32), padding="valid"), "smaller"),
+])
+def test_bad_arguments_name_what_is_wrong(device, kwargs, message):
+    args = dict(x=np.zeros((5, 5, 3), np.float32), w=np.zeros((3, 3, 3, 8), np.float32),
+                device=device)
+    args.update(kwargs)
+    with pytest.raises(Vc4nnError, match=message):
+        conv2d(**args)

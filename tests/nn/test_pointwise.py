@@ -1,0 +1,242 @@
+"""vc4nn.nn.pointwise against a float64 reference (tests/nn/reference.py), emulator checks on."""
+
+import numpy as np
+import pytest
+
+from vc4nn.device import Buffer
+from vc4nn.errors import Vc4nnError
+from vc4nn.kernels import pointwise as kernel
+from vc4nn.kernels import sgemm_panel
+from vc4nn.nn import mobilenet_shapes, pointwise, prepare_pointwise
+from vc4nn.nn.layer_args import DtypeError, LayerArgumentError, ShapeError
+
+from .reference import assert_close, dense
+
+
+def tensors(seed, h, w, cin, cout, bias, residual):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((h, w, cin)).astype(np.float32)
+    wt = rng.standard_normal((cin, cout)).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32) * 4 if bias else None
+    r = rng.standard_normal((h, w, cout)).astype(np.float32) * 4 if residual else None
+    return x, wt, b, r
+
+
+def run_case(device, h, w, cin, cout, num_qpus, bias, residual, activation, seed=0):
+    x, wt, b, r = tensors(seed, h, w, cin, cout, bias, residual)
+    y, run = pointwise(x, wt, b, activation, r, device=device, num_qpus=num_qpus,
+                       return_run=True)
+    expected, magnitude = dense(x, wt, b, r, activation)
+    assert_close(y, expected, magnitude, cin)
+    return run
+
+
+# Every H, W in {1, 2, 7, 14, 15}, C in {1, 3, 8, 16, 17, 32, 144} (as Cin and as Cout), each
+# activation, with and without bias and residual, on 1, 4 and 12 QPUs; kept small for the
+# pure-Python emulator: the rest of the cross product is marked slow.
+FAST = [
+    # h, w, cin, cout, qpus, bias, residual, activation
+    (1, 1, 1, 1, 1, False, False, None),
+    (2, 2, 3, 8, 4, True, False, "relu"),
+    (7, 7, 16, 17, 12, True, True, "relu6"),
+    (1, 15, 17, 3, 12, False, True, None),
+    (2, 7, 32, 16, 4, True, True, "relu"),
+    (14, 1, 144, 32, 12, True, False, "relu6"),
+    (15, 2, 8, 144, 12, False, False, "relu"),
+    (7, 2, 3, 1, 1, True, True, "relu6"),
+    (2, 14, 1, 100, 4, True, True, None),      # a shifted edge panel (100 = 96 + 4)
+]
+
+
+@pytest.mark.parametrize("h,w,cin,cout,num_qpus,bias,residual,activation", FAST)
+def test_shapes(device, h, w, cin, cout, num_qpus, bias, residual, activation):
+    run_case(device, h, w, cin, cout, num_qpus, bias, residual, activation,
+             seed=h * 1000 + w * 100 + cin + cout)
+
+
+SIZES = (1, 2, 7, 14, 15)
+CHANNELS = (1, 3, 8, 16, 17, 32, 144)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("num_qpus", [1, 4, 12])
+@pytest.mark.parametrize("cin", CHANNELS)
+@pytest.mark.parametrize("cout", CHANNELS)
+@pytest.mark.parametrize("hw", SIZES)
+def test_grid(device, hw, cin, cout, num_qpus):
+    options = [(False, False, None), (True, False, "relu"), (True, True, "relu6"),
+               (False, True, None)]
+    bias, residual, activation = options[(hw + cin + cout + num_qpus) % len(options)]
+    run_case(device, hw, SIZES[(cin + cout) % len(SIZES)], cin, cout, num_qpus, bias, residual,
+             activation, seed=hw + cin * 7 + cout * 31)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("activation", [None, "relu", "relu6"])
+def test_112(device, activation):
+    run_case(device, 112, 112, 8, 16, 12, True, True, activation)
+
+
+def test_aliasing_activation_is_transposed_first(device):
+    """Cin = 256 and 5 pixels per QPU: pixels 0 and 4 share a TMU cache set, so the layer runs
+    the GPU transpose and the panel kernel's TN path (two launches)."""
+    plan = kernel.PointwisePlan(7, 14, 256, 16, 12, True, True, "relu")
+    assert plan.transposed and plan.panel.trans_a
+    assert sgemm_panel.a_rows_per_set(sgemm_panel.PanelPlan(98, 16, 256, False, 12, True, True)) == 2
+    run = run_case(device, 7, 14, 256, 16, 12, True, True, "relu")
+    assert run.launches == 2
+
+
+@pytest.mark.parametrize("transpose_input", [False, True])
+def test_forced_route(device, transpose_input):
+    plan = kernel.PointwisePlan(2, 3, 20, 24, 4, True, True, "relu6",
+                                transpose_input=transpose_input)
+    x, wt, b, r = tensors(5, 2, 3, 20, 24, True, True)
+    y = device.alloc((2, 3, 24), np.float32)
+    bufs = [device.array(v) for v in (x, wt, b, r)]
+    ws = device.alloc((20, 6), np.float32)
+    for program, qpus, streams in kernel.launches(plan, bufs[0].address, bufs[1].address,
+                                                  y.address, bufs[2].address, bufs[3].address,
+                                                  ws.address):
+        device.execute(program, qpus, streams)
+    assert_close(y, *dense(x, wt, b, r, "relu6"), 20)
+
+
+def test_prepared_weights_and_program_cache(device, monkeypatch):
+    x, wt, b, r = tensors(1, 3, 3, 12, 20, True, True)
+    prepared = prepare_pointwise(wt, b, device=device)
+    assert prepared.nbytes == wt.nbytes + b.nbytes
+    first = pointwise(x, prepared, activation="relu", residual=r, device=device, num_qpus=4)
+    assert_close(first, *dense(x, wt, b, r, "relu"), 12)
+    # The second call with the same shape assembles nothing and lays out no weights.
+    assembled = []
+    monkeypatch.setattr(sgemm_panel.panel_kernel, "assemble",
+                        lambda *args: assembled.append(args) or pytest.fail("reassembled"))
+    x_buf = device.array(x)
+    r_buf = device.array(r)
+    copy = device.array
+
+    def spy(data, *args, **kwargs):     # code and uniforms go through device.array too
+        assert np.asarray(data).shape != wt.shape, "weights copied again"
+        return copy(data, *args, **kwargs)
+
+    monkeypatch.setattr(device, "array", spy)
+    second = pointwise(x_buf, prepared, activation="relu", residual=r_buf, num_qpus=4)
+    assert isinstance(second, Buffer) and second.device is device
+    assert_close(second, *dense(x, wt, b, r, "relu"), 12)
+    assert not assembled
+    prepared.free()
+
+
+def test_out_buffer_receives_the_result(device):
+    x, wt, b, _ = tensors(2, 2, 5, 9, 33, True, False)
+    out = device.alloc((2, 5, 33), np.float32)
+    y = pointwise(x, wt, b, out=out, device=device, num_qpus=3)
+    assert y is out
+    assert_close(out, *dense(x, wt, b, None, None), 9)
+
+
+def test_bias_at_call_with_prepared_weights(device):
+    x, wt, b, _ = tensors(3, 2, 2, 7, 5, True, False)
+    prepared = prepare_pointwise(wt, device=device)
+    assert_close(pointwise(x, prepared, b, device=device, num_qpus=2),
+                 *dense(x, wt, b, None, None), 7)
+
+
+# -- errors: typed, naming the argument --------------------------------------------------------
+def bad_call(device, **changes):
+    x, wt, b, r = tensors(0, 2, 2, 4, 6, True, True)
+    args = dict(x=x, w=wt, bias=b, activation=None, residual=r, device=device)
+    args.update(changes)
+    return pointwise(**args)
+
+
+@pytest.mark.parametrize("changes,error,words", [
+    (dict(activation="gelu"), LayerArgumentError, "activation"),
+    (dict(x=np.zeros((4, 4), np.float32)), ShapeError, "x"),
+    (dict(x=np.zeros((2, 2, 4), np.float64)), DtypeError, "x"),
+    (dict(x=np.zeros((2, 2, 5), np.float32)), ShapeError, "channels"),
+    (dict(w=np.zeros((4, 6), np.float16)), DtypeError, "w"),
+    (dict(w=np.zeros(4, np.float32)), ShapeError, "w"),
+    (dict(bias=np.zeros(5, np.float32)), ShapeError, "bias"),
+    (dict(bias=[0.0] * 6), DtypeError, "bias"),
+    (dict(residual=np.zeros((2, 2, 5), np.float32)), ShapeError, "residual"),
+    (dict(residual=np.zeros((2, 6), np.float32)), ShapeError, "residual"),
+    (dict(num_qpus=13), Vc4nnError, "num_qpus"),
+    (dict(out=np.zeros((2, 2, 6), np.float32)), LayerArgumentError, "out"),
+])
+def test_bad_arguments(device, changes, error, words):
+    with pytest.raises(error, match=words):
+        bad_call(device, **changes)
+
+
+def test_out_of_wrong_shape(device):
+    with pytest.raises(ShapeError, match="out"):
+        bad_call(device, out=device.alloc((2, 2, 5), np.float32))
+
+
+def test_bias_twice(device):
+    x, wt, b, _ = tensors(0, 2, 2, 4, 6, True, False)
+    with pytest.raises(LayerArgumentError, match="bias"):
+        pointwise(x, prepare_pointwise(wt, b, device=device), b, device=device)
+
+
+def test_unimplemented_storage():
+    with pytest.raises(Vc4nnError, match="f16"):
+        kernel.PointwisePlan(1, 1, 1, 1, 1, storage="f16")
+
+
+# -- every pointwise layer of MobileNet v1 and v2 (generated and assembled, not run) -----------
+def pointwise_plans(layers, num_qpus=12):
+    return {kernel.PointwisePlan(l.height, l.width, l.cin, l.cout, num_qpus, True, l.residual,
+                                 l.activation) for l in layers if l.kind == "pointwise"}
+
+
+def test_mobilenet_224_programs_assemble():
+    layers = mobilenet_shapes.mobilenet_v1() + mobilenet_shapes.mobilenet_v2()
+    for plan in pointwise_plans(layers):
+        first, main = kernel.programs_for(plan)
+        assert main is not None and (first is not None) == plan.transposed
+
+
+@pytest.mark.slow
+def test_every_mobilenet_program_assembles():
+    for plan in pointwise_plans([l for _, l in mobilenet_shapes.every_layer(("pointwise",))]):
+        kernel.programs_for(plan)
+
+
+@pytest.mark.parametrize("name", ["pw13", "b15.project"])
+def test_mobilenet_layer_reduced(device, name):
+    """A MobileNet layer with its channels and epilogue, on fewer pixels (the per-pixel work is
+    the same; the full layers run in the slow set and the benchmark)."""
+    layer = next(l for l in mobilenet_shapes.mobilenet_v1(0.25, 128)
+                 + mobilenet_shapes.mobilenet_v2(0.25, 128) if l.name == name)
+    run_case(device, 1, 3, layer.cin, layer.cout, 12, True, layer.residual, layer.activation)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["pw1", "pw6", "pw13"])
+def test_mobilenet_v1_layer_full(device, name):
+    layer = next(l for l in mobilenet_shapes.mobilenet_v1() if l.name == name)
+    run_case(device, layer.height, layer.width, layer.cin, layer.cout, 12, True, False, "relu6")
+
+
+def test_pair_aliasing_takes_fewer_rows(device):
+    """Cin = 128 on 12 QPUs: 8 pixels per QPU would put the pixels of the two QPUs sharing a
+    TMU cache on the same sets (rows r and r + 8, 512 bytes apart); 4 per QPU avoid it."""
+    plan = kernel.PointwisePlan(4, 24, 128, 16, 12, True, False, "relu6")
+    assert kernel.tmu_rows_per_set(sgemm_panel.PanelPlan(96, 16, 128, False, 12, True, True)) == 2
+    assert plan.route[0] is False and plan.panel.rows == 4
+    assert kernel.tmu_rows_per_set(plan.panel) == 1
+    run_case(device, 4, 24, 128, 16, 12, True, False, "relu6")
+
+
+def test_result_in_place_of_the_residual(device):
+    """out may be the residual's buffer (a runtime's in-place skip connection): each element's
+    residual is read by the QPU that stores it, before it stores it, and the clamped gathers of
+    a shifted edge panel never read columns this QPU already stored."""
+    x, wt, b, r = tensors(9, 2, 7, 16, 100, True, True)
+    res = device.array(r)
+    y = pointwise(device.array(x), wt, b, "relu", residual=res, out=res, num_qpus=12)
+    assert y is res
+    assert_close(res, *dense(x, wt, b, r, "relu"), 16)

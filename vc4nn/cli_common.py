@@ -1,0 +1,100 @@
+"""What the vc4nn subcommands share: argument types, opening the device of the command line,
+printing a run's report."""
+
+import argparse
+
+from .errors import Vc4nnError
+
+MAX_INSTRUCTION_BUDGET = 1 << 62
+
+
+def integer_at_least(text, least):
+    """``text`` as an int (0x.. too) >= ``least``, or an argparse type error."""
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{value} is not >= {least}")
+    return value
+
+
+def positive_int(text):
+    return integer_at_least(text, 1)
+
+
+def instruction_budget(text):
+    """--max-instructions: a positive int, or 'none' for no budget."""
+    if text.strip().lower() == "none":
+        return None
+    value = positive_int(text)
+    if value > MAX_INSTRUCTION_BUDGET:
+        raise argparse.ArgumentTypeError(f"{value} is more than {MAX_INSTRUCTION_BUDGET}; give "
+                                         f"'none' for no budget")
+    return value
+
+
+def finite_seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number of seconds > 0")
+    return value
+
+
+def print_run(result):
+    """The per-QPU summary of a RunResult: instructions, modelled cycles split into instruction
+    issue and stall causes, then the total (with the launch overhead the model adds)."""
+    launches = f" ({result.launches} launches)" if result.launches > 1 else ""
+    print(f"host interrupts: {result.host_interrupts} of {result.programs}{launches}")
+    for i, q in enumerate(result.qpus):
+        stalls = dict(q.stalls)
+        issue = stalls.pop("issue", None)
+        stall_text = ", ".join(f"{k} {v}" for k, v in sorted(stalls.items()) if v)
+        cycles = "" if q.cycles is None else f", {q.cycles} cycles (estimate)"
+        count = "instruction count not available" if q.instructions is None \
+            else f"{q.instructions} instructions"
+        parts = [f"issue {issue}"] if issue else []
+        if q.cycles is not None:
+            parts.append(f"stalls: {stall_text or 'none'}")
+        print(f"QPU {i}: {count}{cycles}" + (f"; {'; '.join(parts)}" if parts else ""))
+    if result.cycles is not None:
+        run_s = result.cycles / result.clock_hz
+        overhead = (result.seconds or run_s) - run_s
+        added = f" + {overhead * 1e6:.1f} us launch overhead = {result.seconds * 1e6:.1f} us" \
+            if overhead > 0 else ""
+        print(f"total: {result.cycles} cycles = {run_s * 1e6:.1f} us at "
+              f"{result.clock_hz / 1e6:.0f} MHz ({result.board}){added}, cycle-model estimate")
+    elif result.seconds is not None:
+        print(f"total: {result.seconds * 1e6:.1f} us measured on {result.board} "
+              f"(includes the execute_qpu call)")
+    for warning in getattr(result, "warnings", []) or []:
+        print(f"warning: {warning}")
+
+
+def open_for(args, max_instructions=None):
+    """The device of ``--device``, with the emulator's instruction budget of the command line."""
+    from . import open_device, resolve_device_name
+    name = resolve_device_name(args.device)
+    if name != "emulator":
+        if args.max_instructions is not None:
+            raise Vc4nnError(f"--max-instructions applies to the emulator, not to {name}")
+        return open_device(name)
+    budget = args.max_instructions if args.max_instructions is not None else max_instructions
+    return open_device(name) if budget is None else open_device(name, max_instructions=budget)
+
+
+def qpus(text):
+    """--qpus: 1..12."""
+    from asm import isa
+    value = positive_int(text)
+    if value > isa.NUM_QPUS:
+        raise argparse.ArgumentTypeError(f"{value} QPUs: the V3D has {isa.NUM_QPUS}")
+    return value
+
+
+def seed(text):
+    """--seed: an int >= 0."""
+    return integer_at_least(text, 0)

@@ -1,0 +1,337 @@
+"""Direct convolution for small input depths (the MobileNet stem: 3x3, stride 2, Cin = 3):
+im2col on the fly, lanes = 16 output pixels along a row (docs/kernels.md "Convolution").
+
+A *group* is 16 neighbouring output pixels of one output row. For each group the QPU
+1. works out, per kernel column kw, each lane's input column (clamped into the image) as a byte
+   offset and a 0/1 mask for lanes whose column is padding;
+2. gathers the window (every (kh, kw, ci) tap, up to 32 - KH at a time) with TMU lookups, one input
+   element per lane, and multiplies each by its mask: padding contributes 0 (rows outside the
+   image come from a zero row whose address the uniform stream gives);
+3. for each output channel, runs the taps against the weights, which arrive as scalars in the
+   uniform stream (the QPU points ``unif_addr`` at the prepared weights, in exactly the order
+   it reads them, and back at its record afterwards): ``fadd r0, r0, product; fmul product,
+   tap, uniform``, one instruction per multiply-add;
+4. stages 16 channels x 16 pixels in the VPM (vertical writes: one column per channel, one row
+   per pixel, which is NHWC) and stores them with one VDW. The staging *slots* (16 VPM rows
+   each, four of them) are shared: QPU q uses slot q % 4, guarded by semaphore q % 4.
+"""
+
+import dataclasses
+import functools
+
+from asm import vdw_setup, vdw_stride, element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb, tmu0_s, \
+    unif_addr, uniform, vpm, vpm_write_setup, vw_addr, vw_setup, vw_wait
+
+from asm import isa
+
+from . import dma
+from .common import LANES, each_record
+from .epilogue import activate
+from .spatial import STORAGE_BITS, PlanError, SpatialShape
+
+# Regfile A: the taps gathered at once from ra0 up, the group's input row addresses (one per
+# kernel row) at the top.
+TAPS = [ra[i] for i in range(32)]
+MAX_KERNEL_H = 7
+OUT = [rb[i] for i in range(LANES)]            # one register per output channel of a block
+OFFSETS = [rb[i] for i in range(16, 21)]       # per kw: lane input column x pixel bytes
+MASKS = [rb[i] for i in range(21, 26)]         # per kw: 1.0 where the column is in the image
+SIX, WEIGHTS, RETURN, SLOT, OWNER = (rb[i] for i in range(26, 31))
+STORE_WORDS = (r1, r2, r3)      # the block's store setup, stride and address
+SLOT_ROWS = 16                  # VPM rows of a staging slot: 16 pixels x 16 channels
+DONE_SEMAPHORE = 4              # semaphores 0-3 guard the slots, 4-7 count finished users
+
+
+@dataclasses.dataclass(frozen=True)
+class Conv2dPlan(SpatialShape):
+    in_h: int
+    in_w: int
+    cin: int
+    cout: int
+    kernel_h: int
+    kernel_w: int
+    stride_h: int
+    stride_w: int
+    pads: tuple
+    activation: object = None
+    num_qpus: int = 12
+    storage: str = "float32"
+    taps_per_pass: int = 0      # taps gathered at once; 0: all that fit (32 - kernel_h)
+
+    @property
+    def taps(self):
+        return [(kh, kw, ci) for kh in range(self.kernel_h) for kw in range(self.kernel_w)
+                for ci in range(self.cin)]
+
+    @property
+    def rows(self):
+        """Registers of the group's input row addresses."""
+        return TAPS[len(TAPS) - self.kernel_h:]
+
+    @property
+    def pass_taps(self):
+        return self.taps_per_pass or len(TAPS) - self.kernel_h
+
+    @property
+    def passes(self):
+        """Tap ranges gathered at once."""
+        taps, step = len(self.taps), self.pass_taps
+        return [(t, min(t + step, taps)) for t in range(0, taps, step)]
+
+    @property
+    def blocks(self):
+        return [(c, min(LANES, self.cout - c)) for c in range(0, self.cout, LANES)]
+
+    @property
+    def groups(self):
+        return [(i, j) for i in range(self.out_h) for j in range(0, self.out_w, LANES)]
+
+    @property
+    def qpus(self):
+        return min(self.num_qpus, len(self.groups))
+
+    @property
+    def slots(self):
+        """Staging slots of 16 VPM rows: QPU q stages in slot q % slots."""
+        return min(self.qpus, isa.VPM_ROWS // SLOT_ROWS)
+
+    def slot_users(self, slot):
+        return len(range(slot, self.qpus, self.slots))
+
+    def check(self):
+        if self.storage not in STORAGE_BITS:
+            raise PlanError(f"storage {self.storage!r}: conv2d stores {', '.join(STORAGE_BITS)}")
+        if self.kernel_h > MAX_KERNEL_H or self.kernel_w > len(OFFSETS):
+            raise PlanError(f"conv2d: a {self.kernel_h}x{self.kernel_w} kernel needs more row "
+                            f"and column registers than the kernel has (at most "
+                            f"{MAX_KERNEL_H}x{len(OFFSETS)})")
+        if not 0 <= self.taps_per_pass <= len(TAPS) - self.kernel_h:
+            raise PlanError(f"taps_per_pass={self.taps_per_pass}: 1..{len(TAPS) - self.kernel_h}"
+                            f" (0: all that fit)")
+        return self
+
+    # -- the weights, in the order the kernel reads them ---------------------------------------
+    def weight_stream(self, w, bias):
+        """float32 words: per block, per pass, per output channel: (the bias on the first pass)
+        then the pass's taps."""
+        out = []
+        taps = self.taps
+        for c0, n in self.blocks:
+            for t0, t1 in self.passes:
+                for co in range(c0, c0 + n):
+                    if t0 == 0:
+                        out.append(bias[co])
+                    out.extend(w[kh, kw, ci, co] for kh, kw, ci in taps[t0:t1])
+        return out
+
+    # -- uniform streams -----------------------------------------------------------------------
+    def streams(self, stream_addresses, x_addr, y_addr, weights_addr, zero_addr):
+        """Per QPU: [weights address, 1 if it owns its staging slot, the slot, records..., 0]; a
+        record: [1, row addresses (kh), first
+        output column, return address, then per block: store setup, store stride, address].
+        ``stream_addresses[q]`` is where QPU q's stream will live (the return addresses point
+        into it)."""
+        esz, groups, qpus = self.elem_bytes, self.groups, self.qpus
+        bounds = [len(groups) * q // qpus for q in range(qpus + 1)]
+        out = []
+        for q in range(qpus):
+            slot = q % self.slots
+            words = [weights_addr, int(q < self.slots), slot]
+            for i, j0 in groups[bounds[q]:bounds[q + 1]]:
+                words.append(1)
+                for kh in range(self.kernel_h):
+                    r = i * self.stride_h + kh - self.pads[0]
+                    words.append(x_addr + r * self.in_w * self.cin * esz
+                                 if 0 <= r < self.in_h else zero_addr)
+                words.append(j0)
+                words.append(stream_addresses[q] + (len(words) + 1) * 4)
+                units = min(LANES, self.out_w - j0)
+                for c0, n in self.blocks:
+                    words += [vdw_setup(units, n, SLOT_ROWS * slot,
+                                        size=STORAGE_BITS[self.storage]),
+                              vdw_stride((self.cout - n) * esz),
+                              y_addr + ((i * self.out_w + j0) * self.cout + c0) * esz]
+            out.append(words + [0])
+        return out
+
+    @property
+    def zero_words(self):
+        return self.in_w * self.cin + LANES
+
+
+def column_offsets(a, plan):
+    """OFFSETS[kw], MASKS[kw] for the group whose first output column is the next uniform."""
+    a.add(r1, element_number, uniform)
+    a.ldi(r3, plan.stride_w)
+    a.mul24(r1, r1, r3)                         # lane's output column x stride
+    a.ldi(r3, plan.in_w - 1)
+    for kw in range(plan.kernel_w):
+        dma.add_constant(a, r2, r1, kw - plan.pads[2])
+        a.min(r0, r2, r3)
+        a.max(r0, r0, 0)                         # the column clamped into the image
+        a.sub(null, r2, r0, sf=True)             # Z where the column was in the image
+        a.ldi(MASKS[kw], 0.0)
+        a.mov(MASKS[kw], 1.0, cond="zs")
+        a.ldi(r2, plan.cin * plan.elem_bytes)
+        a.mul24(OFFSETS[kw], r0, r2)
+
+
+def gather(a, plan, t0, t1, depth=4):
+    """TAPS[0 .. t1-t0] = the group's window taps t0..t1, zero where they are padding."""
+    taps = plan.taps[t0:t1]
+
+    def request(t):
+        kh, kw, ci = taps[t]
+        a.add(r1, plan.rows[kh], OFFSETS[kw])
+        dma.add_constant(a, tmu0_s, r1, ci * plan.elem_bytes, scratch=r2)
+
+    for t in range(min(depth, len(taps))):
+        request(t)
+    for t, (kh, kw, ci) in enumerate(taps):
+        a.nop(sig="ldtmu0")
+        a.fmul(TAPS[t], r4, MASKS[kw])
+        if t + depth < len(taps):
+            request(t + depth)
+
+
+def channel(a, plan, co, t0, t1, last_pass):
+    """OUT[co] (+)= the taps t0..t1 times the weights from the uniform stream."""
+    if t0 == 0:
+        a.mov(r0, uniform)                       # the bias
+    else:
+        a.mov(r0, OUT[co])
+    products = (r2, r3)
+    a.fmul(r2, TAPS[0], uniform)
+    for t in range(1, t1 - t0):
+        a.fadd(r0, r0, products[(t - 1) % 2]).fmul(products[t % 2], TAPS[t], uniform)
+    a.fadd(r0, r0, products[(t1 - t0 - 1) % 2])
+    if last_pass:
+        activate(a, OUT[co], r0, plan.activation, SIX, scratch=r1)
+    else:
+        a.mov(OUT[co], r0)
+
+
+def group(a, plan):
+    for kh in range(plan.kernel_h):
+        a.mov(plan.rows[kh], uniform)
+    column_offsets(a, plan)
+    a.mov(RETURN, uniform)
+    passes = plan.passes
+    offset = 0
+    for b, (c0, n) in enumerate(plan.blocks):
+        pending_gather = b == 0 or len(passes) > 1     # one pass: the taps stay in registers
+        dma.add_constant(a, unif_addr, WEIGHTS, offset * plan.elem_bytes, scratch=r0)
+        for p, (t0, t1) in enumerate(passes):
+            if pending_gather:
+                gather(a, plan, t0, t1)
+            elif p == 0:
+                a.nop()
+                a.nop()
+            for co in range(n):
+                channel(a, plan, co, t0, t1, p == len(passes) - 1)
+        offset += n * (1 + len(plan.taps))
+        a.mov(unif_addr, RETURN)
+        if b < len(plan.blocks) - 1:
+            a.ldi(r0, 12)
+            a.add(RETURN, RETURN, r0)
+        else:
+            a.nop()
+            a.nop()
+        for reg in STORE_WORDS:
+            a.mov(reg, uniform)
+        with a.scope("store"):
+            on_slot(a, plan, lambda slot: stage_and_store(a, plan, slot, n))
+
+
+def on_slot(a, plan, body):
+    """Run ``body(slot)`` for this QPU's staging slot (SLOT holds it): one copy per slot."""
+    if plan.slots > 1:
+        a.mov(r0, SLOT)
+    for slot in range(plan.slots - 1):
+        a.sub(null, r0, slot, sf=True)
+        a.branch(f"slot{slot}", cond="all_zs")
+        a.nop()
+        a.nop()
+        a.nop()
+    for slot in reversed(range(plan.slots)):    # the last slot is where the tests fall through
+        a.label(f"slot{slot}")
+        body(slot)
+        if slot:
+            a.branch("slot_done")
+            a.nop()
+            a.nop()
+            a.nop()
+    a.label("slot_done")
+
+
+def stage_and_store(a, plan, slot, channels):
+    """Write the block (OUT[0..channels)) into the slot's 16 VPM rows, one column per channel,
+    and store it, holding the slot's semaphore."""
+    a.sema_acquire(slot)
+    a.ldi(vw_setup, vpm_write_setup(y=SLOT_ROWS * slot, horizontal=False,
+                                    size=STORAGE_BITS[plan.storage]))
+    for co in range(channels):
+        a.mov(vpm, OUT[co])
+    setup, stride, address = STORE_WORDS
+    a.mov(vw_setup, setup)
+    a.mov(vw_setup, stride)
+    a.mov(vw_addr, address)
+    a.read(vw_wait)
+    a.sema_release(slot)
+
+
+def open_slot(a, plan, slot):
+    """The slot's owner (its first QPU) makes the slot free: semaphore 0 -> 1."""
+    a.sema_release(slot)
+
+
+def close_slot(a, plan, slot):
+    """The owner waits until the slot's other users are done, then takes the slot's token back
+    (every semaphore ends the launch at 0, as it started)."""
+    for _ in range(plan.slot_users(slot) - 1):
+        a.sema_acquire(DONE_SEMAPHORE + slot)
+    a.sema_acquire(slot)
+
+
+def leave_slot(a, plan, slot):
+    a.sema_release(DONE_SEMAPHORE + slot)
+
+
+@kernel
+def conv2d_kernel(a, plan):
+    a.mov(WEIGHTS, uniform)
+    a.mov(OWNER, uniform)
+    a.mov(SLOT, uniform)
+    if plan.activation == "relu6":
+        a.ldi(SIX, 6.0)
+    with a.scope("open"):
+        owner_or_not(a, plan, open_slot, None)
+    each_record(a, lambda: group(a, plan))
+    with a.scope("close"):
+        owner_or_not(a, plan, close_slot, leave_slot)
+    a.exit()
+
+
+def owner_or_not(a, plan, owner, other):
+    """``owner(a, plan, slot)`` on a slot's first QPU, ``other(...)`` on the rest."""
+    a.mov(null, OWNER, sf=True)
+    a.branch("other", cond="all_zs")
+    a.nop()
+    a.nop()
+    a.nop()
+    with a.scope("owner"):
+        on_slot(a, plan, lambda slot: owner(a, plan, slot))
+    a.branch("end")
+    a.nop()
+    a.nop()
+    a.nop()
+    a.label("other")
+    if other is not None:
+        with a.scope("other"):
+            on_slot(a, plan, lambda slot: other(a, plan, slot))
+    a.label("end")
+
+
+@functools.lru_cache(maxsize=32)
+def program_for(plan):
+    return conv2d_kernel.assemble(plan.check())

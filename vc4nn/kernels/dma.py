@@ -1,0 +1,72 @@
+"""DMA between memory and a QPU's own VPM rows, in small steps that read like what they emit.
+
+Setup words are split into a *base* that depends on the tile (row length, the QPU's first VPM
+row: it arrives through the uniform stream) and a *delta* that the code generator knows (rows
+in this DMA, which buffer). The fields do not overlap, so base + delta is the setup word: one
+``ldi`` and one ``add`` per DMA, no per-QPU code.
+"""
+
+from asm import r0, vdr_setup, vdw_setup, vpm_read_setup, vpm_write_setup, vr_addr, vr_setup, \
+    vw_addr, vw_setup
+
+MAX_ROWS_FIELD = 16         # a load setup with 16 rows stores 0 in NROWS
+MAX_UNITS_FIELD = 128       # a store setup with 128 units stores 0 in UNITS
+
+
+def load_setup_base(rowlen, y, size):
+    """VDR setup with NROWS 0: add ``load_setup_delta`` for the rows and the buffer."""
+    return vdr_setup(MAX_ROWS_FIELD, rowlen, y, size=size)
+
+
+def load_setup_delta(rows, y, size):
+    return vdr_setup(rows, 16, y, size=size) - vdr_setup(MAX_ROWS_FIELD, 16, 0, size=size)
+
+
+def store_setup_base(depth, y, size):
+    """VDW setup (horizontal) with UNITS 0: add ``store_setup_delta``."""
+    return vdw_setup(MAX_UNITS_FIELD, depth, y, size=size)
+
+
+def store_setup_delta(units, y, size):
+    return vdw_setup(units, 16, y, size=size) - vdw_setup(MAX_UNITS_FIELD, 16, 0, size=size)
+
+
+def add_constant(a, dst, base, value, scratch=r0):
+    """dst = base + value (a Python int): a small immediate (unless ``base`` is in regfile B,
+    whose read port the immediate takes), or an ldi into ``scratch``."""
+    if value == 0:
+        a.mov(dst, base)
+    elif -16 <= value <= 15 and not base.name.startswith("rb"):
+        a.add(dst, base, value)
+    else:
+        a.ldi(scratch, value)
+        a.add(dst, base, scratch)
+
+
+def start_load(a, setup_base, rows, y, size, row_address, offset):
+    """DMA ``rows`` memory rows from ``row_address`` + ``offset`` bytes into VPM row ``y``
+    (relative to the QPU's rows, which ``setup_base`` holds)."""
+    add_constant(a, vr_setup, setup_base, load_setup_delta(rows, y, size))
+    add_constant(a, vr_addr, row_address, offset)
+
+
+def start_store(a, setup_base, units, y, size, address, offset):
+    """DMA ``units`` VPM rows from row ``y`` (relative) to ``address`` + ``offset`` bytes."""
+    add_constant(a, vw_setup, setup_base, store_setup_delta(units, y, size))
+    add_constant(a, vw_addr, address, offset)
+
+
+def generic_row_offset(y, size):
+    """What VPM row ``y`` adds to a generic read or write setup of ``size``-bit elements (the
+    ADDR field counts sub-words for 8/16-bit access): the QPU's ``first_row`` register."""
+    return vpm_read_setup(1, y, size=size) - vpm_read_setup(1, 0, size=size)
+
+
+def read_rows(a, first_row, num, y, size):
+    """Queue a generic read of ``num`` VPM rows from row ``y`` (relative to ``first_row``)."""
+    add_constant(a, vr_setup, first_row, vpm_read_setup(num, y, size=size))
+
+
+def write_rows(a, first_row, y, size):
+    """Set generic VPM writes to start at row ``y`` (relative to ``first_row``)."""
+    add_constant(a, vw_setup, first_row, vpm_write_setup(y, size=size))

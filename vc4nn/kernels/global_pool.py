@@ -1,0 +1,133 @@
+"""Global average pooling on the QPUs: (H, W, C) -> (C,), the mean over the pixels.
+
+A QPU owns blocks of 16 channels (taken round-robin; lanes past C repeat channel C - 1, so no
+gather leaves the tensor) and streams the block's pixels through the TMU, one gather per pixel
+(C*4 bytes apart), GATHER_DEPTH requests in flight, summing in r2. The pixel loop is unrolled
+UNROLL times and its count and remainder are constants of the program (it is generated for the
+layer's shape). The sum is scaled by 1/(H*W) and stored through the QPU's VPM staging row by one
+DMA of up to 16 channels. Memory-bound: each element crosses the bus once (64-byte lines are
+shared by the 16 lanes of a gather when C >= 16).
+
+Uniform stream of one QPU: [VPM write setup of its staging row, 1/(H*W)], then per block
+[1, address of channel c0 at pixel 0, channels valid - 1, y address of c0, VDW setup], then 0.
+"""
+
+import dataclasses
+import functools
+
+from asm import kernel, r1, r2, r3, r4, ra, rb, tmu0_s, uniform, vdw_setup, vpm, \
+    vpm_write_setup, vw_addr, vw_setup, vw_wait
+
+from ..errors import DeviceError
+from .common import GATHER_DEPTH, LANES, STORAGE_BYTES, each_record, lane_addresses, \
+    ops_then_branch
+
+UNROLL = 4
+STEP, SCALE, STAGE_W, ONE = rb[0], rb[1], rb[2], rb[3]   # ONE: a counter step that rides
+# with the pop's signal (a small immediate would take the signal field)
+Y_ADDR, VDW = ra[0], ra[1]
+
+
+def ceil_div(a, b):
+    return -(-a // b)
+
+
+@dataclasses.dataclass(frozen=True)
+class GlobalPoolPlan:
+    pixels: int
+    channels: int
+    num_qpus: int
+    storage: str = "f32"
+
+    def __post_init__(self):
+        if STORAGE_BYTES.get(self.storage) != 4:
+            raise DeviceError(f"global_avg_pool: {self.storage!r} storage is not implemented "
+                              f"(f32 only)")
+
+    @property
+    def element_bytes(self):
+        return STORAGE_BYTES[self.storage]
+
+    @property
+    def blocks(self):
+        return ceil_div(self.channels, LANES)
+
+    @property
+    def qpus(self):
+        return min(self.num_qpus, self.blocks)
+
+    @property
+    def ahead(self):
+        return min(GATHER_DEPTH, self.pixels)
+
+    def uniform_streams(self, x, y):
+        streams = []
+        for q in range(self.qpus):
+            words = [vpm_write_setup(q), 1.0 / self.pixels]
+            for block in range(q, self.blocks, self.qpus):
+                c0 = block * LANES
+                valid = min(LANES, self.channels - c0)
+                words += [1, x + c0 * self.element_bytes, valid - 1,
+                          y + c0 * self.element_bytes, vdw_setup(1, valid, q)]
+            streams.append(words + [0])
+        return streams
+
+
+@functools.lru_cache(maxsize=64)
+def program_for(plan):
+    return global_pool_kernel.assemble(plan)
+
+
+def pixel_ops(a, first=None):
+    """One pixel: pop its gather, add it, ask for the gather GATHER_DEPTH pixels ahead (r1 is
+    its address; the MUL reads r1 before the ADD steps it). ``first``: an op for the free ADD
+    slot of the pop (the loop counter)."""
+    return [lambda: (first or a.nop)(sig="ldtmu0"),
+            lambda: a.fadd(r2, r2, r4).mov(tmu0_s, r1),
+            lambda: a.add(r1, r1, STEP)]
+
+
+def drain_ops(a):
+    return [lambda: a.nop(sig="ldtmu0"), lambda: a.fadd(r2, r2, r4)]
+
+
+def block(a, plan):
+    lane_addresses(a, r1, plan.element_bytes, r3)
+    a.mov(Y_ADDR, uniform)
+    a.mov(VDW, uniform)
+    a.ldi(r2, 0.0)
+    for _ in range(plan.ahead):
+        a.add(r1, r1, STEP).mov(tmu0_s, r1)
+    loops, rest = divmod(plan.pixels - plan.ahead, UNROLL)
+    if loops:
+        a.ldi(r3, loops)
+        with a.scope():
+            a.label("pixels")
+            ops = []
+            for u in range(UNROLL):
+                count = (lambda sig: a.sub(r3, r3, ONE, sf=True, sig=sig)) if u == 0 else None
+                ops += pixel_ops(a, count)
+            ops_then_branch(a, ops, "pixels", cond="all_zc")
+    for _ in range(rest):
+        for op in pixel_ops(a):
+            op()
+    for _ in range(plan.ahead):
+        for op in drain_ops(a):
+            op()
+    a.fmul(r2, r2, SCALE)
+    a.read(vw_wait)                 # my previous block's store has left the staging row
+    a.mov(vw_setup, STAGE_W)
+    a.mov(vpm, r2)
+    a.mov(vw_setup, VDW)
+    a.mov(vw_addr, Y_ADDR)
+
+
+@kernel
+def global_pool_kernel(a, plan):
+    a.mov(STAGE_W, uniform)
+    a.mov(SCALE, uniform)
+    a.ldi(STEP, plan.channels * plan.element_bytes)
+    a.ldi(ONE, 1)
+    each_record(a, lambda: block(a, plan))
+    a.read(vw_wait)
+    a.exit()

@@ -1,0 +1,146 @@
+"""The pointwise (1x1) convolution as the SGEMM panel kernel with a fused epilogue.
+
+A 1x1 convolution of an (H, W, Cin) activation is the product [H*W, Cin] x [Cin, Cout]. The
+activation plays A (each QPU gathers 8 pixels' channels through the TMU), the weights play B
+(the operand every QPU shares: one DMA per k-row of a panel into the VPM), so the weights are
+read once per pass of 96 pixels x 12 QPUs and the activation once per 96 output channels
+(docs/sgemm.md, "The panel kernel"). The bias is where the accumulators start, the residual is
+gathered and added before the store, the activation is applied on the VPM write
+(vc4nn/kernels/epilogue.py): no extra pass over the result.
+
+When the pixels that share a TMU cache lie a multiple of 512 bytes apart (Cin a multiple of 128,
+and Cin = 384, 640, ...), they share sets of the direct-mapped cache and the gathers miss: then
+each QPU takes fewer pixels (4 for Cin = 128), or the activation is first transposed on the GPU
+([Cin, H*W], one extra launch) and the panel kernel's TN path reads it (``route``). The weights need no such care: B is only ever DMA'd.
+"""
+
+import dataclasses
+import functools
+import typing
+
+import collections
+
+from .. import hardware
+from ..errors import DeviceError
+from . import sgemm_panel, transpose
+from .common import MAX_VDW_STRIDE, STORAGE_BYTES, WORD
+from .epilogue import Epilogue
+
+
+@dataclasses.dataclass(frozen=True)
+class PointwisePlan:
+    """Everything the two launches of one pointwise layer depend on.
+
+    ``transpose_input``, ``max_rows``: None follows the aliasing rule (``route``); a value
+    forces the route (a tuner's choice). The panel kernel's own tiling (rows per QPU, panel
+    width, chunk rows, passes) is derived in ``panel``.
+    """
+
+    height: int
+    width: int
+    cin: int
+    cout: int
+    num_qpus: int
+    bias: bool = False
+    residual: bool = False
+    activation: typing.Optional[str] = None
+    storage: str = "f32"
+    transpose_input: typing.Optional[bool] = None
+    max_rows: typing.Optional[int] = None
+
+    def __post_init__(self):
+        if self.storage not in STORAGE_BYTES:
+            raise DeviceError(f"pointwise: storage {self.storage!r} is not one of "
+                              f"{sorted(STORAGE_BYTES)}")
+        if STORAGE_BYTES[self.storage] != sgemm_panel.WORD:
+            raise DeviceError(f"pointwise: the panel kernel stores {sgemm_panel.WORD}-byte "
+                              f"elements; {self.storage} storage is not implemented yet")
+
+    @property
+    def pixels(self):
+        return self.height * self.width
+
+    @property
+    def epilogue(self):
+        return Epilogue(self.bias, self.residual, self.activation)
+
+    def _panel(self, trans_a, max_rows=sgemm_panel.MAX_ROWS):
+        return sgemm_panel.PanelPlan(self.pixels, self.cout, self.cin, trans_a, self.num_qpus,
+                                     True, True, self.epilogue, max_rows)
+
+    @property
+    def route(self):
+        """(transposed, rows per QPU at most): how the layer avoids gathers that alias in the
+        TMU cache. SGEMM's rule for the rows of one QPU (``sgemm_panel.transpose_a_first``)
+        transposes; on more than 8 QPUs, when the rows of the QPUs sharing a TMU cache alias
+        (``tmu_rows_per_set``), fewer rows per QPU (at least MIN_ROWS) if that avoids it, else
+        the transpose. Measured in the cycle model (pi1, 12 QPUs, clocks of both launches, bias
+        and relu6 included): 192 pixels 128->128: 8 rows 465 374, 4 rows 218 028, transposed
+        228 253; 96 pixels 256->128: 8 rows 620 468, 2 rows 318 408, transposed 214 039; 96
+        pixels 384->64: 8 rows 347 400, transposed 208 220; without aliasing, 64->384: direct
+        121 758, transposed 135 240. On 8 QPUs (64 pixels 128->128: direct 78 157, transposed
+        92 786) and 4 (32 pixels: 69 059, 77 496) the misses cost less than the transpose. The
+        transpose's VDW stride limits it to H*W <= 16384 pixels."""
+        fits = (self.pixels - 1) * WORD <= MAX_VDW_STRIDE
+        if self.transpose_input is not None or self.max_rows is not None:
+            return bool(self.transpose_input) and fits, self.max_rows or sgemm_panel.MAX_ROWS
+        direct = self._panel(False)
+        if sgemm_panel.transpose_a_first(direct):
+            return fits, sgemm_panel.MAX_ROWS
+        if direct.qpus <= 8 or tmu_rows_per_set(direct) <= hardware.TMU_CACHE_WAYS:
+            return False, sgemm_panel.MAX_ROWS
+        for rows in range(sgemm_panel.MAX_ROWS - 1, MIN_ROWS - 1, -1):
+            if tmu_rows_per_set(self._panel(False, rows)) <= hardware.TMU_CACHE_WAYS:
+                return False, rows
+        return fits, sgemm_panel.MAX_ROWS
+
+    @property
+    def transposed(self):
+        """Whether the activation is transposed on the GPU first (``route``)."""
+        return self.route[0]
+
+    @property
+    def panel(self):
+        return self._panel(*self.route)
+
+    @property
+    def transpose(self):
+        """The transpose launch's plan, or None."""
+        return transpose.TransposePlan(self.pixels, self.cin, self.num_qpus) if self.transposed else None
+
+
+MIN_ROWS = 4        # fewer rows per QPU re-read the weights too often to beat the transpose
+
+
+def tmu_rows_per_set(panel):
+    """How many of the rows that the QPUs sharing one TMU gather at once (consecutive row
+    blocks: QPUs 2i and 2i+1, hardware.QPUS_PER_TMU) fall on one set of its cache. Every row
+    keeps one line in use for 8 two-k gathers; more rows on a set than its ways and they evict
+    each other's lines before the next gather."""
+    line, ways = hardware.TMU_CACHE_LINE_BYTES, hardware.TMU_CACHE_WAYS
+    sets = hardware.TMU_CACHE_BYTES // (line * ways)
+    rows = panel.rows * min(hardware.QPUS_PER_TMU, panel.qpus)
+    return max(collections.Counter(g * panel.a_lane // line % sets for g in range(rows)).values())
+
+
+@functools.lru_cache(maxsize=128)
+def programs_for(plan):
+    """(transpose program or None, panel program) of a plan, assembled once per plan."""
+    first = transpose.program_for(plan.transpose) if plan.transpose else None
+    return first, sgemm_panel.program_for(plan.panel)
+
+
+def launches(plan, x, w, y, bias=None, residual=None, workspace=None):
+    """[(program, QPUs, uniform streams)] of the layer, in order. Bus addresses: x the
+    activation, w the weights (Cin, Cout), y the result, bias / residual when the plan has them,
+    workspace a Cin x H*W float buffer when the plan transposes."""
+    first, main = programs_for(plan)
+    out = []
+    a = x
+    if first is not None:
+        out.append((first, plan.transpose.qpus, plan.transpose.uniform_streams(x, workspace)))
+        a = workspace
+    streams = sgemm_panel.uniform_streams(plan.panel, (a, w, y), 1.0, 0.0, bias=bias,
+                                          residual=residual)
+    out.append((main, plan.num_qpus, streams))
+    return out

@@ -1,0 +1,249 @@
+"""The sliding-window kernel: depthwise convolution and average pooling (plan: window_plan.py,
+docs/kernels.md "Depthwise convolution and average pooling").
+
+Registers:
+- ra0..ra27 accumulators: ``acc_sets`` output rows x ``tile_cols`` columns; ra28 the bias;
+- rb0..rb23 the window's weights (depthwise) or the column scales (avg_pool); rb24 6.0 (relu6);
+  rb25.. the tile's VPM rows, setup bases, current input row and store address; ra29 the
+  loop count;
+- r0 scratch, r1 the input vector, r2/r3 products (alternating, so that the add of one product
+  issues with the multiply of the next).
+"""
+
+import functools
+
+from asm import element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb, tmu0_s, uniform, vpm, \
+    vr_setup, vr_wait, vw_setup, vw_wait
+
+from . import dma
+from .common import each_record
+from .epilogue import activate
+from .window_plan import ACCUMULATOR_REGISTERS, STORAGE_BITS
+
+ACC = [ra[i] for i in range(ACCUMULATOR_REGISTERS)]
+BIAS = ra[28]
+WEIGHTS = [rb[i] for i in range(24)]
+SIX = rb[24]
+VPM_ROW0, LOAD_BASE, STORE_BASE, ROW, STORE = (rb[i] for i in range(25, 30))
+COUNT = ra[29]
+
+
+class MacPipe:
+    """Emits multiply-adds so that the add of one issues with the multiply of the next.
+
+    ``pending`` is an ADD-ALU op waiting for an instruction to ride in; ``last_write`` the
+    regfile register the previous instruction wrote (read right after, it would be a hazard).
+    """
+
+    def __init__(self, a):
+        self.a = a
+        self.pending = None
+        self.last_write = None
+        self.product = r2
+
+    def _emit(self, mul=None):
+        """One instruction: the pending add (if any) and ``mul`` (method name, dst, srcs)."""
+        a, pending = self.a, self.pending
+        if pending and pending[2] is self.last_write:
+            a.nop()
+        self.last_write = None
+        handle = None
+        if pending:
+            op, dst, *srcs = pending
+            handle = getattr(a, op)(dst, *srcs)
+            self.last_write = dst if dst.name.startswith(("ra", "rb")) else None
+        if mul:
+            op, dst, *srcs = mul
+            getattr(handle if handle is not None else a, op)(dst, *srcs)
+        self.pending = None
+
+    def flush(self):
+        if self.pending:
+            self._emit()
+
+    def settle(self):
+        """Flush, and keep the next instruction from reading what the last one wrote."""
+        self.flush()
+        if self.last_write is not None:
+            self.a.nop()
+        self.last_write = None
+
+    def read_input(self):
+        """r1 = the next vector of the VPM read queue."""
+        self._emit(("mov", r1, vpm))
+
+    def multiply_add(self, acc, weight, first, start):
+        """acc = (start if first else acc) + r1 * weight."""
+        product = self.product
+        self.product = r3 if product is r2 else r2
+        self._emit(("fmul", product, r1, weight))
+        self.pending = ("fadd", acc, start if first else acc, product)
+
+    def add(self, acc, first):
+        """acc = r1 if first else acc + r1."""
+        self.flush()
+        self.pending = ("fadd", acc, r1, 0) if first else ("fadd", acc, acc, r1)
+
+
+def gather_weights(a, dsts, row_bytes, elem_bytes, depth=4):
+    """dsts[t] = the lanes' words of row t of a (rows x padded channels) array whose block
+    address is the next uniform; ``depth`` TMU requests in flight (facts §5.13)."""
+    a.shl(r0, element_number, elem_bytes.bit_length() - 1)
+    a.add(r0, r0, uniform)
+
+    def request(t):
+        dma.add_constant(a, tmu0_s, r0, t * row_bytes, scratch=r1)
+
+    for t in range(min(depth, len(dsts))):
+        request(t)
+    for t, dst in enumerate(dsts):
+        a.nop(sig="ldtmu0")
+        a.mov(dst, r4)
+        if t + depth < len(dsts):
+            request(t + depth)
+
+
+def tile_setup(a, plan):
+    """Read the tile header (order: WindowPlan._tile_header) and branch to its variant."""
+    a.mov(LOAD_BASE, uniform)
+    a.mov(vr_setup, uniform)            # the load pitch (extended setup word)
+    a.mov(STORE_BASE, uniform)
+    a.read(vw_wait)                     # the stride below is sticky: the last store must be out
+    a.mov(vw_setup, uniform)
+    if plan.op == "depthwise":
+        taps = plan.kernel_h * plan.kernel_w
+        gather_weights(a, WEIGHTS[:taps] + [BIAS], plan.padded_channels * plan.elem_bytes,
+                       plan.elem_bytes)
+    a.mov(COUNT, uniform)
+    a.mov(r0, uniform)
+    variants = plan.variants
+    for i in range(len(variants) - 1):
+        a.sub(null, r0, i, sf=True)
+        a.branch(f"variant{i}", cond="all_zs")
+        a.nop()
+        a.nop()
+        a.nop()
+    for i in reversed(range(len(variants))):    # the last one is where the tests fall through
+        a.label(f"variant{i}")
+        run_variant(a, plan, i)
+        if i > 0:
+            a.branch("tile_end")
+            a.nop()
+            a.nop()
+            a.nop()
+    a.label("tile_end")
+
+
+def run_variant(a, plan, index):
+    """Prologue (column scales, first load), the row loop, the drain of the last prefetch."""
+    variant = plan.variants[index]
+    size = STORAGE_BITS[plan.storage]
+    if plan.op == "avg_pool":
+        for j in range(variant.cols):
+            a.ldi(WEIGHTS[j], 1.0 / plan.cols_in_window(variant, j))
+    chunks = plan.chunks(variant)
+    a.mov(ROW, uniform)
+    a.nop()
+    dma.start_load(a, LOAD_BASE, chunks[0][1], 0, size, ROW, 0)
+    a.label(f"loop{index}")
+    loop_body(a, plan, variant, size)
+    a.sub(COUNT, COUNT, 1, sf=True)
+    a.branch(f"loop{index}", cond="all_zc")
+    a.nop()
+    a.nop()
+    a.nop()
+    a.read(vr_wait)                     # the prefetch past the last row (from the zero row)
+
+
+def loop_body(a, plan, variant, size):
+    chunks = plan.chunks(variant)
+    rows = plan.body_rows(variant)
+    steps = [(r, k) for r in range(rows) for k in range(len(chunks))]
+    pipe = MacPipe(a)
+    stores = 0
+    cols_bytes = plan.channels * plan.elem_bytes
+    for index, (r, k) in enumerate(steps):
+        first_col, pixels = chunks[k]
+        next_col, next_pixels = chunks[steps[(index + 1) % len(steps)][1]]
+        pipe.flush()
+        a.read(vr_wait)
+        # Prefetch the next chunk, unless its row address is 0: a row past the last one the
+        # tile needs (it would only feed outputs the tile does not store).
+        if k == len(chunks) - 1:        # the next chunk starts the next row
+            a.mov(ROW, uniform, sf=True)
+        else:
+            a.mov(null, ROW, sf=True)
+        with a.scope("prefetch"):
+            a.branch("skip", cond="all_zs")
+            dma.read_rows(a, VPM_ROW0, pixels, plan.in_chunk * (index % 2), size)
+            a.nop()
+            dma.start_load(a, LOAD_BASE, next_pixels, plan.in_chunk * ((index + 1) % 2), size,
+                           ROW, (next_col - variant.lo) * cols_bytes)
+            a.label("skip")
+        for col in range(first_col, first_col + pixels):
+            pipe.read_input()
+            for kh, out_row in plan.taps(r):
+                acc_set = out_row % plan.acc_sets
+                for kw in range(plan.kernel_w):
+                    j, rest = divmod(col - kw, plan.stride_w)
+                    if rest or not 0 <= j < variant.cols:
+                        continue
+                    acc = ACC[acc_set * variant.cols + j]
+                    # the first tap of an output: its top row's first column in the image
+                    first = kh == 0 and col == max(j * plan.stride_w, variant.lo)
+                    if plan.op == "avg_pool":
+                        pipe.add(acc, first)
+                    else:
+                        pipe.multiply_add(acc, WEIGHTS[kh * plan.kernel_w + kw], first, BIAS)
+        if k == len(chunks) - 1:
+            out_row = plan.finished(r)
+            if out_row is not None:
+                pipe.settle()
+                stores = store_row(a, plan, variant, out_row % plan.acc_sets, size, stores)
+    pipe.flush()
+
+
+def store_row(a, plan, variant, acc_set, size, stores):
+    """Finish one output row (scale or bias+activation), stage it and store it in chunks.
+    Returns the count of stores emitted so far (it picks the staging buffer)."""
+    if plan.op == "avg_pool":
+        a.mov(r1, uniform)              # 1 / valid rows of this output row's windows
+    a.mov(STORE, uniform, sf=True)      # 0: an output row the tile does not own
+    with a.scope("store"):
+        a.branch("skip", cond="all_zs")
+        a.nop()
+        a.nop()
+        a.nop()
+        for first, pixels in plan.store_chunks(variant):
+            y = 2 * plan.in_chunk + plan.out_chunk * (stores % 2)
+            dma.write_rows(a, VPM_ROW0, y, size)
+            for j in range(first, first + pixels):
+                acc = ACC[acc_set * variant.cols + j]
+                if plan.op == "avg_pool":
+                    a.fmul(r0, acc, r1)
+                    a.fmul(vpm, r0, WEIGHTS[j])
+                else:
+                    activate(a, vpm, acc, plan.activation, SIX)
+            a.read(vw_wait)
+            dma.start_store(a, STORE_BASE, pixels, y, size, STORE,
+                            first * plan.channels * plan.elem_bytes)
+            stores += 1
+        a.label("skip")
+    return stores
+
+
+@kernel
+def window_kernel(a, plan):
+    """Every QPU runs the tiles its uniform stream lists (first uniform: its VPM rows)."""
+    a.mov(VPM_ROW0, uniform)
+    if plan.activation == "relu6":
+        a.ldi(SIX, 6.0)
+    each_record(a, lambda: tile_setup(a, plan))
+    a.read(vw_wait)
+    a.exit()
+
+
+@functools.lru_cache(maxsize=64)
+def program_for(plan):
+    """The assembled program of a (checked) plan; one per distinct plan."""
+    return window_kernel.assemble(plan)

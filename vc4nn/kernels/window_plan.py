@@ -1,0 +1,348 @@
+"""Plans of the sliding-window kernels (depthwise convolution, average pooling): tiling, the
+static schedule both the code generator and the uniform streams follow, and the streams.
+
+A *tile* is one channel block (16 channels on the 16 lanes), a strip of ``tile_cols`` output
+columns and ``tile_rows`` output rows. Its QPU walks the strip's input rows top to bottom; each
+input row is split into *chunks* of ``in_chunk`` pixels, each one DMA load (VDR) into one of two
+VPM buffers, so the load of chunk k+1 runs while chunk k is multiplied in. Every input vector
+(one pixel's 16 channels) is read from the VPM once and added, times the tap's weight, into the
+accumulators of every output it touches. Output rows finish in order and leave through VDW
+stores of ``out_chunk`` pixels from two more VPM buffers.
+
+Padding is handled inside the kernel, never by a padded copy of the activation:
+- left/right: the code of each *variant* (a class of strips: which local input columns exist)
+  simply has no load and no multiply for the missing columns;
+- top/bottom: the row loop is the same for every row; the uniform stream gives each input row's
+  address, and a row outside the image is loaded from a small zero buffer.
+The loop body covers ``body_rows`` input rows. The loop's ramp-up and ramp-down compute output
+rows the tile does not own: their store address is 0 and the kernel skips the store (no QPU
+writes another's outputs); input rows past the last one the tile needs have address 0 too and
+are not loaded.
+"""
+
+import dataclasses
+import functools
+
+from asm import isa, vdr_pitch, vdw_stride
+
+from . import dma
+from .common import LANES
+from .spatial import STORAGE_BITS, PlanError, SpatialShape
+
+ACCUMULATOR_REGISTERS = 28          # ra0..ra27; ra28..ra31 hold the bias and spares
+MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (16)
+# For the tile-height choice (cycle model, docs/kernels.md): a 64-byte store row costs 0.7 of a
+# load row (the DMA row models of docs/cycle-model.md), and one QPU alone keeps about 2/3 of the
+# bus busy (tools/bench_spatial.py --qpus 1).
+STORE_ROW_COST = 0.7
+ONE_QPU_BUS_SHARE = 0.66
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """A class of strips: input columns ``lo``..``hi`` (local) exist, ``cols`` outputs."""
+    lo: int
+    hi: int
+    cols: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+    block: int          # channel block (16 channels)
+    col0: int           # first output column
+    row0: int           # first output row
+    rows: int           # output rows
+    variant: int
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowPlan(SpatialShape):
+    """Everything the generated program depends on (the program cache's key).
+
+    op: "depthwise" (weights and bias per channel, fused activation) or "avg_pool" (the mean
+    over the window's valid elements, TFLite AVERAGE_POOL_2D / ONNX count_include_pad=0).
+    """
+    op: str
+    in_h: int
+    in_w: int
+    channels: int
+    kernel_h: int
+    kernel_w: int
+    stride_h: int
+    stride_w: int
+    pads: tuple                 # (top, bottom, left, right)
+    activation: object = None
+    num_qpus: int = 12
+    storage: str = "float32"
+    tile_cols: int = 0          # 0: choose (see with_defaults)
+    tile_rows: int = 0
+    in_chunk: int = 0
+    out_chunk: int = 0
+    buffers: int = 2            # double buffering of loads and stores
+
+    # -- shape ---------------------------------------------------------------------------------
+    @property
+    def blocks(self):
+        return -(-self.channels // LANES)
+
+    @property
+    def padded_channels(self):
+        return self.blocks * LANES
+
+    @property
+    def acc_sets(self):
+        """Output rows whose accumulators are live at once: an input row feeds this many."""
+        return -(-self.kernel_h // self.stride_h)
+
+    @property
+    def period(self):
+        """Input rows after which the accumulator sets are back in the same roles."""
+        return self.acc_sets * self.stride_h
+
+    def strip_in_cols(self, cols):
+        return (cols - 1) * self.stride_w + self.kernel_w
+
+    # -- tiling --------------------------------------------------------------------------------
+    def with_defaults(self):
+        """This plan with every 0 tiling choice replaced by the default for the shape."""
+        plan = self
+        if plan.tile_cols == 0:
+            cols = max(1, min(ACCUMULATOR_REGISTERS // plan.acc_sets, 8, plan.out_w))
+            plan = dataclasses.replace(plan, tile_cols=cols)
+        if plan.tile_rows == 0:
+            # More than three tiles per QPU never pays: the balance is fine by then.
+            strips = plan.blocks * -(-plan.out_w // plan.tile_cols)
+            most = max(1, min(plan.out_h, -(-3 * plan.num_qpus // strips)))
+            heights = {-(-plan.out_h // splits) for splits in range(1, most + 1)}
+            plan = min((dataclasses.replace(plan, tile_rows=h) for h in sorted(heights)),
+                       key=lambda p: p.estimated_bus_time())
+        qpus = min(plan.num_qpus, len(plan.tiles))
+        rows = plan.vpm_rows_per_qpu(qpus)
+        if plan.out_chunk == 0:
+            plan = dataclasses.replace(plan, out_chunk=max(1, min(plan.tile_cols, rows // 4)))
+        if plan.in_chunk == 0:
+            room = (rows - plan.buffers * plan.out_chunk) // plan.buffers
+            plan = dataclasses.replace(plan, in_chunk=max(1, min(MAX_CHUNK, room,
+                                                                 plan.strip_in_cols(plan.tile_cols))))
+        return plan
+
+    def estimated_bus_time(self):
+        """Memory-bus time of the tiling in units of a 64-byte DMA load row: every tile's input
+        rows (halo included) and output rows; or, if more, the busiest QPU's share divided by
+        the part of the bus one QPU keeps busy on its own (its loads wait for each other). The
+        default tile height minimizes it: the layers are memory bound, so fewer halo rows beat
+        an even spread over all QPUs."""
+        variants = self.variants
+
+        def bus_time(tile):
+            v = variants[tile.variant]
+            loads = ((tile.rows - 1) * self.stride_h + self.kernel_h) * (v.hi - v.lo)
+            return loads + STORE_ROW_COST * tile.rows * v.cols
+
+        per_qpu = [sum(map(bus_time, tiles)) for tiles in self.qpu_tiles()]
+        return max(sum(per_qpu), max(per_qpu) / ONE_QPU_BUS_SHARE)
+
+    @staticmethod
+    def vpm_rows_per_qpu(qpus):
+        return isa.VPM_ROWS // qpus
+
+    @property
+    def qpus(self):
+        return min(self.num_qpus, len(self.tiles))
+
+    def check(self):
+        """Raise PlanError if the tiling does not fit the registers, the VPM or the DMA fields."""
+        if self.storage not in STORAGE_BITS:
+            raise PlanError(f"storage {self.storage!r}: the kernels store "
+                            f"{', '.join(STORAGE_BITS)}")
+        if self.acc_sets * self.tile_cols > ACCUMULATOR_REGISTERS:
+            raise PlanError(f"tile_cols={self.tile_cols}: {self.acc_sets} output rows x "
+                            f"{self.tile_cols} columns of accumulators exceed the "
+                            f"{ACCUMULATOR_REGISTERS} registers")
+        if self.kernel_h * self.kernel_w > 24 and self.op == "depthwise":
+            raise PlanError(f"a {self.kernel_h}x{self.kernel_w} depthwise window needs more "
+                            f"weight registers than regfile B has")
+        if self.op == "avg_pool" and self.tile_cols > 24:
+            raise PlanError(f"tile_cols={self.tile_cols}: too many column scales")
+        if not 1 <= self.in_chunk <= MAX_CHUNK or not 1 <= self.out_chunk <= self.tile_cols:
+            raise PlanError(f"in_chunk={self.in_chunk} (1..{MAX_CHUNK}), out_chunk="
+                            f"{self.out_chunk} (1..tile_cols)")
+        need = self.buffers * (self.in_chunk + self.out_chunk)
+        if need > self.vpm_rows_per_qpu(self.qpus):
+            raise PlanError(f"{self.qpus} QPUs x {need} VPM rows (buffers of {self.in_chunk} "
+                            f"input and {self.out_chunk} output pixels) exceed the "
+                            f"{isa.VPM_ROWS} rows generic access reaches")
+        pitch = self.channels * self.elem_bytes
+        if pitch >= 1 << isa.VDR_EXTENDED["mpitchb"][1]:
+            raise PlanError(f"{self.channels} channels: a pixel is {pitch} bytes, more than the "
+                            f"DMA load pitch field holds")
+        if self.buffers != 2:
+            raise PlanError("buffers: the kernels double-buffer (2)")
+        return self
+
+    @functools.cached_property
+    def variants(self):
+        return tuple(sorted({self._variant(c0) for c0 in range(0, self.out_w, self.tile_cols)},
+                            key=lambda v: (v.lo, v.hi, v.cols)))
+
+    def _variant(self, col0):
+        cols = min(self.tile_cols, self.out_w - col0)
+        first = col0 * self.stride_w - self.pads[2]         # global column of local column 0
+        width = self.strip_in_cols(cols)
+        return Variant(max(0, -first), min(width, self.in_w - first), cols)
+
+    @functools.cached_property
+    def tiles(self):
+        variants = self.variants
+        out = []
+        for block in range(self.blocks):
+            for col0 in range(0, self.out_w, self.tile_cols):
+                v = variants.index(self._variant(col0))
+                for row0 in range(0, self.out_h, self.tile_rows):
+                    out.append(Tile(block, col0, row0, min(self.tile_rows, self.out_h - row0), v))
+        return out
+
+    def qpu_tiles(self):
+        """Tiles of each QPU: contiguous runs of the tile list, as even as the count allows."""
+        tiles, qpus = self.tiles, self.qpus
+        bounds = [len(tiles) * q // qpus for q in range(qpus + 1)]
+        return [tiles[bounds[q]:bounds[q + 1]] for q in range(qpus)]
+
+    # -- the static schedule ---------------------------------------------------------------------
+    def chunks(self, variant):
+        """(first local column, pixels) of each DMA load of one input row."""
+        return [(c, min(self.in_chunk, variant.hi - c))
+                for c in range(variant.lo, variant.hi, self.in_chunk)]
+
+    def body_rows(self, variant):
+        """Input rows per loop iteration: a period, doubled if that makes the chunk count odd
+        (the two buffers must be in the same roles at the start of every iteration)."""
+        rows = self.period
+        stores = self.acc_sets * len(self.store_chunks(variant))
+        return rows * (2 if (rows * len(self.chunks(variant)) % 2 or stores % 2) else 1)
+
+    def store_chunks(self, variant):
+        """(first output column, pixels) of each DMA store of one output row."""
+        return [(j, min(self.out_chunk, variant.cols - j))
+                for j in range(0, variant.cols, self.out_chunk)]
+
+    def taps(self, row):
+        """(kh, output row relative to the iteration) of every window row ``row`` (in the body)
+        feeds."""
+        return [(kh, (row - kh) // self.stride_h) for kh in range(self.kernel_h)
+                if (row - kh) % self.stride_h == 0]
+
+    def finished(self, row):
+        """The relative output row completed by body row ``row``, or None."""
+        last = row - (self.kernel_h - 1)
+        return last // self.stride_h if last % self.stride_h == 0 else None
+
+    def events(self, variant):
+        """The uniform reads of one loop iteration in code order: ("row", r) is the address of
+        body row r (r == body_rows: the next iteration's first row), ("store", o) the address of
+        relative output row o; avg_pool adds ("scale", o) before each store."""
+        out = []
+        rows, chunks = self.body_rows(variant), self.chunks(variant)
+        for r in range(rows):
+            for k in range(len(chunks)):
+                if k == len(chunks) - 1:
+                    out.append(("row", r + 1))
+            o = self.finished(r)
+            if o is not None:
+                if self.op == "avg_pool":
+                    out.append(("scale", o))
+                out.append(("store", o))
+        return out
+
+    def iterations(self, tile):
+        needed = (tile.rows - 1) * self.stride_h + self.kernel_h
+        return -(-needed // self.body_rows(self.variants[tile.variant]))
+
+    # -- uniform streams -------------------------------------------------------------------------
+    def uniform_streams(self, x_addr, y_addr, weights_addr, zero_addr):
+        """Per QPU: [its first VPM row as a generic setup offset, tile records..., 0]."""
+        streams = []
+        per_qpu = self.vpm_rows_per_qpu(self.qpus)
+        for q, tiles in enumerate(self.qpu_tiles()):
+            words = [dma.generic_row_offset(q * per_qpu, STORAGE_BITS[self.storage])]
+            for tile in tiles:
+                words += self._tile_header(tile, q * per_qpu, weights_addr)
+                words += self._row_and_store_words(tile, x_addr, y_addr, zero_addr)
+            streams.append(words + [0])
+        return streams
+
+    def _tile_header(self, tile, vpm_row, weights_addr):
+        """[1, load setup base, load pitch, store setup base, store stride, (weights), loop
+        count, variant]: the order the kernel reads them (vc4nn/kernels/window.py)."""
+        size = STORAGE_BITS[self.storage]
+        depth = min(LANES, self.channels - tile.block * LANES)
+        pitch = self.channels * self.elem_bytes
+        words = [1, dma.load_setup_base(depth, vpm_row, size), vdr_pitch(pitch),
+                 dma.store_setup_base(depth, vpm_row, size),
+                 vdw_stride((self.channels - depth) * self.elem_bytes)]
+        if self.op == "depthwise":
+            words.append(weights_addr + tile.block * LANES * self.elem_bytes)
+        return words + [self.iterations(tile), tile.variant]
+
+    def _row_and_store_words(self, tile, x_addr, y_addr, zero_addr):
+        variant = self.variants[tile.variant]
+        esz, c = self.elem_bytes, self.channels
+        rows = self.body_rows(variant)
+        out_per_iter = rows // self.stride_h
+        needed = (tile.rows - 1) * self.stride_h + self.kernel_h
+        top = tile.row0 * self.stride_h - self.pads[0]          # global row of local row 0
+        left = tile.col0 * self.stride_w - self.pads[2] + variant.lo
+        channel0 = tile.block * LANES * esz
+
+        def row_address(i):
+            g = top + i
+            if i >= needed:
+                return 0
+            if not 0 <= g < self.in_h:
+                return zero_addr
+            return x_addr + ((g * self.in_w + left) * c) * esz + channel0
+
+        def output_row(o):
+            return o if 0 <= o < tile.rows else None
+
+        words = [row_address(0)]
+        for m in range(self.iterations(tile)):
+            for kind, r in self.events(variant):
+                if kind == "row":
+                    words.append(row_address(m * rows + r))
+                    continue
+                o = output_row(m * out_per_iter + r)
+                if kind == "scale":
+                    words.append(0.0 if o is None else 1.0 / self._rows_in_window(tile.row0 + o))
+                elif o is None:
+                    words.append(0)
+                else:
+                    words.append(y_addr + ((tile.row0 + o) * self.out_w + tile.col0) * c * esz
+                                 + channel0)
+        return words
+
+    def _rows_in_window(self, out_row):
+        first = out_row * self.stride_h - self.pads[0]
+        return min(first + self.kernel_h, self.in_h) - max(first, 0)
+
+    def cols_in_window(self, variant, j):
+        first = j * self.stride_w
+        return min(first + self.kernel_w, variant.hi) - max(first, variant.lo)
+
+    # -- sizes the launcher allocates --------------------------------------------------------------
+    @property
+    def zero_words(self):
+        """The zero row buffer: the longest row a load reads (any channel block)."""
+        return self.strip_in_cols(self.tile_cols) * self.channels + LANES
+
+    def bytes_moved(self):
+        """Bytes the layer must move at least: the input and output once (weights are tiny)."""
+        return (self.in_h * self.in_w + self.out_h * self.out_w) * self.channels * self.elem_bytes
+
+
+def make_plan(op, in_h, in_w, channels, kernel, stride, pads, activation=None, num_qpus=12,
+              storage="float32", **tiling):
+    """A checked plan with defaults filled in."""
+    plan = WindowPlan(op, in_h, in_w, channels, kernel[0], kernel[1], stride[0], stride[1],
+                      tuple(pads), activation, num_qpus, storage, **tiling)
+    return plan.with_defaults().check()

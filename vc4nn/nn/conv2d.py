@@ -1,0 +1,101 @@
+"""Convolution (KH, KW, Cin, Cout) with fused bias and activation, for small input depths: the
+MobileNet stem. Kernel: vc4nn/kernels/conv2d.py."""
+
+import numpy as np
+
+from ..device import Buffer, uniform_words
+from ..kernels import conv2d as kernel
+from .depthwise import contiguous
+from .layer_args import LayerArgumentError, check_activation, check_int, check_on_device, \
+    check_out, check_tensor, pick_device, resolve_padding
+from .layer_call import LayerCall
+
+LAYER = "conv2d"
+
+
+class PreparedConv2d:
+    """Weights (KH, KW, Cin, Cout) and bias (Cout,) as the word stream the kernel reads (per
+    16-channel block, per pass of taps, per output channel: bias, then the taps), in device
+    memory."""
+
+    def __init__(self, w, bias, device, taps_per_pass=0):
+        w = check_tensor(LAYER, "w", contiguous(w), 4)
+        kh, kw, cin, cout = w.shape
+        if bias is None:
+            bias = np.zeros(cout, np.float32)
+        else:
+            bias = check_tensor(LAYER, "bias", contiguous(bias), 1)
+            if bias.shape != (cout,):
+                raise LayerArgumentError(f"{LAYER}: bias has shape {bias.shape}; w has {cout} "
+                                         f"output channels")
+        self.shape, self.taps_per_pass, self.device = w.shape, taps_per_pass, device
+        layout = kernel.Conv2dPlan(kh, kw, cin, cout, kh, kw, 1, 1, (0, 0, 0, 0),
+                                   taps_per_pass=taps_per_pass).check()
+        self.buffer = device.array(np.asarray(layout.weight_stream(w, bias), np.float32))
+
+    @property
+    def nbytes(self):
+        return self.buffer.nbytes
+
+    def free(self):
+        self.device.free(self.buffer)
+
+
+def prepare_conv2d(w, bias=None, device=None, taps_per_pass=0):
+    """Lay out conv2d weights (KH, KW, Cin, Cout) and bias (Cout,) once, on ``device``."""
+    return PreparedConv2d(w, bias, pick_device(device), taps_per_pass)
+
+
+def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None, device=None,
+           num_qpus=12, return_run=False):
+    """y[i, j, o] = act(bias[o] + sum over the window and c of x[., ., c] * w[., ., c, o]).
+
+    x (H, W, Cin); stride any int >= 1; padding "same" (TensorFlow), "valid" or (top, bottom,
+    left, right). Built for small Cin (the stem); any shape is computed correctly.
+    """
+    device = pick_device(device, x, out)
+    check_on_device(LAYER, "x", x, device)
+    x = check_tensor(LAYER, "x", x, 3)
+    stride = check_int(LAYER, "stride", stride)
+    activation = check_activation(LAYER, activation)
+    num_qpus = check_int(LAYER, "num_qpus", num_qpus)
+    shape = w.shape if isinstance(w, PreparedConv2d) else np.shape(w)
+    if len(shape) != 4 or shape[2] != x.shape[2]:
+        raise LayerArgumentError(f"{LAYER}: w has shape {tuple(shape)}; it must be (KH, KW, "
+                                 f"{x.shape[2]}, Cout) for x of shape {x.shape}")
+    kh, kw, cin, cout = shape
+    h, wd, _ = x.shape
+    pads, (oh, ow) = resolve_padding(LAYER, padding, h, wd, kh, kw, stride, stride)
+    out = check_out(LAYER, out, (oh, ow, cout), np.float32, device)
+    prepared = w if isinstance(w, PreparedConv2d) else None
+    if prepared is not None and bias is not None:
+        raise LayerArgumentError(f"{LAYER}: give the bias to prepare_conv2d, not with prepared "
+                                 f"weights")
+    taps_per_pass = prepared.taps_per_pass if prepared else 0
+    plan = kernel.Conv2dPlan(h, wd, cin, cout, kh, kw, stride, stride, pads, activation,
+                             num_qpus, taps_per_pass=taps_per_pass).check()
+    if prepared is None:
+        prepared = PreparedConv2d(w, bias, device, taps_per_pass)
+    try:
+        with LayerCall(device, host_result=not isinstance(x, Buffer)) as call:
+            x_buf = call.on_device(x)
+            y = call.result_buffer(out, (oh, ow, cout))
+            zero = call.temporary(plan.zero_words)
+            streams = uniform_streams(call, plan, x_buf, y, prepared.buffer, zero)
+            run = device.execute(kernel.program_for(plan), plan.qpus, streams)
+            return call.finish(y, out, run, return_run)
+    finally:
+        if prepared is not w:
+            prepared.free()
+
+
+def uniform_streams(call, plan, x_buf, y, weights, zero):
+    """The QPUs' uniform streams in one device buffer (records hold addresses inside it)."""
+    addresses = (x_buf.address, y.address, weights.address, zero.address)
+    sizes = [len(s) for s in plan.streams([0] * plan.qpus, *addresses)]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    buf = call.temporary(int(starts[-1]), np.uint32)
+    bases = [buf.address + int(s) * 4 for s in starts[:-1]]
+    for q, words in enumerate(plan.streams(bases, *addresses)):
+        buf[starts[q]:starts[q + 1]] = np.frombuffer(uniform_words(words), dtype="<u4")
+    return [buf[starts[q]:starts[q + 1]] for q in range(plan.qpus)]

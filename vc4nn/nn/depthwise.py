@@ -1,0 +1,89 @@
+"""Depthwise 3x3 convolution (channel multiplier 1) with fused bias and activation."""
+
+import numpy as np
+
+from ..kernels.window_plan import LANES, make_plan
+from .layer_args import LayerArgumentError, check_activation, check_int, check_on_device, \
+    check_out, check_tensor, pick_device, resolve_padding
+from .window_call import run_window
+
+LAYER = "depthwise"
+KERNEL = (3, 3)
+
+
+class PreparedDepthwise:
+    """Weights (KH, KW, C) and bias (C,) in the kernel's layout: one row of padded channels per
+    tap, then the bias row (zeros without a bias), in device memory."""
+
+    def __init__(self, w, bias, device):
+        w = check_tensor(LAYER, "w", contiguous(w), 3)
+        if w.shape[:2] != KERNEL:
+            raise LayerArgumentError(f"{LAYER}: w has shape {w.shape}; it must be (3, 3, C)")
+        kh, kw, c = w.shape
+        padded = -(-c // LANES) * LANES
+        table = np.zeros((kh * kw + 1, padded), np.float32)
+        table[:kh * kw, :c] = w.reshape(kh * kw, c)
+        if bias is not None:
+            bias = check_tensor(LAYER, "bias", contiguous(bias), 1)
+            if bias.shape != (c,):
+                raise LayerArgumentError(f"{LAYER}: bias has shape {bias.shape}; w has {c} "
+                                         f"channels")
+            table[kh * kw, :c] = bias
+        self.device = device
+        self.kernel, self.channels, self.has_bias = (kh, kw), c, bias is not None
+        self.buffer = device.array(table)
+
+    @property
+    def nbytes(self):
+        return self.buffer.nbytes
+
+    def free(self):
+        self.device.free(self.buffer)
+
+
+def contiguous(array):
+    """Weights may be any float32 view: they are copied into the kernel's layout anyway."""
+    array = np.asarray(array)
+    return np.ascontiguousarray(array) if array.dtype == np.float32 else array
+
+
+def prepare_depthwise(w, bias=None, device=None):
+    """Lay out depthwise weights (3, 3, C) and bias (C,) once, on ``device``."""
+    device = pick_device(device)
+    return PreparedDepthwise(w, bias, device)
+
+
+def depthwise(x, w, bias=None, stride=1, padding="same", activation=None, out=None, device=None,
+              num_qpus=12, return_run=False, tiling=None):
+    """y[i, j, c] = act(bias[c] + sum over the 3x3 window of x * w[., ., c]); x (H, W, C).
+
+    stride: 1 or 2 (any int >= 1 works). padding: "same" (TensorFlow), "valid" or
+    (top, bottom, left, right). tiling: optional overrides of the plan (tile_cols, tile_rows,
+    in_chunk, out_chunk); see vc4nn.kernels.window_plan.WindowPlan.
+    """
+    device = pick_device(device, x, out)
+    check_on_device(LAYER, "x", x, device)
+    x = check_tensor(LAYER, "x", x, 3)
+    stride = check_int(LAYER, "stride", stride)
+    activation = check_activation(LAYER, activation)
+    h, wd, c = x.shape
+    pads, (oh, ow) = resolve_padding(LAYER, padding, h, wd, *KERNEL, stride, stride)
+    out = check_out(LAYER, out, (oh, ow, c), np.float32, device)
+    plan = make_plan("depthwise", h, wd, c, KERNEL, (stride, stride), pads, activation,
+                     check_int(LAYER, "num_qpus", num_qpus), **(tiling or {}))
+    prepared = w if isinstance(w, PreparedDepthwise) else None
+    if prepared is not None:
+        if bias is not None:
+            raise LayerArgumentError(f"{LAYER}: give the bias to prepare_depthwise, not with "
+                                     f"prepared weights")
+        if prepared.device is not device:
+            raise LayerArgumentError(f"{LAYER}: the prepared weights live on another device")
+    else:
+        prepared = PreparedDepthwise(w, bias, device)
+    try:
+        if c != prepared.channels:
+            raise LayerArgumentError(f"{LAYER}: x has {c} channels, w has {prepared.channels}")
+        return run_window(plan, x, out, device, prepared.buffer, return_run)
+    finally:
+        if prepared is not w:
+            prepared.free()

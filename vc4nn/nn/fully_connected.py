@@ -1,0 +1,82 @@
+"""Fully connected layer: ``y = act(x @ w + bias)``, the classifier of MobileNet.
+
+A GEMV; kernel and weight layout: vc4nn/kernels/gemv.py.
+"""
+
+import numpy as np
+
+from ..device import Buffer, qpu_count
+from ..kernels import gemv as kernel
+from .layer_args import (LayerArgumentError, ShapeError, check_activation, check_on_device,
+                         check_out, check_tensor, pick_device)
+from .layer_call import LayerCall, PreparedWeights
+
+LAYER = "fully_connected"
+
+
+class PreparedFullyConnected(PreparedWeights):
+    """Weights and bias in the GEMV kernel's padded layout in device memory (laid out once)."""
+
+    def __init__(self, device, cin, cout, weights, bias):
+        super().__init__(device, weights, bias)
+        self.cin, self.cout = cin, cout
+
+
+def prepare_fully_connected(w, bias=None, device=None):
+    """Lay out weights (Cin, Cout) and bias (Cout,) once, in ``device``'s memory."""
+    device = pick_device(device, w, bias)
+    check_tensor(LAYER, "w", w, 2)
+    cin, cout = w.shape
+    if bias is not None:
+        check_tensor(LAYER, "bias", bias, 1)
+        if bias.shape != (cout,):
+            raise ShapeError(f"{LAYER}: bias has shape {bias.shape}; the layer has {cout} outputs, "
+                             f"so it must be ({cout},)")
+    layout = kernel.FullyConnectedPlan(cin, cout, 1)
+    weights, padded = kernel.prepare(layout, np.asarray(w), None if bias is None else np.asarray(bias))
+    return PreparedFullyConnected(device, cin, cout, device.array(weights),
+                                  None if padded is None else device.array(padded))
+
+
+def fully_connected(x, w, bias=None, activation=None, out=None, device=None, num_qpus=12,
+                    return_run=False):
+    """``act(x @ w + bias)`` for ``x`` of shape (Cin,) or (1, 1, Cin) and ``w`` (Cin, Cout) or a
+    PreparedFullyConnected; the result has shape (Cout,) or (1, 1, Cout) like ``x``."""
+    prepared = w if isinstance(w, PreparedFullyConnected) else None
+    device = pick_device(device if device is not None or prepared is None else prepared.device,
+                         x, w, bias, out)
+    activation = check_activation(LAYER, activation)
+    ndim = getattr(x, "ndim", 1)
+    check_tensor(LAYER, "x", x, 3 if ndim == 3 else 1)
+    if ndim == 3 and x.shape[:2] != (1, 1):
+        raise ShapeError(f"{LAYER}: x has shape {x.shape}; give (Cin,) or (1, 1, Cin) (pool the "
+                         f"activation first)")
+    check_on_device(LAYER, "x", x, device)
+    if prepared is None:
+        check_tensor(LAYER, "w", w, 2)
+        cin, cout = w.shape
+    else:
+        if prepared.device is not device:
+            raise LayerArgumentError(f"{LAYER}: w was prepared on another device than the one "
+                                     f"the call runs on")
+        if bias is not None:
+            raise LayerArgumentError(f"{LAYER}: give the bias to prepare_fully_connected with "
+                                     f"the weights")
+        cin, cout = prepared.cin, prepared.cout
+    if x.shape[-1] != cin:
+        raise ShapeError(f"{LAYER}: x has {x.shape[-1]} elements (shape {x.shape}) but w has "
+                         f"{cin} input rows (w is ({cin}, {cout}))")
+    shape = (1, 1, cout) if ndim == 3 else (cout,)
+    out = check_out(LAYER, out, shape, np.float32, device)
+    num_qpus = qpu_count(num_qpus)
+    with LayerCall(device, not isinstance(x, Buffer)) as call:
+        if prepared is None:
+            prepared = prepare_fully_connected(w, bias, device)
+            call.temporaries += [buf for buf in (prepared.weights, prepared.bias) if buf is not None]
+        plan = kernel.FullyConnectedPlan(cin, cout, num_qpus, prepared.bias is not None, activation)
+        x_buf = call.on_device(x)
+        y = call.result_buffer(out, shape)
+        streams = plan.uniform_streams(x_buf.address, prepared.weights.address, y.address,
+                                       None if prepared.bias is None else prepared.bias.address)
+        run = device.execute(kernel.program_for(plan), plan.qpus, streams)
+        return call.finish(y, out, run, return_run)

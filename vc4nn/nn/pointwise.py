@@ -1,0 +1,108 @@
+"""Pointwise (1x1) convolution: ``y = act(x @ w + bias + residual)`` on the QPUs.
+
+The kernel is the SGEMM panel kernel with a fused epilogue (vc4nn/kernels/pointwise.py,
+docs/kernels.md "pointwise").
+"""
+
+import numpy as np
+
+from ..device import Buffer, qpu_count
+from ..kernels import pointwise as kernel
+from .layer_args import (LayerArgumentError, ShapeError, check_activation, check_on_device,
+                         check_out, check_tensor, pick_device)
+from .layer_call import LayerCall, PreparedWeights, chain
+
+LAYER = "pointwise"
+
+
+class PreparedPointwise(PreparedWeights):
+    """Weights (Cin, Cout) and optional bias (Cout,) in the kernel's layout in device memory.
+
+    The panel kernel DMAs k-rows of the weights as they are (row-major (Cin, Cout) float32), so
+    preparing is one copy to the device; a call given this object never touches them again.
+    """
+
+    @property
+    def cin(self):
+        return self.weights.shape[0]
+
+    @property
+    def cout(self):
+        return self.weights.shape[1]
+
+
+def prepare_pointwise(w, bias=None, device=None, layer=LAYER):
+    """Lay out weights (Cin, Cout) and bias (Cout,) once, in ``device``'s memory."""
+    device = pick_device(device, w, bias)
+    check_tensor(layer, "w", w, 2)
+    check_on_device(layer, "w", w, device)
+    if bias is not None:
+        check_bias(layer, bias, w.shape[1], device)
+    weights = device.array(np.asarray(w))
+    return PreparedPointwise(device, weights, None if bias is None else device.array(np.asarray(bias)))
+
+
+def check_bias(layer, bias, cout, device):
+    check_tensor(layer, "bias", bias, 1)
+    check_on_device(layer, "bias", bias, device)
+    if bias.shape != (cout,):
+        raise ShapeError(f"{layer}: bias has shape {bias.shape}; the layer has {cout} output "
+                         f"channels, so it must be ({cout},)")
+
+
+def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=None,
+              num_qpus=12, return_run=False):
+    """1x1 convolution of ``x`` (H, W, Cin) with ``w`` (Cin, Cout) or a PreparedPointwise:
+    ``act(x @ w + bias + residual)`` of shape (H, W, Cout). ``residual``: (H, W, Cout), added
+    before the activation. Conventions of every layer: vc4nn/nn/layer_args.py."""
+    prepared = w if isinstance(w, PreparedPointwise) else None
+    device = pick_device(device if device is not None or prepared is None else prepared.device,
+                         x, w, bias, residual, out)
+    activation = check_activation(LAYER, activation)
+    check_tensor(LAYER, "x", x, 3)
+    check_on_device(LAYER, "x", x, device)
+    if prepared is None:
+        check_tensor(LAYER, "w", w, 2)
+        check_on_device(LAYER, "w", w, device)
+        cin, cout = w.shape
+    else:
+        if prepared.device is not device:
+            raise LayerArgumentError(f"{LAYER}: w was prepared on another device than the one "
+                                     f"the call runs on")
+        cin, cout = prepared.cin, prepared.cout
+        if bias is not None and prepared.bias is not None:
+            raise LayerArgumentError(f"{LAYER}: bias given, but w was prepared with a bias")
+    height, width, channels = x.shape
+    if channels != cin:
+        raise ShapeError(f"{LAYER}: x has {channels} channels (shape {x.shape}) but w has "
+                         f"{cin} input channels (w is ({cin}, {cout}))")
+    if bias is not None:
+        check_bias(LAYER, bias, cout, device)
+    shape = (height, width, cout)
+    if residual is not None:
+        check_tensor(LAYER, "residual", residual, 3)
+        check_on_device(LAYER, "residual", residual, device)
+        if residual.shape != shape:
+            raise ShapeError(f"{LAYER}: residual has shape {residual.shape}; the result is {shape}")
+    out = check_out(LAYER, out, shape, np.float32, device)
+    num_qpus = qpu_count(num_qpus)
+    has_bias = bias is not None or (prepared is not None and prepared.bias is not None)
+    plan = kernel.PointwisePlan(height, width, cin, cout, num_qpus, has_bias,
+                                residual is not None, activation)
+    with LayerCall(device, not isinstance(x, Buffer)) as call:
+        if prepared is None:
+            prepared = prepare_pointwise(w, bias, device)
+            call.temporaries += [buf for buf in (prepared.weights, prepared.bias) if buf is not None]
+            bias = None
+        x_buf = call.on_device(x)
+        bias_buf = prepared.bias if bias is None else call.on_device(bias)
+        res_buf = call.on_device(residual)
+        y = call.result_buffer(out, shape)
+        workspace = call.temporary((cin, plan.pixels)) if plan.transposed else None
+        runs = [device.execute(program, qpus, streams)
+                for program, qpus, streams in kernel.launches(
+                    plan, x_buf.address, prepared.weights.address, y.address,
+                    bias=None if bias_buf is None else bias_buf.address,
+                    residual=None if res_buf is None else res_buf.address,
+                    workspace=None if workspace is None else workspace.address)]
+        return call.finish(y, out, chain(runs), return_run)

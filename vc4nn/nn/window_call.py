@@ -1,0 +1,31 @@
+"""Running a sliding-window plan (depthwise, avg_pool): buffers, uniform streams, the launch."""
+
+from ..device import Buffer
+from ..kernels.window import program_for
+from .layer_args import LayerArgumentError
+from .layer_call import LayerCall
+
+
+def run_window(plan, x, out, device, weights, return_run):
+    """Launch ``plan`` on ``x`` (host array or buffer); ``weights`` a device buffer or None."""
+    with LayerCall(device, host_result=not isinstance(x, Buffer)) as call:
+        x_buf = call.on_device(x)
+        y = call.result_buffer(out, (plan.out_h, plan.out_w, plan.channels))
+        # A zero row stands in for input rows outside the image.
+        zero = call.temporary(plan.zero_words)
+        streams = plan.uniform_streams(x_buf.address, y.address,
+                                       0 if weights is None else weights.address,
+                                       zero.address)
+        run = device.execute(program_for(plan), plan.qpus, streams)
+        return call.finish(y, out, run, return_run)
+
+
+def as_pair(layer, name, value, check_int):
+    """(h, w) from an int or a pair of ints."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise LayerArgumentError(f"{layer}: {name}={value!r} must be an int or (h, w)")
+        return tuple(check_int(layer, name, v) for v in value)
+    v = check_int(layer, name, value)
+    return v, v
+
