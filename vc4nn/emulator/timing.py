@@ -78,8 +78,8 @@ PARAMETERS = MappingProxyType({
     "vc_l2_hit_bandwidth": (
         2e9, "bytes/s", "assumption",
         "the on-chip path from the VideoCore L2 (a 64-byte line in 8 clocks at 250 MHz), "
-        "against the SDRAM's 840 MB/s peak of the DMA row model: a line from the VideoCore "
-        "L2 holds the memory bus for 32 instead of 77 ns"),
+        "against SDRAM line fills at the memory path's 1184 MB/s (Timing.line_fill_clocks): a "
+        "line from the VideoCore L2 holds the memory bus for 32 instead of 54 ns"),
     "dma_load_row_bandwidth": (
         700e6, "bytes/s", "facts §4 (WIKI): ~700 MB/s VPM DMA read of full 16-word rows",
         "with dma_load_word_bandwidth fixes the per-row overhead and the peak rate"),
