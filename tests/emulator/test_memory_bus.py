@@ -2,9 +2,10 @@
 sharing across QPUs and slices, DMA bypass, determinism.
 
 Expected clocks are derived by hand from the published figures (facts §4), not from the code:
-- the DMA load row model through 700 MB/s (64-byte rows) and 200 MB/s (4-byte rows) has a peak
-  of (64 - 4) / (64/700e6 - 4/200e6) = 840 MB/s, so a 64-byte line holds the bus
-  ceil(64 / 840e6 * 300e6) = ceil(22.86) = 23 clocks at 300 MHz (pi_zero), 20 at 250 MHz (pi1);
+- an L2 line fill moves at the memory path's peak, the DMA store row model's: through 1000 MB/s
+  (64-byte rows) and 300 MB/s (4-byte rows) it is (64 - 4) / (64/1000e6 - 4/300e6) = 1184 MB/s,
+  so a 64-byte line holds the bus ceil(64 / 1184.2e6 * 300e6) = ceil(16.2) = 17 clocks at
+  300 MHz (pi_zero), ceil(13.5) = 14 at 250 MHz (pi1);
 - RAM: 20 instructions x 4 clocks = 80; TMU cache hit: 9 x 4 = 36;
 - L2 hit: the assumption of timing.py, midway between them: 14.5 x 4 = 58;
 - L2: 32 KB, 4 ways, 64 B lines (ADD cache table) -> 128 sets: lines 128 apart share a set.
@@ -21,7 +22,7 @@ from vc4nn.emulator.vpm import MemoryBus
 
 from .unit_setup import Units, vdr
 
-FILL, FILL_PI1 = 23, 20
+FILL, FILL_PI1 = 17, 14
 RAM, TMU_HIT, L2_HIT = 80, 36, 58
 L2_SETS = 32768 // (64 * 4)
 LINE = 64
@@ -83,7 +84,7 @@ def test_alias_bits_do_not_make_another_line():
 def test_misses_queue_on_the_bus():
     b = bus()
     arrivals = [b.read_line(0, BASE + LINE * k, LINE, RAM)[0] for k in range(12)]
-    # the k-th line's bus slot ends at 23 (k + 1); the latency hides the first three
+    # the k-th line's bus slot ends at 17 (k + 1); the latency hides the first four
     assert arrivals == [max(RAM, FILL * (k + 1)) for k in range(12)]
     assert b.busy_clocks == 12 * FILL
 

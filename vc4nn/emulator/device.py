@@ -12,7 +12,9 @@ class EmulatorDevice(Device):
 
     board: timing preset ("pi1", "pi_zero", "pi2", "pi3"; vc4nn.emulator.timing.BOARDS).
     checks: dynamic checks (vc4nn.emulator.checks.Checks, a mode string for every rule, or a
-        {rule: mode} dict); default: every rule raises.
+        {rule: mode} dict); default: each rule's own mode (an error where the hardware punishes
+        it, a warning where the outcome is uncertain; docs/hardware-choices.md). "error" makes
+        every rule stop.
     seed: None for the deterministic scheduler; an int to break ties at random (reproducibly).
     max_instructions: instruction budget of one launch (all QPUs); None for no budget.
     guard_bytes: unmapped bytes kept after every allocation, so an overrun of up to that many

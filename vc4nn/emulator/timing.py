@@ -78,8 +78,8 @@ PARAMETERS = MappingProxyType({
     "vc_l2_hit_bandwidth": (
         2e9, "bytes/s", "assumption",
         "the on-chip path from the VideoCore L2 (a 64-byte line in 8 clocks at 250 MHz), "
-        "against the SDRAM's 840 MB/s peak of the DMA row model: a line from the VideoCore "
-        "L2 holds the memory bus for 32 instead of 77 ns"),
+        "against SDRAM line fills at the memory path's 1184 MB/s (Timing.line_fill_clocks): a "
+        "line from the VideoCore L2 holds the memory bus for 32 instead of 54 ns"),
     "dma_load_row_bandwidth": (
         700e6, "bytes/s", "facts §4 (WIKI): ~700 MB/s VPM DMA read of full 16-word rows",
         "with dma_load_word_bandwidth fixes the per-row overhead and the peak rate"),
@@ -219,9 +219,12 @@ class Timing:
         return self.clocks(nbytes / self.vc_l2_hit_bandwidth)
 
     def line_fill_clocks(self, nbytes):
-        """Clocks a cache line fill (TMU, uniforms) keeps the memory bus busy: the line is read
-        at the peak rate of the DMA load model."""
-        return self.clocks(nbytes / self.dma_load_peak)
+        """Clocks an L2 line fill from SDRAM (for the TMU and uniform caches) keeps the memory
+        bus busy: the line moves at the memory path's peak, the highest rate the published DMA
+        figures show (the store row model's peak, 1184 MB/s). The VDR's lower peak (840 MB/s)
+        is taken to be its own engine's limit, which a line burst does not pay
+        (docs/cycle-model.md "Memory bus")."""
+        return self.clocks(nbytes / self.dma_store_peak)
 
 
 _ROW_BYTES, _WORD_BYTES = 64, 4
