@@ -2,7 +2,7 @@
 kept in the tuned-plan cache (vc4nn/nn/tuned_plans.py) under the layer's key and board.
 
 What is searched (the generators' tiling fields):
-  pointwise: the route, i.e. pixels per QPU (``max_rows`` 8, 6, 4, 2: fewer re-read the weights
+  pointwise: the route, i.e. pixels per QPU (``max_rows`` 8, 4, 2: fewer re-read the weights
     more often but can dodge TMU cache aliasing) and whether the activation is transposed on the
     GPU first (``transpose_input``);
   depthwise: tile width (``tile_cols``, up to what the accumulator registers hold) and tile
@@ -26,7 +26,9 @@ from .layer_figures import Reduction, measure_layer
 from .layer_plans import TUNABLE, plan_for, resolved_tiling
 from .tuned_plans import TuneCache, board_of, plan_key
 
-POINTWISE_ROWS = (8, 6, 4, 2)
+# Pixels per QPU; each divides a reduced run's 96 pixels into whole passes of 12 QPUs, so a
+# reduced run has the rows per QPU the full layer would have (6 would run as 4 on 96 pixels).
+POINTWISE_ROWS = (8, 4, 2)
 TILES_PER_QPU = (1, 2, 3, 4, 6)
 
 
