@@ -51,8 +51,11 @@ def add_arguments(parser):
     parser.add_argument("--json", action="store_true", help="JSON on stdout")
     parser.add_argument("--markdown", action="store_true", help="a Markdown table on stdout")
     parser.add_argument("--png", metavar="FILE", help="per-layer bar chart (needs matplotlib)")
+    parser.add_argument("--save", metavar="FILE",
+                        help="append each layer's record to FILE (JSON lines) as it finishes")
     parser.add_argument("--from-json", nargs="+", metavar="FILE",
-                        help="render the records of earlier --json runs instead of running")
+                        help="render the records of earlier --json / --save runs instead of "
+                        "running")
 
 
 def network_layers(args):
@@ -74,7 +77,7 @@ def network_layers(args):
     return out
 
 
-def run_records(args, progress=print):
+def run_records(args, progress=print, save=None):
     """Measure every layer on every board: records (dicts) and the run's metadata."""
     from .emulator import EmulatorDevice
     from .nn.layer_figures import FULL, Reduction, measure_layer
@@ -85,33 +88,51 @@ def run_records(args, progress=print):
         reduce = not args.full and (args.quick or core != "c")
         reduction = Reduction(args.pixels, args.rows) if reduce else FULL
         seen = {}
-        for network, layer in network_layers(args):
+        for index, (network, layer) in enumerate(network_layers(args)):
             key = (layer.kind, layer.height, layer.width, layer.cin, layer.cout, layer.stride,
                    layer.activation, layer.residual)
             started = time.time()
             if key not in seen:
                 seen[key] = measure_layer(layer, device, args.qpus, reduction,
                                           {} if args.plans == "default" else None)
-            record = dict(seen[key].as_dict(), name=layer.name, network=network)
+            record = dict(seen[key].as_dict(), name=layer.name, network=network, core=core,
+                          index=index)
             records.append(record)
+            if save:
+                with open(save, "a") as f:
+                    f.write(json.dumps(record) + "\n")
             progress(f"[{board}] {network} {layer.name:12} {record['ms']:9.3f} ms "
                      f"({time.time() - started:.0f} s host)")
         device.close()
     return records, {"qpus": args.qpus, "core": core}
 
 
+def read_records(path):
+    """The records of a --json report or a --save file (one record per line)."""
+    try:
+        with open(path) as f:
+            text = f.read()
+        try:
+            return json.loads(text)["layers"]
+        except ValueError:
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise Vc4nnError(f"--from-json {path}: not a bench-layers --json or --save file "
+                         f"({error})") from error
+
+
 def bench_main(args):
     from .nn import bench_report
     if args.from_json:
-        records, meta = [], None
+        records = []
         for path in args.from_json:
-            with open(path) as f:
-                data = json.load(f)
-            records += data["layers"]
-            meta = meta or data["meta"]
+            records += read_records(path)
+        records.sort(key=lambda r: (r["network"], r.get("index", 0)))
+        meta = {"qpus": records[0]["num_qpus"], "core": records[0].get("core", "python"),
+                "command": f"rendered from {' '.join(args.from_json)}"}
     else:
         records, meta = run_records(args, lambda line: print(line, file=sys.stderr,
-                                                             flush=True))
+                                                             flush=True), args.save)
         meta = dict(meta, command=getattr(args, "command_line", None))
     if args.json:
         print(bench_report.json_report(records, meta))

@@ -33,12 +33,16 @@ def add_arguments(parser):
                         f"default {QUICK_PIXELS} on the Python core, 0 on the C core)")
     parser.add_argument("--cache", default=None, help="cache file (default: see above)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--show", action="store_true",
+                        help="list the cache's records (default vs tuned) instead of tuning")
 
 
 def tune_main(args):
     from .emulator import EmulatorDevice
     from .nn.tuned_plans import cache_path
     from .nn.tuning import tune_layers
+    if args.show:
+        return show_cache(cache_path(args.cache))
     device = EmulatorDevice(board=args.board)
     pixels = args.pixels
     if pixels is None:
@@ -74,3 +78,22 @@ def brief(tiling):
         return f"{'T' if tiling['transpose_input'] else 'D'}{tiling['max_rows']}"
     letters = {"tile_cols": "c", "tile_rows": "r", "in_chunk": "i", "out_chunk": "o"}
     return " ".join(f"{letters.get(name, name)}{value}" for name, value in tiling.items())
+
+
+def show_cache(path):
+    """Print every record of the cache: key, what it was measured on, default vs tuned."""
+    from .nn.tuned_plans import TuneCache
+    from .emulator.timing import BOARDS
+    cache = TuneCache(path)
+    print(f"{len(cache.records)} tuned layers in {path}; clocks are cycle-model ESTIMATES "
+          f"(kernel time at the board's clock)")
+    for key, record in sorted(cache.records.items()):
+        kind, shape, qpus, board = key.split("|")
+        hz = BOARDS[board.split("=")[1]].clock_hz if board.split("=")[1] in BOARDS else None
+        ms = (lambda clocks: f"{1e3 * clocks / hz:.3f} ms" if hz and clocks else "?")
+        default, tuned = record.get("default_clocks"), record.get("clocks")
+        gain = f"{default / tuned - 1:.1%}" if default and tuned else "?"
+        print(f"{kind} {shape} {qpus} {board}\n    measured on {record.get('measured_on')}"
+              f" x{record.get('scale', 1):.3g}: default {brief(record.get('default_tiling', {}))}"
+              f" {ms(default)} -> tuned {brief(record['tiling'])} {ms(tuned)} (gain {gain})")
+    return 0

@@ -41,6 +41,9 @@ def test_tune_cli_stores_and_reports(tmp_path, capsys):
     assert row["layer"] == "dw13" and row["tuned_ms"] <= row["default_ms"]
     plans = json.loads(cache.read_text())["plans"]
     assert list(plans) == [row["key"]] and "board=pi_zero" in row["key"]
+    assert main(["tune", "--show", "--cache", str(cache)]) == 0
+    shown = capsys.readouterr().out
+    assert "1 tuned layers" in shown and "depthwise" in shown and "board=pi_zero" in shown
 
 
 def test_bench_layers_bad_network_is_one_line_error(capsys):
