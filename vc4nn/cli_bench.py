@@ -113,9 +113,12 @@ def read_records(path):
         with open(path) as f:
             text = f.read()
         try:
-            return json.loads(text)["layers"]
+            data = json.loads(text)
         except ValueError:
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
+            data = None
+        if isinstance(data, dict) and "layers" in data:
+            return data["layers"]
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise Vc4nnError(f"--from-json {path}: not a bench-layers --json or --save file "
                          f"({error})") from error

@@ -17,8 +17,14 @@ V1_TOTAL_TARGET_MS = 100.0          # all MobileNet v1 1.0/224 layers, Pi Zero p
 TARGET_BOARD = "pi_zero"
 
 
+BOARD_ORDER = ("pi_zero", "pi1", "pi2", "pi3")
+V1_TARGET_NETWORK = f"v1 {1.0:g}/224"       # the label cli_bench gives MobileNet v1 1.0/224
+
+
 def boards_of(records):
-    return list(dict.fromkeys(r["board"] for r in records))
+    """The boards of the records, the target board (Pi Zero) first."""
+    boards = dict.fromkeys(r["board"] for r in records)
+    return sorted(boards, key=lambda b: BOARD_ORDER.index(b) if b in BOARD_ORDER else 99)
 
 
 def by_layer(records):
@@ -52,7 +58,9 @@ def totals(records):
         t["layers"] += 1
     for t in out.values():
         t["gflops"] = t["flops"] / t["ms"] / 1e6
-    return out
+    order = {b: i for i, b in enumerate(boards_of(records))}
+    return collections.OrderedDict(sorted(out.items(), key=lambda kv: (kv[0][0],
+                                                                         order[kv[0][1]])))
 
 
 def target_misses(records):
@@ -74,7 +82,7 @@ def target_misses(records):
                          f"{r['roofline_share']:.0%} of the memory roofline < "
                          f"{DEPTHWISE_ROOF_TARGET:.0%}; bound: {r['bound']}")
     for (network, b), t in totals(records).items():
-        if network.startswith("v1") and b == TARGET_BOARD and "1.0/224" in network:
+        if network == V1_TARGET_NETWORK and b == TARGET_BOARD:
             verdict = "meets" if t["ms"] <= V1_TOTAL_TARGET_MS else "MISSES"
             lines.append(f"{network} total {t['ms']:.1f} ms on {b}: {verdict} the "
                          f"{V1_TOTAL_TARGET_MS:.0f} ms target")
@@ -99,13 +107,13 @@ def text_table(records, meta):
     boards = boards_of(records)
     first = boards[0]
     out = header_lines(records, meta)
-    head = (f"{'net':6} {'layer':12} {'kind':15} {'shape':20} {'ran as':22} {'plan':8} "
+    head = (f"{'net':9} {'layer':12} {'kind':15} {'shape':20} {'ran as':22} {'plan':8} "
             + " ".join(f"{b + ' ms':>10}" for b in boards)
             + f" {'GFLOPS':>6} {'MB':>6} {'peak':>5} {'roof':>5} bound   ({first})")
     out.append(head)
     for (network, name), per_board in by_layer(records).items():
         r = per_board[first]
-        out.append(f"{network:6} {name:12} {r['kind']:15} {r['shape']:20} {ran_as(r):22} "
+        out.append(f"{network:9} {name:12} {r['kind']:15} {r['shape']:20} {ran_as(r):22} "
                    f"{r['plan']:8} "
                    + " ".join(f"{per_board[b]['ms']:>10.3f}" if b in per_board else f"{'-':>10}"
                               for b in boards)
