@@ -15,7 +15,6 @@ the full layer (full work / reduced work), and says so (``scale`` != 1, ``run_sh
 """
 
 import dataclasses
-import typing
 
 import numpy as np
 

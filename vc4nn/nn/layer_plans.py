@@ -2,8 +2,6 @@
 what the benchmark reports and what `vc4nn tune` varies. The builders pass the same arguments
 as vc4nn/nn/pointwise.py and depthwise.py (bias, "same" padding, the layer's activation)."""
 
-import dataclasses
-
 from ..kernels import conv2d as conv2d_kernel
 from ..kernels import pointwise as pointwise_kernel
 from ..kernels.window_plan import make_plan
@@ -53,7 +51,3 @@ def resolved_tiling(plan):
     tiling = plan_tiling(plan.with_defaults())
     tiling.pop("buffers")
     return tiling
-
-
-def replace_tiling(plan, tiling):
-    return dataclasses.replace(plan, **tiling)
