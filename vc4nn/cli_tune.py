@@ -77,7 +77,8 @@ def brief(tiling):
     if "max_rows" in tiling:
         return f"{'T' if tiling['transpose_input'] else 'D'}{tiling['max_rows']}"
     letters = {"tile_cols": "c", "tile_rows": "r", "in_chunk": "i", "out_chunk": "o"}
-    return " ".join(f"{letters.get(name, name)}{value}" for name, value in tiling.items())
+    return " ".join(f"{letter}{tiling[name]}" for name, letter in letters.items()
+                    if name in tiling)
 
 
 def show_cache(path):
