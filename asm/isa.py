@@ -419,7 +419,10 @@ VDR_SETUP = _frozen({
     "vpitch": (12, 4), "vertical": (11, 1), "addrxy": (0, 11),
 })
 VDR_SETUP_ID = 1
-VDR_EXTENDED = _frozen({"id": (28, 4), "mpitchb": (0, 13)})
+# MPITCHB is 14 bits (13:0), not the guide's 13 (facts §5.18, docs/hardware-choices.md "VPM and
+# DMA setup fields"): py-videocore's SGEMM loads rows 12288 bytes apart through it correctly on a
+# Pi; qmkl reports rows 16 KB apart and more going wrong. Bits 27:14 must be 0.
+VDR_EXTENDED = _frozen({"id": (28, 4), "mpitchb": (0, 14)})
 VDR_EXTENDED_ID = 0b1001
 
 VPM_ROWS = 64                  # rows of 16 words reachable by generic QPU access (4 KB)
@@ -428,6 +431,14 @@ QPUS_PER_SLICE = 4
 NUM_QPUS = 12
 SIMD_WIDTH = 16
 WORD_BITS = 32                 # a register element, a uniform, a VPM word
+
+
+def unused_bits(table):
+    """The bits of a setup word that no field of ``table`` covers."""
+    used = 0
+    for lsb, width in table.values():
+        used |= ((1 << width) - 1) << lsb
+    return ~used & ((1 << WORD_BITS) - 1)
 
 
 def field_get(word, field):

@@ -138,9 +138,17 @@ def vdr_setup(rows, rowlen, y, x=0, size=WORD, offset=0, horizontal=True, vpitch
 
 @with_caller_location
 def vdr_pitch(pitch):
-    """Extended vr_setup word: memory pitch of a DMA load in bytes, used when MPITCH is 0."""
-    width = isa.VDR_EXTENDED["mpitchb"][1]
-    return _put(isa.VDR_EXTENDED, id=isa.VDR_EXTENDED_ID, mpitchb=_check("pitch", pitch, 0, (1 << width) - 1))
+    """Extended vr_setup word: memory pitch of a DMA load in bytes (0..16383), used when
+    MPITCH is 0. 14 bits, wider than the guide's 13 (facts §5.18, see isa.VDR_EXTENDED); a
+    power-of-two pitch of 16 KB or more goes in the setup word's MPITCH instead."""
+    limit = (1 << isa.VDR_EXTENDED["mpitchb"][1]) - 1
+    try:
+        pitch = _check("pitch", pitch, 0, limit)
+    except AssemblerError as error:
+        raise AssemblerError(f"{error.message}: the hardware honours a 14-bit extended pitch "
+                             f"(facts §5.18); a power-of-two pitch goes in vdr_setup(pitch=...), "
+                             f"other rows must be loaded one DMA at a time") from None
+    return _put(isa.VDR_EXTENDED, id=isa.VDR_EXTENDED_ID, mpitchb=pitch)
 
 
 @with_caller_location

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Compare the cycle model with every published measurement of facts §4.
 
-    python tools/calibrate.py                        # SGEMM 1 and 12 QPUs, DMA bandwidths (pi1)
-    python tools/calibrate.py --case sgemm12 --n 3072            # the published shape (slow)
-    python tools/calibrate.py --set l2_hit_latency=36 --set l2_cache_bytes=0   # sensitivity
+    python tools/calibrate.py                # every published figure at its shape and board (slow)
+    python tools/calibrate.py --reduced      # smaller SGEMM shapes (what the test runs)
+    python tools/calibrate.py --case sgemm12 --set l2_cache_bytes=0     # sensitivity
+    python tools/calibrate.py --markdown     # the table of docs/cycle-model.md
 
 The SGEMM kernel here is a FIXED copy of the design py-videocore measured (facts §4): each QPU
 keeps a 16x64 tile of C in its 64 register-file registers, gathers a column of A through TMU0
@@ -24,6 +25,7 @@ figure is an ESTIMATE (docs/cycle-model.md).
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -32,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from asm import isa  # noqa: E402
 from asm import (element_number, kernel, null, r0, r1, r2, r3, r4, r5, r5rep, ra, rb,  # noqa: E402
                  tmu0_s, tmu_noswap, unif_addr, uniform, vdr_setup, vdw_setup, vdw_stride, vpm,
                  vr_setup, vw_setup)
@@ -44,10 +47,6 @@ TILE_ROWS, TILE_COLS = 16, 64
 WORD = 4
 ACC = [reg for i in range(32) for reg in (ra[i], rb[i])]      # ra0, rb0, ra1, ... rb31
 SPLITS = {1: (1, 1), 12: (2, 6)}     # QPUs -> (row groups, column groups), as published
-PUBLISHED = {
-    "sgemm1": "0.80 (py-videocore, 1 QPU)",
-    "sgemm12": "~8 (py-videocore README), 6.7 (py-videocore on a Pi 3), 9.6 (qmkl)",
-}
 DMA_PUBLISHED = {("load", 16): 700, ("load", 1): 200, ("store", 16): 1000, ("store", 1): 300}
 
 
@@ -160,10 +159,11 @@ def sgemm_streams(device, num_qpus, n, a_buf, b_buf, c_buf):
 
 def run_sgemm(timing_overrides, board, num_qpus, n, rng):
     col_groups = SPLITS[num_qpus][1]
-    if n % (TILE_COLS * col_groups) or n * WORD >= 1 << 13:
-        # The C load's row pitch goes in the 13-bit extended pitch (facts §3: MPITCHB 12:0).
+    pitch_limit = (1 << isa.VDR_EXTENDED["mpitchb"][1]) - 1
+    if n % (TILE_COLS * col_groups) or n * WORD > pitch_limit:
+        # The C load's row pitch goes in the 14-bit extended pitch (facts §5.18).
         raise SystemExit(f"N={n}: must be a multiple of {TILE_COLS * col_groups} and at most "
-                         f"2047 (the C tile's DMA pitch, N*4 bytes, has 13 bits)")
+                         f"{pitch_limit // WORD} (the C tile's DMA pitch, N*4 bytes, has 14 bits)")
     a = rng.standard_normal((M, K)).astype(np.float32)
     b = rng.standard_normal((K, n)).astype(np.float32)
     c = rng.standard_normal((M, n)).astype(np.float32)
@@ -242,43 +242,106 @@ def parse_overrides(pairs):
     return out
 
 
+# -- the table -----------------------------------------------------------------------------------
+# Each published figure: (case, board, QPUs, published value, source). The model runs the case
+# at the published shape (SGEMM N = 3072) on the published board; --reduced runs smaller shapes
+# for the test (1 QPU: latency bound, about the same per-k cost at any N; 12 QPUs: N = 384).
+SGEMM_PUBLISHED = (
+    ("sgemm1", "pi1", 1, 0.80, "py-videocore (facts §4); board not named, 250 MHz read"),
+    ("sgemm12", "pi1", 12, 8.0, "py-videocore README: 'Achieved 8GFlops with sgemm'"),
+    ("sgemm12", "pi3", 12, 6.7, "py-videocore issue 5 (Pi 3) (facts §4)"),
+)
+DMA_SOURCE = "facts §4 (VC4CL wiki, Performance)"
+TOLERANCE = 0.25
+FULL_N, REDUCED_N = {1: 3072, 12: 3072}, {1: 64, 12: 384}
+
+
+def calibration_rows(overrides=None, reduced=False, cases=("sgemm1", "sgemm12", "dma"),
+                     progress=None, boards=None):
+    """The model against every published figure: a list of dicts (case, board, published,
+    model, unit, ratio, within, source, detail)."""
+    rows, rng = [], np.random.default_rng(0)
+    sizes = REDUCED_N if reduced else FULL_N
+    for case, board, qpus, published, source in SGEMM_PUBLISHED:
+        if case not in cases or (boards and board not in boards):
+            continue
+        n = sizes[qpus]
+        gflops, run, (busy, hits, misses), host = run_sgemm(overrides, board, qpus, n, rng)
+        detail = (f"{run.cycles:,} clocks; bus busy {busy / run.cycles:.0%}; L2 {hits:,} hits "
+                  f"/ {misses:,} misses; {stall_shares(run)}; {host:.0f} s host time")
+        rows.append(_row(f"SGEMM {M}x{K} x {K}x{n}, {qpus} QPU{'s' if qpus > 1 else ''}",
+                         board, published, gflops, "GFLOPS", source, detail))
+        if progress:
+            progress(rows[-1])
+    if "dma" in cases:
+        blocks = 16 if reduced else 64
+        for (direction, rowlen), published in DMA_PUBLISHED.items():
+            what = "16-word rows" if rowlen == 16 else "single words"
+            rate = run_dma(overrides, "pi1", direction, rowlen, blocks)
+            rows.append(_row(f"DMA {direction}, {what}, 12 QPUs", "pi1", published, rate, "MB/s",
+                             DMA_SOURCE, f"{blocks} DMAs of 4 rows per QPU"))
+            if progress:
+                progress(rows[-1])
+    return rows
+
+
+def _row(case, board, published, model, unit, source, detail):
+    ratio = model / published
+    return {"case": case, "board": board, "published": published, "model": round(model, 3),
+            "unit": unit, "ratio": round(ratio, 3), "within": abs(ratio - 1) <= TOLERANCE,
+            "source": source, "detail": detail}
+
+
+def table_text(rows):
+    lines = [f"{'case':44} {'board':6} {'published':>13} {'model':>8} {'model/pub':>10}  "
+             f"within +/-{TOLERANCE:.0%}"]
+    for r in rows:
+        lines.append(f"{r['case']:44} {r['board']:6} {r['published']:>6g} {r['unit']:<6} "
+                     f"{r['model']:>8.2f} {r['ratio']:>10.2f}  {'yes' if r['within'] else 'NO'}")
+    return "\n".join(lines)
+
+
+def table_markdown(rows):
+    """The table as docs/cycle-model.md renders it."""
+    lines = ["| case | board | published | model (estimate) | model / published | source |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['case']} | {r['board']} | {r['published']:g} {r['unit']} | "
+                     f"{r['model']:.2f} {r['unit']} | {r['ratio']:.2f} | {r['source']} |")
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=("sgemm1", "sgemm12", "dma", "all"), default="all")
-    parser.add_argument("--board", choices=sorted(BOARDS), default="pi1")
-    parser.add_argument("--n", type=int, default=None,
-                        help="SGEMM N (published 3072, here at most 2047; default 128 on 1 QPU, "
-                             "384 on 12)")
+    parser.add_argument("--reduced", action="store_true",
+                        help="smaller SGEMM shapes (1 QPU N=64, 12 QPUs N=384) and fewer DMAs")
+    parser.add_argument("--board", action="append", choices=sorted(BOARDS),
+                        help="only the SGEMM rows of this board (repeatable)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="override a cycle-model parameter")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
     overrides = parse_overrides(args.set)
-    rng = np.random.default_rng(0)
     cases = ("sgemm1", "sgemm12", "dma") if args.case == "all" else (args.case,)
-    for case in cases:
-        if case == "dma":
-            report_dma(overrides, args.board)
-            continue
-        num_qpus = 1 if case == "sgemm1" else 12
-        n = args.n or (128 if num_qpus == 1 else 384)
-        gflops, run, (busy, hits, misses), host = run_sgemm(overrides, args.board, num_qpus, n,
-                                                            rng)
-        shares = stall_shares(run)
-        print(f"SGEMM {M}x{K} x {K}x{n}, {num_qpus} QPU(s), {run.board} {run.clock_hz / 1e6:g} MHz"
-              f"{' ' + str(overrides) if overrides else ''}")
-        print(f"  model: {gflops:.2f} GFLOPS ({run.cycles:,} clocks); published: "
-              f"{PUBLISHED[case]} GFLOPS")
-        print(f"  memory bus busy {busy / run.cycles:.0%} of the run; L2 {hits:,} hits, "
-              f"{misses:,} misses; QPU time: {shares}")
-        print(f"  ({run.instructions:,} instructions in {host:.1f} s host time)")
+    quiet = args.json or args.markdown
 
+    def progress(row):
+        if not quiet:
+            print(f"  {row['case']} ({row['board']}): {row['model']:.2f} {row['unit']}; "
+                  f"{row['detail']}", flush=True)
 
-def report_dma(overrides, board):
-    print(f"VPM DMA, 12 QPUs streaming 4-row DMAs, {board}")
-    for (direction, rowlen), published in DMA_PUBLISHED.items():
-        rows = "16-word rows" if rowlen == 16 else "single words"
-        print(f"  {direction:5} {rows:12}: model {run_dma(overrides, board, direction, rowlen):5.0f}"
-              f" MB/s; published ~{published} MB/s")
+    rows = calibration_rows(overrides, args.reduced, cases, progress, args.board)
+    if args.json:
+        print(json.dumps({"overrides": overrides, "reduced": args.reduced, "rows": rows},
+                         indent=1))
+    elif args.markdown:
+        print(table_markdown(rows))
+    else:
+        print("Cycle model (ESTIMATES) against the published hardware figures"
+              + (f", with {overrides}" if overrides else "") + ":")
+        print(table_text(rows))
 
 
 def stall_shares(run):

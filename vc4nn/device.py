@@ -147,8 +147,9 @@ class Device(abc.ABC):
 
     # -- backend primitives ------------------------------------------------------------------
     @abc.abstractmethod
-    def _allocate(self, nbytes, align) -> Allocation:
-        """Reserve ``nbytes`` of device memory aligned to ``align`` bytes."""
+    def _allocate(self, nbytes, align, flags) -> Allocation:
+        """Reserve ``nbytes`` of device memory aligned to ``align`` bytes, with mailbox memory
+        ``flags`` (None: the backend's default for the board)."""
 
     @abc.abstractmethod
     def _release(self, allocation):
@@ -159,9 +160,11 @@ class Device(abc.ABC):
         """Run ``num_qpus`` programs listed by a control list in device memory, as execute_qpu."""
 
     # -- memory ------------------------------------------------------------------------------
-    def alloc(self, shape, dtype=np.uint32, align=4096):
+    def alloc(self, shape, dtype=np.uint32, align=4096, flags=None):
         """A zero-filled device buffer of the given shape and dtype (a numeric dtype: the GPU
-        writes raw bits into it, which a Python-object or string array cannot hold)."""
+        writes raw bits into it, which a Python-object or string array cannot hold). ``flags``:
+        the mailbox mem_alloc flags (vc4nn.hardware.MEM_FLAG_*: which cache alias the memory
+        uses); None takes the board's default (docs/hardware-choices.md)."""
         self._check_open("alloc")
         dtype = buffer_dtype(dtype)
         shape = buffer_shape(shape)
@@ -173,20 +176,24 @@ class Device(abc.ABC):
         if nbytes > MAX_BUFFER_BYTES:
             raise DeviceError(f"buffer of shape {shape} and dtype {dtype} needs {nbytes} bytes, "
                               f"more than the GPU can address ({MAX_BUFFER_BYTES} bytes)")
-        allocation = self._allocate(nbytes, int(align))
+        if flags is not None and (isinstance(flags, bool) or not isinstance(flags, numbers.Integral)
+                                  or not 0 <= flags < 1 << 32):
+            raise DeviceError(f"flags must be a 32-bit int (mailbox mem_alloc flags) or None, "
+                              f"got {flags!r}")
+        allocation = self._allocate(nbytes, int(align), flags)
         allocation.memory[:] = 0
         allocation.label = f"{'x'.join(map(str, shape)) or 'scalar'} {dtype}"
         self._allocations.append(allocation)
         return Buffer(self, allocation, shape, dtype)
 
-    def array(self, data, dtype=None, align=4096):
+    def array(self, data, dtype=None, align=4096, flags=None):
         """Copy a host array (or anything numpy accepts) into a new device buffer."""
         self._check_open("array")
         try:
             data = np.asarray(data, dtype=dtype)
         except (TypeError, ValueError) as error:
             raise DeviceError(f"array: data cannot be read as a numeric array ({error})") from None
-        buf = self.alloc(data.shape, data.dtype, align)
+        buf = self.alloc(data.shape, data.dtype, align, flags)
         buf[...] = data
         return buf
 

@@ -61,6 +61,9 @@ def test_vdw_stride_is_16_bits_wide():
     # extended pitch word: id 1001 in 31:28, MPITCHB 12:0
     (vdr_pitch(100), 0x90000064),
     (vdr_pitch(8191), 0x90001fff),
+    # MPITCHB is 14 bits (facts §5.18): py-videocore's 3072-float rows, 12288 bytes apart
+    (vdr_pitch(12288), 0x90003000),
+    (vdr_pitch(16383), 0x90003fff),
 ])
 def test_vdr_setup(word, expected):
     assert word == expected
@@ -82,7 +85,8 @@ def test_vdr_setup(word, expected):
     (lambda: vdr_setup(rows=17, rowlen=1, y=0, pitch=64), "rows=17 is out of range 1..16"),
     (lambda: vdr_setup(rows=1, rowlen=1, y=0, pitch=48), "pitch=48"),
     (lambda: vdr_setup(rows=1, rowlen=1, y=0, pitch=8), "pitch=8"),
-    (lambda: vdr_pitch(8192), "pitch=8192 is out of range 0..8191"),
+    (lambda: vdr_pitch(16384), "pitch=16384 is out of range 0..16383"),
+    (lambda: vdr_pitch(-1), "pitch=-1 is out of range 0..16383"),
 ])
 def test_range_errors(call, message):
     with pytest.raises(AssemblerError) as info:

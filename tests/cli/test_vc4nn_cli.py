@@ -67,7 +67,13 @@ def test_run_error_names_the_line(tmp_path):
 
 
 def test_run_program_without_host_interrupt_is_reported(tmp_path):
-    assert "interrupt" in failed_run_stderr(tmp_path, "silent.s", "thrend\nnop\nnop\n")
+    # A warning, not a failure (docs/hardware-choices.md "Launch paths").
+    path = tmp_path / "silent.s"
+    path.write_text("thrend\nnop\nnop\n")
+    proc = subprocess.run([sys.executable, "-m", "vc4nn.cli", "run", str(path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert "missing_host_interrupt" in proc.stderr and "host interrupts: 0 of 1" in proc.stdout
 
 
 def test_doctor_off_a_pi_says_what_to_do(capsys):
@@ -151,6 +157,9 @@ def test_long_runs_show_progress_and_quiet_hides_it(tmp_path, monkeypatch, capsy
     from vc4nn import progress
     from vc4nn.emulator.machine import PROGRESS_INTERVAL
     monkeypatch.setattr(progress, "DELAY_S", 0)     # show the bar at once
+    # tqdm redraws at most every 0.1 s: the C core finishes this run before any redraw, so the
+    # bar is watched on the Python core (the C core's progress calls: test_ccore_hooks.py).
+    monkeypatch.setenv("VC4NN_EMULATOR_CORE", "python")
     iterations = 3 * PROGRESS_INTERVAL // 5
     argv = ["run", str(spin_file(tmp_path)), "--uniforms", str(iterations)]
     assert main(argv) == 0

@@ -7,6 +7,8 @@ as a (num_qpus, len(outputs), 16) uint32 array and the RunResult. With several Q
 take turns under the mutex. The body must leave ra31 alone.
 """
 
+import os
+
 import numpy as np
 import pytest
 
@@ -69,3 +71,21 @@ def f32(values):
 
 def as_float(bits):
     return np.asarray(bits, dtype=np.uint32).view(np.float32)
+
+
+def _cores():
+    """Every emulator test runs on both cores (the C one only when it is built); the
+    environment variable VC4NN_TEST_CORES=c (or python) narrows that down."""
+    from vc4nn.emulator import ccore
+    wanted = os.environ.get("VC4NN_TEST_CORES", "python,c").split(",")
+    return [core for core in wanted if core == "python" or ccore.available()]
+
+
+@pytest.fixture(autouse=True, params=_cores())
+def emulator_core(request, monkeypatch):
+    """The core EmulatorDevice(core=None) picks in this test."""
+    from vc4nn.emulator import ccore
+    if request.param == "c" and request.node.get_closest_marker("python_core"):
+        pytest.skip("patches the Python core's internals")
+    monkeypatch.setattr(ccore, "default_override", request.param)
+    return request.param

@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from vc4nn.emulator.checks import Checks
+from vc4nn.emulator.checks import Checks, CheckWarning
 from vc4nn.emulator.errors import CheckError, MemoryFault
 
-from .unit_setup import Units, generic_read, generic_write, vdr, vdr_pitch, vdw, vdw_stride
+from .unit_setup import STRICT, Units, generic_read, generic_write, vdr, vdr_pitch, vdw, vdw_stride
 
 
 def load(units, setup, address, qpu=0, now=0, pitch=None):
@@ -160,7 +160,7 @@ def test_units_and_depth_zero_mean_128():
     base, raw = units.buffer(np.zeros((128, 1), np.uint32))
     store(units, vdw(0, 1, y=0, x=0), base)
     assert raw[:512].view("<u4").tolist() == list(range(7, 135))
-    strict = Units()
+    strict = Units(checks=Checks(default="error"))
     base, _ = strict.buffer(np.zeros(128, np.uint32))
     with pytest.raises(CheckError) as info:
         store(strict, vdw(1, 0, y=0, horizontal=False), base)
@@ -264,13 +264,18 @@ def test_faults_name_the_dma_unit_and_address():
 
 
 def test_store_not_waited_for_at_the_end():
-    units = Units()
-    base, _ = units.buffer(np.zeros(16, np.uint32))
-    units.vpm.write_vw_setup(3, vdw(1, 16, y=0), 0)
-    units.vpm.write_vw_addr(3, base, 0)
-    with pytest.raises(CheckError) as info:
-        units.vpm.finish([3])
-    assert info.value.rule == "dma_in_flight_at_end" and info.value.qpu == 3
+    for checks in (STRICT, Checks()):
+        units = Units(checks=checks.copy())
+        base, _ = units.buffer(np.zeros(16, np.uint32))
+        units.vpm.write_vw_setup(3, vdw(1, 16, y=0), 0)
+        units.vpm.write_vw_addr(3, base, 0)
+        if checks is STRICT:
+            with pytest.raises(CheckError) as info:
+                units.vpm.finish([3])
+            assert info.value.rule == "dma_in_flight_at_end" and info.value.qpu == 3
+        else:       # the host's wait normally outlasts the store: a warning by default
+            with pytest.warns(CheckWarning, match="dma_in_flight_at_end"):
+                units.vpm.finish([3])
 
 
 @pytest.mark.parametrize("setup, address_offset, rule", [
@@ -282,7 +287,7 @@ def test_store_not_waited_for_at_the_end():
     (vdw(1, 16, y=0, x=4), 0, "vpm_out_of_range"),        # 16 words from x=4 overrun the row
 ])
 def test_store_setups_the_checks_reject(setup, address_offset, rule):
-    units = Units()
+    units = Units(checks=STRICT.copy())
     base, _ = units.buffer(np.zeros(64, np.uint32))
     units.vpm.write_vw_setup(0, setup, 0)
     with pytest.raises(CheckError) as info:
@@ -372,3 +377,73 @@ def test_kernel_reading_an_unwaited_load_is_a_race():
         with pytest.raises(CheckError) as info:
             device.execute(racy_read.assemble(), 1, [[src.address]])
     assert info.value.rule == "vpm_dma_race" and info.value.qpu == 0 and info.value.pc is not None
+
+
+# -- the extended pitch (MPITCHB) is 14 bits wide (facts §5.18) ---------------------------------
+
+@pytest.mark.parametrize("row_floats", [3072, 2500])      # py-videocore's published B rows; another
+def test_load_rows_of_a_wide_matrix_through_the_14_bit_pitch(row_floats):
+    units = Units()
+    m = np.random.default_rng(row_floats).random((16, row_floats), dtype=np.float32)
+    base, _ = units.buffer(m)
+    pitch = row_floats * 4                                  # 12288 / 10000 bytes: past 13 bits
+    load(units, vdr(16, 16, y=0, mpitch=0), base + 4 * 100, pitch=pitch)
+    assert np.array_equal(units.vpm_rows(16).view(np.float32), m[:, 100:116])
+    assert not units.checks.warnings
+
+
+def test_a_pitch_the_hardware_does_not_honour_stops_the_run():
+    units = Units()
+    with pytest.raises(CheckError) as info:                 # 4096 floats: qmkl's failing case
+        units.vpm.write_vr_setup(0, vdr_pitch(16384), 0)
+    assert info.value.rule == "dma_pitch_out_of_range" and "16384" in str(info.value)
+
+
+@pytest.mark.parametrize("word, what", [
+    (generic_read(1, 0) | 1 << 26, "generic VPM read setup"),
+    (generic_write(0) | 1 << 20, "generic VPM write setup"),
+    (vdw_stride(0) | 1 << 20, "DMA store stride setup"),
+])
+def test_unused_setup_bits_warn(word, what):
+    units = Units()
+    register = units.vpm.write_vr_setup if "read" in what else units.vpm.write_vw_setup
+    with pytest.warns(CheckWarning, match="vpm_setup_unused_bits"):
+        register(0, word, 0)
+    assert what in units.checks.warnings[0]
+    clean = Units()
+    register = clean.vpm.write_vr_setup if "read" in what else clean.vpm.write_vw_setup
+    register(0, word & ~(1 << 26 | 1 << 20), 0)
+    assert not clean.checks.warnings
+
+
+def test_generic_access_past_row_63_is_reported():
+    units = Units()
+    units.vpm.write_vw_setup(0, generic_write(70), 0)        # ADDR 70: horizontal row 70
+    with pytest.warns(CheckWarning, match="vpm_out_of_range"):
+        units.vpm.write(0, np.arange(16, dtype=np.uint32), 0)
+    units.vpm.write_vw_setup(0, generic_write(63), 0)
+    units.vpm.write(0, np.arange(16, dtype=np.uint32), 0)
+    assert len(units.checks.warnings) == 1
+
+
+def test_kernel_loads_py_videocore_sized_rows(device):
+    """A DSL kernel loads a 16x16 block of a (16, 3072) float matrix: the DSL emits the 14-bit
+    extended pitch word (12288 bytes) and the rows land as numpy slices them."""
+    from asm import kernel, r0, ra, uniform, vpm
+
+    @kernel
+    def block(a):
+        a.mov(ra[0], uniform)
+        a.mov(ra[1], uniform)
+        a.setup_dma_load(rows=16, rowlen=16, y=0, pitch=3072 * 4)
+        a.start_dma_load(ra[0])
+        a.wait_dma_load()
+        a.setup_dma_store(units=16, depth=16, y=0)
+        a.start_dma_store(ra[1])
+        a.wait_dma_store()
+        a.exit()
+
+    src = device.array(np.random.default_rng(1).random((16, 3072), dtype=np.float32))
+    dst = device.alloc((16, 16), np.float32)
+    device.execute(block.assemble(), 1, [[src[:, 2048:].address, dst.address]])
+    assert np.array_equal(dst, np.asarray(src)[:, 2048:2064])

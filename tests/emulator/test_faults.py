@@ -5,7 +5,7 @@ instructions, and Python failures inside the emulator."""
 import numpy as np
 import pytest
 
-from asm import (kernel, mutex_acquire, r1, r2, r4, ra1, sfu_recip, tmu0_s, unif_addr, uniform,
+from asm import (host_int, kernel, mutex_acquire, r1, r2, r4, ra1, sfu_recip, tmu0_s, unif_addr, uniform,
                  vr_addr, vw_addr)
 from vc4nn.emulator import EmulatorDevice, alu
 from vc4nn.emulator.checks import CheckWarning, Checks
@@ -185,18 +185,35 @@ def test_ldtmu_with_nothing_outstanding():
     assert info.value.qpu == 0 and info.value.pc == code_address_of(None)
 
 
-def test_semaphores_not_back_at_their_start_values():
+def test_semaphores_not_back_at_their_start_values_warn():
+    with pytest.warns(CheckWarning, match="semaphore_balance"):
+        result, _ = run(lambda a: a.sema_release(2))
+    assert "semaphore 2 = 1" in result.warnings[0]
+    balanced, _ = run(lambda a: (a.sema_release(2), a.sema_acquire(2)))
+    assert not balanced.warnings
     with pytest.raises(CheckError, match="semaphore_balance"):
-        run(lambda a: a.sema_release(2))
+        run(lambda a: a.sema_release(2), checks="error")
+
+
+def _interrupt_from_the_master_only(a):
+    """The GPU_FFT / py-videocore ending: every QPU ends, only the master (uniform 1) raises
+    the host interrupt (a write of 0 raises none)."""
+    a.mov(host_int, uniform)
+    a.exit(interrupt=False)
+
+
+def test_one_host_interrupt_for_many_programs_is_legal():
+    result, _ = run(_interrupt_from_the_master_only, exit=False, num_qpus=4,
+                    uniforms=[[1], [0], [0], [0]])
+    assert result.host_interrupts == 1 and not result.warnings
 
 
 def test_missing_host_interrupt():
+    with pytest.warns(CheckWarning, match="missing_host_interrupt"):
+        result, _ = run(lambda a: a.exit(interrupt=False), exit=False, num_qpus=2)
+    assert result.host_interrupts == 0 and "0 host interrupts" in result.warnings[0]
     with pytest.raises(CheckError, match="missing_host_interrupt"):
-        run(lambda a: a.exit(interrupt=False), exit=False)
-    with pytest.warns(CheckWarning):
-        result, _ = run(lambda a: a.exit(interrupt=False), exit=False, num_qpus=2,
-                        checks={"missing_host_interrupt": "warn"})
-    assert result.host_interrupts == 0 and "0 host interrupt" in result.warnings[0]
+        run(lambda a: a.exit(interrupt=False), exit=False, checks="error")
 
 
 def test_unknown_check_rule_and_mode():
@@ -273,6 +290,7 @@ def test_unsupported_instructions(word, what):
     assert info.value.qpu == 0 and info.value.pc == code_address_of(None)
 
 
+@pytest.mark.python_core
 def test_python_failure_inside_the_emulator_becomes_a_typed_error(monkeypatch):
     def broken(a, b):
         raise ValueError("boom")

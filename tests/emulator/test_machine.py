@@ -1,7 +1,6 @@
 """The machine: launches, 12 QPUs, scheduling, semaphores and mutex, statistics, device
 selection, speed."""
 
-import time
 
 import numpy as np
 import pytest
@@ -58,8 +57,25 @@ def test_run_statistics_and_board_clock():
         assert result.cycles == result.qpus[0].cycles == 56
         assert result.qpus[0].stalls["issue"] == 56
         assert sum(result.qpus[0].stalls.values()) == 56
-        assert result.seconds == pytest.approx(56 / clock + dev.timing.launch_overhead)
+        assert result.seconds == pytest.approx(56 / clock + 100e-6)    # the mailbox path
         assert result.estimated and result.warnings == []
+
+
+def test_the_launch_path_picks_the_launch_overhead():
+    from vc4nn.emulator.timing import Timing
+    from vc4nn.errors import DeviceError
+
+    @kernel
+    def nothing(a):
+        a.exit()
+    with EmulatorDevice(board="pi1") as dev:
+        dev.machine.timing = Timing("pi1", launch_path="direct")
+        result = dev.execute(nothing.assemble())
+    # host_int + thrend + 2 delay slots = 16 clocks; facts §3 / timing.py: 100 us vs 5 us
+    assert result.seconds == pytest.approx(16 / 250e6 + 5e-6)
+    assert Timing("pi1").launch_overhead == 100e-6
+    with pytest.raises(DeviceError, match="launch path"):
+        Timing("pi1", launch_path="doorbell")
 
 
 def test_default_board_and_unknown_board():
@@ -193,9 +209,8 @@ def test_open_pi_is_a_typed_error_off_a_pi():
 
 # --- speed ----------------------------------------------------------------------------------
 
-def test_alu_kernel_speed():
-    """The target is >= 50k instructions/s on the development machine (the report gives the
-    figure); the assertion leaves room for a loaded CI machine."""
+def test_alu_loop_runs_to_its_end():
+    """The ALU loop tools/bench_emulator.py times (speed is measured there, not here)."""
     def body(a):
         a.mov(r1, uniform)
         a.mov(r2, 1.0)
@@ -210,11 +225,8 @@ def test_alu_kernel_speed():
         a.itof(r3, r1)
         a.fmax(r2, r2, r3)
     program = assemble_body(body, [r2])
-    start = time.perf_counter()
     _, result = run_program(program, 1, uniforms=[3000])
-    rate = result.instructions / (time.perf_counter() - start)
     assert result.instructions > 24000
-    assert rate > 15000, f"{rate:.0f} instructions/s"
 
 
 @pytest.mark.parametrize("num_qpus", [0, 13, 2.5, "4", True, None])

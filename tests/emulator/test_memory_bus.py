@@ -25,7 +25,7 @@ FILL, FILL_PI1 = 23, 20
 RAM, TMU_HIT, L2_HIT = 80, 36, 58
 L2_SETS = 32768 // (64 * 4)
 LINE = 64
-BASE = 0x10000
+BASE = 0xC0010000          # the direct (uncached) alias: only the V3D L2 caches these lines
 
 
 def bus(board="pi_zero", **overrides):
@@ -55,34 +55,34 @@ def test_lru_cache_keeps_values_and_size_zero_holds_nothing():
 
 def test_a_miss_takes_the_bus_and_arrives_after_the_ram_latency():
     b = bus()
-    assert b.read_line(100, BASE, LINE, RAM) == 100 + RAM
+    assert b.read_line(100, BASE, LINE, RAM)[0] == 100 + RAM
     assert (b.busy_clocks, b.l2_misses, b.l2_hits) == (FILL, 1, 0)
 
 
 def test_a_line_in_the_l2_arrives_after_the_l2_latency_without_the_bus():
     b = bus()
-    b.read_line(0, BASE, LINE, RAM)
-    assert b.read_line(1000, BASE, LINE, RAM) == 1000 + L2_HIT
+    b.read_line(0, BASE, LINE, RAM)[0]
+    assert b.read_line(1000, BASE, LINE, RAM)[0] == 1000 + L2_HIT
     assert (b.busy_clocks, b.l2_hits) == (FILL, 1)
 
 
 def test_a_line_still_on_its_way_is_waited_for_not_read_twice():
     b = bus()
-    b.read_line(0, BASE, LINE, RAM)                    # arrives at 80
-    assert b.read_line(10, BASE, LINE, RAM) == RAM     # 10 + 58 = 68 would be too early
-    assert b.read_line(30, BASE, LINE, RAM) == 30 + L2_HIT
+    b.read_line(0, BASE, LINE, RAM)[0]                    # arrives at 80
+    assert b.read_line(10, BASE, LINE, RAM)[0] == RAM     # 10 + 58 = 68 would be too early
+    assert b.read_line(30, BASE, LINE, RAM)[0] == 30 + L2_HIT
     assert b.busy_clocks == FILL
 
 
 def test_alias_bits_do_not_make_another_line():
     b = bus()
-    b.read_line(0, BASE | 0x40000000, LINE, RAM)
-    assert b.read_line(500, BASE | 0xC0000000, LINE, RAM) == 500 + L2_HIT
+    b.read_line(0, (BASE & 0x3FFFFFFF) | 0x40000000, LINE, RAM)[0]
+    assert b.read_line(500, BASE | 0xC0000000, LINE, RAM)[0] == 500 + L2_HIT
 
 
 def test_misses_queue_on_the_bus():
     b = bus()
-    arrivals = [b.read_line(0, BASE + LINE * k, LINE, RAM) for k in range(12)]
+    arrivals = [b.read_line(0, BASE + LINE * k, LINE, RAM)[0] for k in range(12)]
     # the k-th line's bus slot ends at 23 (k + 1); the latency hides the first three
     assert arrivals == [max(RAM, FILL * (k + 1)) for k in range(12)]
     assert b.busy_clocks == 12 * FILL
@@ -91,36 +91,84 @@ def test_misses_queue_on_the_bus():
 def test_lru_eviction_in_a_set_of_the_l2():
     b = bus()
     for k in range(5):                                  # five lines of one 4-way set
-        b.read_line(1000 * k, BASE + LINE * L2_SETS * k, LINE, RAM)
-    assert b.read_line(9000, BASE + LINE * L2_SETS * 4, LINE, RAM) == 9000 + L2_HIT
-    assert b.read_line(10000, BASE, LINE, RAM) == 10000 + RAM           # the first, evicted
+        b.read_line(1000 * k, BASE + LINE * L2_SETS * k, LINE, RAM)[0]
+    assert b.read_line(9000, BASE + LINE * L2_SETS * 4, LINE, RAM)[0] == 9000 + L2_HIT
+    assert b.read_line(10000, BASE, LINE, RAM)[0] == 10000 + RAM           # the first, evicted
     assert b.busy_clocks == 6 * FILL
+
+
+# -- the VideoCore L2 behind the V3D L2, by bus alias (vc4nn.hardware) --------------------------
+# A line from the VideoCore L2 holds the bus ceil(64 / 2e9 * 300e6) = 10 clocks (timing.py's
+# assumption vc_l2_hit_bandwidth) and arrives 58 clocks after the request (vc_l2_hit_latency).
+VC_FILL, VC_HIT = 10, 58
+
+
+def _evict_from_the_v3d_l2(b, base):
+    """Read ``base``, then four more lines of its 4-way V3D L2 set: ``base`` is evicted."""
+    b.read_line(0, base, LINE, RAM)
+    for k in range(1, 5):
+        b.read_line(1000 * k, base + LINE * L2_SETS * k, LINE, RAM)
+
+
+@pytest.mark.parametrize("alias, served_by_vc_l2", [
+    (0x0, True), (0x4, True),       # normal and L1-non-allocating: allocated in the VideoCore L2
+    (0x8, False),                   # coherent: looked up there, never allocated
+    (0xC, False),                   # direct: uncached
+])
+def test_a_line_evicted_from_the_v3d_l2_comes_from_the_videocore_l2(alias, served_by_vc_l2):
+    b = bus()
+    base = (BASE & 0x3FFFFFFF) | alias << 28
+    _evict_from_the_v3d_l2(b, base)
+    busy = b.busy_clocks
+    arrives = b.read_line(10000, base, LINE, RAM)[0]
+    if served_by_vc_l2:
+        assert arrives == 10000 + VC_HIT and b.busy_clocks - busy == VC_FILL
+        assert b.vc_l2_hits == 1
+    else:
+        assert arrives == 10000 + RAM and b.busy_clocks - busy == FILL
+        assert b.vc_l2_hits == 0
+
+
+def test_without_a_videocore_l2_every_v3d_l2_miss_goes_to_sdram():
+    b = bus(vc_l2_bytes=0)
+    _evict_from_the_v3d_l2(b, BASE & 0x3FFFFFFF)
+    assert b.read_line(10000, BASE & 0x3FFFFFFF, LINE, RAM)[0] == 10000 + RAM
+
+
+def test_the_emulator_allocates_with_the_boards_flags_and_the_alias_follows():
+    from vc4nn import hardware
+    with EmulatorDevice(board="pi1") as dev:
+        assert dev.alloc(4).address >> 30 == 1             # BCM2835: L1 non-allocating, 0x4..
+        assert dev.alloc(4, flags=hardware.MEM_FLAG_DIRECT).address >> 30 == 3      # 0xC..
+        assert dev.alloc(4, flags=hardware.MEM_FLAG_COHERENT).address >> 30 == 2    # 0x8..
+    with EmulatorDevice(board="pi3") as dev:
+        assert dev.alloc(4).address >> 30 == 3             # BCM2837: direct, 0xC..
 
 
 def test_a_request_spanning_two_l2_lines_waits_for_both():
     b = bus()
-    b.read_line(0, BASE, LINE, RAM)
-    assert b.read_line(1000, BASE, 2 * LINE, RAM) == 1000 + RAM         # second line misses
+    b.read_line(0, BASE, LINE, RAM)[0]
+    assert b.read_line(1000, BASE, 2 * LINE, RAM)[0] == 1000 + RAM         # second line misses
     assert (b.l2_hits, b.l2_misses) == (1, 2)
 
 
 def test_a_bus_without_an_l2_pays_the_bus_for_every_fill():
     b = bus(l2_cache_bytes=0)
-    b.read_line(0, BASE, LINE, RAM)
-    assert b.read_line(1000, BASE, LINE, RAM) == 1000 + RAM
+    b.read_line(0, BASE, LINE, RAM)[0]
+    assert b.read_line(1000, BASE, LINE, RAM)[0] == 1000 + RAM
     assert b.busy_clocks == 2 * FILL
 
 
 def test_the_bus_runs_at_the_clock_of_the_timing_it_uses():
     b = MemoryBus()
     b.use(Timing.for_board("pi1"))
-    b.read_line(0, BASE, LINE, RAM)
+    b.read_line(0, BASE, LINE, RAM)[0]
     assert b.busy_clocks == FILL_PI1
 
 
 def test_uniform_lines_share_the_l2_with_the_tmu():
     b = bus()
-    b.read_line(0, BASE, LINE, RAM)                                   # a TMU fill
+    b.read_line(0, BASE, LINE, RAM)[0]                                   # a TMU fill
     assert b.uniform_line(1000, BASE + 44) == 1000 + L2_HIT           # a uniform in that line
     assert b.uniform_line(2000, BASE + LINE + 4) == 2000 + RAM        # the next line
     assert b.busy_clocks == 2 * FILL

@@ -293,6 +293,16 @@ def test_mul_colour_pack_clamps_to_0_1(run_body):
     assert out[0, 0, 0] == 0 and out[0, 1, 0] == 0xFFFFFFFF
 
 
+def test_mul_colour_pack_of_a_nan_is_zero(run_body):
+    # v8max of 0xFFFFFFFF gives the bits of a NaN; the colour pack reads them as a float.
+    def body(a):
+        a.ldi(r1, 0x11223344)
+        a.ldi(r2, 0xFFFFFFFF)
+        a.v8max(r1, r2, r2, pack="8ac")
+    out, _ = run_body(body, [r1])
+    assert out[0, 0, 0] == 0x11223300
+
+
 @pytest.mark.parametrize("mode, int_result, float_result", [
     ("16a", 0xFFFFBC00, -1.0),             # low half 0xBC00: int16 -17408, float16 -1.0
     ("16b", 0x00003C00, 1.0),              # high half 0x3C00: 15360, float16 1.0

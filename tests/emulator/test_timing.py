@@ -80,3 +80,9 @@ def test_doc_renders_the_current_tables():
     text = DOC.read_text(encoding="utf-8")
     assert timing.parameter_table_markdown() in text
     assert timing.board_table_markdown() in text
+
+
+def test_doc_renders_the_rules_table():
+    from vc4nn.emulator.checks import rules_table_markdown
+    choices = DOC.parent / "hardware-choices.md"
+    assert rules_table_markdown() in choices.read_text(encoding="utf-8")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from vc4nn.emulator.checks import Checks
+from vc4nn.emulator.checks import Checks, CheckWarning
 from vc4nn.emulator.errors import CheckError, MemoryFault
 
 from .unit_setup import Units, vdw, vdw_stride
@@ -104,12 +104,15 @@ def test_a_request_waits_for_its_slowest_line():
 def test_fifo_overflow_and_empty_load_are_errors():
     units = Units()
     base, _ = table(units)
-    for _ in range(4):          # facts §5.13: 4 reliable direct requests (we allow 4)
+    for _ in range(4):          # facts §5.13: 4 reliable direct requests
         units.tmu.write(0, 0, "s", np.full(16, base, np.uint32), 0)
-    with pytest.raises(CheckError) as info:
+    with pytest.warns(CheckWarning, match="tmu_fifo_unreliable"):     # 5..8: the errata's
+        for _ in range(4):                                            # "unreliable", a warning
+            units.tmu.write(0, 0, "s", np.full(16, base, np.uint32), 0)
+    with pytest.raises(CheckError) as info:          # the guide's FIFO holds 8
         units.tmu.write(0, 1, "s", np.full(16, base, np.uint32), 0)
     assert info.value.rule == "tmu_fifo_overflow" and info.value.qpu == 0
-    for _ in range(4):
+    for _ in range(8):
         units.tmu.load(0, 0, 0)
     with pytest.raises(CheckError) as info:
         units.tmu.load(0, 0, 0)
@@ -133,17 +136,46 @@ def test_fault_names_the_tmu_and_the_element_address():
     assert info.value.unit == "tmu" and info.value.address == 0x20 and info.value.qpu == 4
 
 
-def test_reading_what_a_dma_store_wrote_is_a_stale_read():
-    units = Units()
-    base, _ = table(units)
+def _store_words_16_to_19(units, base):
     units.vpm.write_vw_setup(0, vdw(1, 4, y=0), 0)
     units.vpm.write_vw_setup(0, vdw_stride(0), 0)
-    units.vpm.write_vw_addr(0, base + 64, 0)                 # words 16..19 of the table
-    units.tmu.write(1, 0, "s", np.full(16, base + 60, np.uint32), 0)      # word 15: fine
-    units.tmu.load(1, 0, 0)
+    units.vpm.write_vw_addr(0, base + 64, 0)                 # words 16..19: the table's line 1
+
+
+def read(units, qpu, address):
+    units.tmu.write(qpu, 0, "s", np.full(16, address, np.uint32), 0)
+    return units.tmu.load(qpu, 0, 0)[0]
+
+
+def test_a_line_cached_before_a_dma_store_is_a_stale_read():
+    units = Units()
+    base, _ = table(units)
+    read(units, 1, base + 64)                                # line 1 into QPU 1's TMU0 cache
+    _store_words_16_to_19(units, base)
+    read(units, 1, base + 60)                                # word 15, line 0: never written
+    read(units, 1, base + 80)                                # word 20: in the line, not written
     with pytest.raises(CheckError) as info:
-        units.tmu.write(1, 0, "s", np.full(16, base + 76, np.uint32), 0)  # word 19
+        read(units, 1, base + 76)                            # word 19: the cached copy is old
     assert info.value.rule == "tmu_stale_read"
+
+
+def test_the_l2_keeps_the_old_line_for_the_other_slices():
+    units = Units()
+    base, _ = table(units)
+    read(units, 1, base + 64)                                # slice 0 fills line 1 in the L2
+    _store_words_16_to_19(units, base)
+    with pytest.raises(CheckError) as info:
+        read(units, 5, base + 64)                            # slice 1 misses its TMU, hits the L2
+    assert info.value.rule == "tmu_stale_read" and info.value.qpu == 5
+
+
+def test_a_first_read_after_a_dma_store_fetches_the_new_data():
+    units = Units()
+    base, _ = table(units)
+    read(units, 1, base)                                     # line 0 only
+    _store_words_16_to_19(units, base)
+    assert read(units, 1, base + 76)[0] == units.vpm.words[3]          # VPM word (0, 3)
+    assert not units.checks.warnings
 
 
 def test_results_left_at_the_end_are_reported():
@@ -162,10 +194,11 @@ def _gather_kernel():
     from asm import element_number, kernel, r0, r1, r4, ra, tmu0_s, uniform, vpm, vw_setup
 
     @kernel
-    def gather_column(a, stale=False):
+    def gather_column(a, stale=False, reread=False):
         """Uniforms: column base address, out address, then the VPM write, VDW and VDW stride
         setups. Lane i reads base + 64 * i (a column of a 16x16 matrix) through tmu0; the row
-        goes out by DMA."""
+        goes out by DMA. ``reread``: read the output row after the store (fresh data, since
+        no cache holds it); ``stale``: read it before the store too, then after (stale)."""
         a.mov(r0, uniform)
         a.mov(ra[1], uniform)
         a.mov(vw_setup, uniform)
@@ -174,11 +207,15 @@ def _gather_kernel():
         a.add(tmu0_s, r0, r1)
         a.nop(sig="ldtmu0")
         a.mov(vpm, r4)
+        if stale:
+            a.mov(r0, ra[1])
+            a.add(tmu0_s, r0, 0)                 # the output row's line into the TMU cache
+            a.nop(sig="ldtmu0")
         a.mov(vw_setup, uniform)
         a.mov(vw_setup, uniform)
         a.start_dma_store(ra[1])
         a.wait_dma_store()
-        if stale:
+        if stale or reread:
             a.mov(r0, ra[1])
             a.add(tmu0_s, r0, 0)                 # reads what the store just wrote
             a.nop(sig="ldtmu0")
@@ -210,3 +247,16 @@ def test_kernel_tmu_read_after_dma_store_is_stale():
                            [[m.address, out.address, vpm_write_setup(y=0), vdw_setup(1, 16, y=0),
                              vdw_stride(0)]])
     assert info.value.rule == "tmu_stale_read"
+
+
+def test_kernel_tmu_read_of_a_line_first_read_after_dma_store_is_fresh():
+    from asm.vpm import vdw_setup, vdw_stride, vpm_write_setup
+    from vc4nn.emulator import EmulatorDevice
+    gather_column = _gather_kernel()
+    with EmulatorDevice() as device:
+        m = device.array(np.zeros((16, 16), np.uint32))
+        out = device.alloc(16, np.uint32)
+        result = device.execute(gather_column.assemble(reread=True), 1,
+                                [[m.address, out.address, vpm_write_setup(y=0),
+                                  vdw_setup(1, 16, y=0), vdw_stride(0)]])
+    assert not result.warnings

@@ -15,6 +15,9 @@ from vc4nn.emulator.vpm import MemoryBus, Vpm
 SIZE_CODE = {8: 0, 16: 1, 32: 2}          # facts §3: SIZE 0 8-bit, 1 16-bit, 2 32-bit
 
 
+STRICT = Checks(default="error")          # every rule stops, warn-by-default ones included
+
+
 class Units:
     def __init__(self, checks=None, board="pi_zero"):
         self.memory = BusMemory()
@@ -53,7 +56,7 @@ def vdr(rows, rowlen, y, x=0, modew=0, mpitch=0, vpitch=1, vertical=False):
 
 
 def vdr_pitch(pitch):
-    return 0b1001 << 28 | pitch                   # MPITCHB 12:0
+    return 0b1001 << 28 | pitch                   # MPITCHB 13:0 (facts §5.18)
 
 
 def vdw(units, depth, y, x=0, modew=0, horizontal=True, laned=False):

@@ -1,8 +1,10 @@
-"""A set-associative LRU cache of whole lines, for the cycle model (timing only, never data).
+"""A set-associative LRU cache of whole lines, for the cycle model and the stale-read check
+(never the data itself: the emulator reads memory at the time of the request).
 
 The TMU caches and the V3D L2 use it. A line number maps to set ``line % sets``; each set keeps
-at most ``ways`` lines in least- to most-recently-used order, with a value per line (the L2
-keeps the clock at which a line's fill arrives). It runs once per line fill in Python, so each
+at most ``ways`` lines in least- to most-recently-used order, with a value per line (the TMU
+caches keep the write epoch their data dates from, the L2 the clock at which a line's fill
+arrives and that epoch). It runs once per line fill in Python, so each
 set is an OrderedDict: hit, insert and eviction are O(1).
 """
 

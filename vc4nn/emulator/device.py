@@ -19,17 +19,24 @@ class EmulatorDevice(Device):
         bytes faults (naming the buffer) instead of writing the next buffer.
     progress: None, or a callable given the instructions executed so far in a launch, called
         every ``PROGRESS_INTERVAL`` instructions (settable later as ``device.progress``).
+    core: "c" (the compiled core), "python" (the pure-Python core, the specification) or None
+        for the C core when it is built, else the Python one (docs/design.md "Two cores").
     """
 
     name = "emulator"
 
     def __init__(self, board=DEFAULT_BOARD, checks=None, seed=None,
                  max_instructions=DEFAULT_MAX_INSTRUCTIONS, guard_bytes=DEFAULT_GUARD_BYTES,
-                 progress=None):
+                 progress=None, core=None):
         super().__init__()
         self.memory = BusMemory(guard_bytes)
-        self.machine = Machine(self.memory, board, checks, seed, max_instructions)
+        self.machine = Machine(self.memory, board, checks, seed, max_instructions, core)
         self.progress = progress
+
+    @property
+    def core(self):
+        """The emulator core this device runs: "c" or "python"."""
+        return self.machine.core
 
     @property
     def progress(self):
@@ -46,8 +53,10 @@ class EmulatorDevice(Device):
     def timing(self):
         return self.machine.timing
 
-    def _allocate(self, nbytes, align):
-        return self.memory.allocate(nbytes, align)
+    def _allocate(self, nbytes, align, flags):
+        if flags is None:
+            flags = self.timing.board.mem_flags
+        return self.memory.allocate(nbytes, align, flags)
 
     def _release(self, allocation):
         self.memory.release(allocation)

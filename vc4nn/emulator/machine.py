@@ -2,8 +2,10 @@
 
 A launch works like the firmware's execute_qpu (facts §3): ``num_qpus`` pairs (uniforms address,
 code address) in bus memory; program i runs on QPU i. The call returns when every program has
-executed thrend and its two delay slots; then the units check what was left behind, and fewer
-host interrupts than programs is an error (execute_qpu would wait for them until it times out).
+executed thrend and its two delay slots; then the units check what was left behind. A launch in
+which no program raised the host interrupt is reported (rule missing_host_interrupt, a warning
+by default): one interrupt for the whole launch is what GPU_FFT, QPULib and py-videocore raise
+(facts §5.19, docs/hardware-choices.md "Launch paths").
 
 Scheduling follows modelled time: each QPU has its own clock and the runnable QPU with the
 smallest clock runs next (ties by QPU number). With ``seed`` the ties are broken at random and a
@@ -24,10 +26,11 @@ from asm import isa
 
 from ..device import QpuStats, RunResult
 from ..errors import DeviceError, Vc4nnError
+from . import ccore
 from .checks import as_checks
 from .errors import DeadlockError, EmulatorError, EmulatorTimeout, MemoryFault
 from .plan import compile_word
-from .qpu import Qpu
+from .qpu import Qpu, final_state
 from .sync import Sync
 from .timing import DEFAULT_BOARD, Timing
 from .tmu import Tmu
@@ -46,7 +49,7 @@ CONTROL_ENTRY_WORDS = 2
 
 class Machine:
     def __init__(self, memory, board=DEFAULT_BOARD, checks=None, seed=None,
-                 max_instructions=DEFAULT_MAX_INSTRUCTIONS):
+                 max_instructions=DEFAULT_MAX_INSTRUCTIONS, core=None):
         if max_instructions is not None and (not isinstance(max_instructions, int)
                                              or max_instructions < 1):
             raise DeviceError(f"max_instructions must be a positive int or None; "
@@ -64,6 +67,9 @@ class Machine:
         # None, or a callable given the instructions executed so far in the launch (all QPUs);
         # called each time that count crosses a multiple of PROGRESS_INTERVAL.
         self.progress = None
+        self.core = ccore.resolve(core)     # "c" or "python" (docs/design.md "Two cores")
+        self.keep_final_state = False       # debugging and the core equivalence tests
+        self.final_state = None
 
     # -- instruction fetch -------------------------------------------------------------------
     def plan_at(self, pc, qpu):
@@ -102,22 +108,29 @@ class Machine:
         self.tmu = Tmu(self.memory, timing, checks, bus=self.bus)
         self.sync = Sync(timing, checks)
         self.run_plans = {}
-        qpus = [Qpu(i, self, int(control[CONTROL_ENTRY_WORDS * i]),
-                    int(control[CONTROL_ENTRY_WORDS * i + 1])) for i in range(num_qpus)]
+        self.final_state = None
+        entries = [(int(control[CONTROL_ENTRY_WORDS * i]), int(control[CONTROL_ENTRY_WORDS * i + 1]))
+                   for i in range(num_qpus)]
         deadline = math.inf if timeout is None else timeout * timing.clock_hz
+        budget = self.max_instructions or math.inf
         with np.errstate(all="ignore"):
-            self._schedule(qpus, deadline, self.max_instructions or math.inf, timeout)
+            if self.core == "c":
+                qpus = ccore.run(self, entries, deadline, budget, timeout)
+            else:
+                qpus = [Qpu(i, self, *entry) for i, entry in enumerate(entries)]
+                self._schedule(qpus, deadline, budget, timeout)
+                if self.keep_final_state:
+                    self.final_state = [final_state(q) for q in qpus]
             indices = list(range(num_qpus))
             self.vpm.finish(indices)
             self.tmu.finish(indices)
             self.sync.finish()
         interrupts = sum(q.host_interrupts for q in qpus)
-        if interrupts < num_qpus:
-            silent = [q.index for q in qpus if not q.host_interrupts]
+        if not interrupts:
             checks.report("missing_host_interrupt",
-                          f"{num_qpus} programs ended with {interrupts} host interrupt(s) "
-                          f"(none from QPU {', '.join(map(str, silent))}); execute_qpu waits "
-                          f"for one per program and would time out on a Pi")
+                          f"{num_qpus} program(s) ended with 0 host interrupts; a host that "
+                          f"waits for the launch's interrupt (the firmware's execute_qpu) "
+                          f"would wait until its timeout")
         return self._result(qpus, interrupts)
 
     def _result(self, qpus, interrupts):
@@ -171,18 +184,28 @@ class Machine:
                 blocked[i] = q
             elif not q.ended:
                 if q.clock > deadline:
-                    raise EmulatorTimeout(f"the run passed its timeout of {timeout} s of modelled "
-                                          f"time at {self.timing.clock_hz / 1e6:g} MHz; "
-                                          f"{_positions(qpus)}")
+                    raise self.timeout_error("time", executed, timeout, qpus)
                 if executed >= budget:
-                    raise EmulatorTimeout(f"the run executed {executed} instructions, its budget "
-                                          f"(max_instructions; --max-instructions on the command "
-                                          f"line); {_positions(qpus)}")
+                    raise self.timeout_error("budget", executed, timeout, qpus)
                 heapq.heappush(heap, (q.clock, tie, i))
         if blocked:
-            raise DeadlockError({
-                q.index: (q.pc, self.sync.blocked_reason(q.index) if q.index in blocked
-                          else "nothing (its program ended)") for q in qpus})
+            raise self.deadlock_error(blocked, qpus)
+
+    def timeout_error(self, kind, executed, timeout, qpus):
+        """The EmulatorTimeout of a run past its modelled ``timeout`` (kind "time") or its
+        instruction budget (kind "budget"); ``qpus`` have .index, .pc and .ended."""
+        if kind == "time":
+            return EmulatorTimeout(f"the run passed its timeout of {timeout} s of modelled "
+                                   f"time at {self.timing.clock_hz / 1e6:g} MHz; "
+                                   f"{_positions(qpus)}")
+        return EmulatorTimeout(f"the run executed {executed} instructions, its budget "
+                               f"(max_instructions; --max-instructions on the command "
+                               f"line); {_positions(qpus)}")
+
+    def deadlock_error(self, blocked, qpus):
+        return DeadlockError({
+            q.index: (q.pc, self.sync.blocked_reason(q.index) if q.index in blocked
+                      else "nothing (its program ended)") for q in qpus})
 
     def _run_slice(self, q, limit, budget):
         """Step ``q`` until it blocks, ends, reaches ``limit`` on its clock, uses up ``budget``
@@ -196,15 +219,25 @@ class Machine:
             while step() and not (q.ended or q.clock >= limit or q.count >= count_limit
                                   or self.sync_event):
                 pass
-        except EmulatorError as error:
-            _locate(error, q.index, q.pc)
-            raise
-        except Vc4nnError:
-            raise
-        except Exception as error:   # a bad program must never surface as a raw traceback
-            raise EmulatorError(f"the emulator failed on this instruction "
-                                f"({type(error).__name__}: {error})", q.index, q.pc) from error
+        except Exception as error:
+            raise slice_error(error, q.index, q.pc)
         return q.count - start
+
+
+def slice_error(error, qpu, pc):
+    """What an exception raised while ``qpu`` ran the instruction at ``pc`` becomes: emulator
+    errors get the QPU and PC filled in, other vc4nn errors pass, and anything else (a bad
+    program must never surface as a raw traceback) becomes an EmulatorError. Exceptions that
+    are not Exceptions (KeyboardInterrupt) pass as they are."""
+    if isinstance(error, EmulatorError):
+        _locate(error, qpu, pc)
+        return error
+    if isinstance(error, Vc4nnError) or not isinstance(error, Exception):
+        return error
+    wrapped = EmulatorError(f"the emulator failed on this instruction "
+                            f"({type(error).__name__}: {error})", qpu, pc)
+    wrapped.__cause__ = error
+    return wrapped
 
 
 def _locate(error, qpu, pc):

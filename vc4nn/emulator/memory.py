@@ -17,6 +17,7 @@ import numpy as np
 
 from ..device import BUS_ADDRESS_MASK, Allocation
 from ..errors import DeviceError, DeviceMemoryError
+from ..hardware import BUS_ALIAS_SHIFT, MEM_FLAG_DIRECT, bus_alias
 from .errors import MemoryFault
 
 # Where the emulator places its allocations in the bus address space. A nonzero base keeps
@@ -37,8 +38,10 @@ class BusMemory:
         self._blocks = {}          # start -> Allocation
         self._free = [(ARENA_BASE, ARENA_LIMIT)]    # sorted, disjoint, non-adjacent [start, end)
 
-    def allocate(self, nbytes, align):
-        """First fit: the lowest free range that holds ``nbytes`` at ``align`` plus the guard."""
+    def allocate(self, nbytes, align, flags=MEM_FLAG_DIRECT):
+        """First fit: the lowest free range that holds ``nbytes`` at ``align`` plus the guard,
+        at a bus address whose alias bits follow the mailbox ``flags`` (as the firmware's
+        mem_lock gives it, vc4nn.hardware.bus_alias)."""
         span = nbytes + self.guard_bytes
         for i, (free_start, free_end) in enumerate(self._free):
             start = (free_start + align - 1) & ~(align - 1)
@@ -50,7 +53,8 @@ class BusMemory:
                                     f"allocations live)")
         pieces = [(a, b) for a, b in ((free_start, start), (start + span, free_end)) if a < b]
         self._free[i:i + 1] = pieces
-        allocation = Allocation(bus_address=start | 0xC0000000, size=nbytes,
+        alias = bus_alias(flags) << BUS_ALIAS_SHIFT
+        allocation = Allocation(bus_address=start | alias, size=nbytes,
                                 memory=np.zeros(nbytes, dtype=np.uint8))
         bisect.insort(self._starts, start)
         self._blocks[start] = allocation

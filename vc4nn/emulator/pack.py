@@ -81,8 +81,10 @@ def _byte(v, saturate):
 
 
 def _colour_byte(v):
-    """A float in [0, 1] as a byte (MUL colour pack), rounded to nearest."""
-    return np.rint(np.clip(v.view(F32), 0.0, 1.0) * 255.0).astype(U32)
+    """A float in [0, 1] as a byte (MUL colour pack), rounded to nearest. A NaN (the bits of
+    an integer op's result) packs as 0: numpy's NaN-to-integer cast differs between hosts."""
+    f = v.view(F32)
+    return np.rint(np.clip(np.where(np.isnan(f), F32(0), f), 0.0, 1.0) * 255.0).astype(U32)
 
 
 def _into(shift, mask):

@@ -24,6 +24,54 @@ _NEVER_WRITTEN = -1 << 30
 ELEMENT_NUMBER = np.arange(isa.SIMD_WIDTH, dtype=U32)
 
 
+# -- messages of the QPU core's checks and faults (both cores use these) -----------------------
+
+def regfile_hazard_message(side, i):
+    return (f"reads r{'ab'[side]}{i}, written by the previous instruction "
+            f"(undefined on hardware, facts §2; the emulator returns the new value)")
+
+
+def uniform_early_message(distance):
+    return (f"reads a uniform {distance} instruction(s) after writing the uniforms address "
+            f"(needs {isa.UNIF_ADDR_LATENCY}, facts §2)")
+
+
+def r4_early_message(distance):
+    return (f"reads r4 {distance} instruction(s) after the SFU write (the result arrives after "
+            f"{isa.SFU_RESULT_LATENCY}, facts §2)")
+
+
+def r4_overwritten_message(what, distance):
+    return (f"{what} writes r4 {distance} instruction(s) after an SFU write, before its result "
+            f"arrives (facts §2)")
+
+
+def uniform_word(memory, address, qpu, pc):
+    """(the uniform word at ``address``, (bus start, bytes, uint32 view) of its block or None
+    when the block is not word aligned); MemoryFault outside memory or when misaligned."""
+    bus = address & BUS_ADDRESS_MASK
+    if bus & 3:
+        raise MemoryFault(f"uniform read at bus address {address:#010x}, which is not "
+                          f"4-byte aligned", qpu, pc, "uniform", address)
+    memory, offset = memory.locate(address, 4, "uniform", qpu, pc)
+    start = bus - offset
+    if start & 3:       # a block not word aligned: no word view of it
+        return int(memory[offset:offset + 4].view("<u4")[0]), None
+    size = memory.size & ~3
+    words = memory[:size].view("<u4")
+    return int(words[offset >> 2]), (start, size, words)
+
+
+def final_state(q):
+    """A QPU's registers and flags after a run, as numpy arrays (Machine.keep_final_state)."""
+    return {"acc": np.array(q.acc, dtype=U32), "ra": np.array(q.rf[0], dtype=U32),
+            "rb": np.array(q.rf[1], dtype=U32), "z": np.array(q.z, dtype=bool),
+            "n": np.array(q.n, dtype=bool), "c": np.array(q.c, dtype=bool),
+            "last_mul": np.array(q.last_mul, dtype=U32),
+            "port_last": np.array(q.port_last, dtype=U32), "pc": q.pc,
+            "unif_addr": q.unif_addr}
+
+
 class Qpu:
     """State of one QPU during a run. ``m`` is the machine (units, checks, timing, plans)."""
 
@@ -96,17 +144,14 @@ class Qpu:
     # -- regfile hazards ---------------------------------------------------------------------
     def regfile_read(self, side, i):
         if self.rf_written[side][i] == self.count - 1:
-            self.report("regfile_read_after_write",
-                        f"reads r{'ab'[side]}{i}, written by the previous instruction "
-                        f"(undefined on hardware, facts §2; the emulator returns the new value)")
+            self.report("regfile_read_after_write", regfile_hazard_message(side, i))
         return self.rf[side][i]
 
     # -- uniforms ----------------------------------------------------------------------------
     def read_uniform(self):
         if self.count < self.unif_written + isa.UNIF_ADDR_LATENCY:
             self.report("uniform_read_after_address_write",
-                        f"reads a uniform {self.count - self.unif_written} instruction(s) after "
-                        f"writing the uniforms address (needs {isa.UNIF_ADDR_LATENCY}, facts §2)")
+                        uniform_early_message(self.count - self.unif_written))
         address = self.unif_addr
         bus = address & BUS_ADDRESS_MASK
         start, size, words = self._ublock
@@ -126,18 +171,10 @@ class Qpu:
 
     def _uniform_word(self, address):
         """The uniform at ``address`` outside the block of the last one (or a fault)."""
-        bus = address & BUS_ADDRESS_MASK
-        if bus & 3:
-            raise MemoryFault(f"uniform read at bus address {address:#010x}, which is not "
-                              f"4-byte aligned", self.index, self.pc, "uniform", address)
-        memory, offset = self.m.memory.locate(address, 4, "uniform", self.index, self.pc)
-        start = bus - offset
-        if start & 3:       # a block not word aligned: no word view of it
-            return int(memory[offset:offset + 4].view("<u4")[0])
-        size = memory.size & ~3
-        words = memory[:size].view("<u4")
-        self._ublock = (start, size, words)
-        return int(words[offset >> 2])
+        word, block = uniform_word(self.m.memory, address, self.index, self.pc)
+        if block is not None:
+            self._ublock = block
+        return word
 
     def set_uniforms_address(self, value, relative):
         # Only element 0 counts (facts §2). The relative form adds that many uniforms (4 bytes
@@ -153,17 +190,14 @@ class Qpu:
     # -- r4: SFU and TMU results -------------------------------------------------------------
     def read_r4(self):
         if self.count < self.r4_ready_count:
-            self.report("r4_read_before_sfu_result",
-                        f"reads r4 {self.count - self.sfu_written} instruction(s) after the SFU "
-                        f"write (the result arrives after {isa.SFU_RESULT_LATENCY}, facts §2)")
+            self.report("r4_read_before_sfu_result", r4_early_message(self.count - self.sfu_written))
             self.wait(self.r4_ready_clock, "sfu")
         return self.acc[4]
 
     def _r4_writer(self, what):
         if self.sfu_written < self.count < self.r4_ready_count:
             self.report("r4_overwritten_during_sfu",
-                        f"{what} writes r4 {self.count - self.sfu_written} instruction(s) after "
-                        f"an SFU write, before its result arrives (facts §2)")
+                        r4_overwritten_message(what, self.count - self.sfu_written))
 
     def write_sfu(self, function, value):
         self._r4_writer(f"SFU {function}")

@@ -36,7 +36,10 @@ PARAMETERS = MappingProxyType({
         "clocks; the QPUs of a slice share its two TMUs"),
     "tmu_fifo_depth": (
         4, "requests/QPU", "facts §3 and §5.13 (ADD: more than 4 direct requests unreliable)",
-        "the guide allows 8; we allow the 4 the errata found reliable (docs/hardware-choices.md)"),
+        "more outstanding requests warn (tmu_fifo_unreliable, docs/hardware-choices.md)"),
+    "tmu_fifo_limit": (
+        8, "requests/QPU", "facts §3: request FIFO 8 per QPU (guide)",
+        "more outstanding requests stop the run (tmu_fifo_overflow)"),
     "tmu_cache_bytes": (
         hardware.TMU_CACHE_BYTES, "bytes", "facts §4 (ADD): TMU cache 4 KB",
         "one cache per physical TMU"),
@@ -59,6 +62,24 @@ PARAMETERS = MappingProxyType({
         "a line in the L2 but not in the TMU or uniform cache: midway (14.5 instructions) "
         "between the TMU cache (9) and RAM (20) of facts §4 (WIKI), which gives no figure for "
         "the L2 alone; docs/cycle-model.md shows the calibration at both ends"),
+    "vc_l2_bytes": (
+        131072, "bytes", "assumption (issue 11: the VideoCore's 128 KB L2 between GPU and SDRAM)",
+        "the VideoCore's own L2, separate from the V3D L2: it serves V3D line fills of memory "
+        "whose bus alias is cached (0x0, 0x4, 0x8; mailbox flags, vc4nn.hardware) and keeps "
+        "those of the allocating aliases (0x0, 0x4). 0 disables it"),
+    "vc_l2_line_bytes": (
+        64, "bytes", "assumption", "same line size as the V3D caches"),
+    "vc_l2_ways": (
+        4, "ways", "assumption", "LRU within a set, as the V3D L2"),
+    "vc_l2_hit_latency": (
+        58, "clocks", "assumption",
+        "a V3D L2 miss that hits the VideoCore L2: as a V3D L2 hit (l2_hit_latency), the next "
+        "cache out on the same on-chip bus"),
+    "vc_l2_hit_bandwidth": (
+        2e9, "bytes/s", "assumption",
+        "the on-chip path from the VideoCore L2 (a 64-byte line in 8 clocks at 250 MHz), "
+        "against the SDRAM's 840 MB/s peak of the DMA row model: a line from the VideoCore "
+        "L2 holds the memory bus for 32 instead of 77 ns"),
     "dma_load_row_bandwidth": (
         700e6, "bytes/s", "facts §4 (WIKI): ~700 MB/s VPM DMA read of full 16-word rows",
         "with dma_load_word_bandwidth fixes the per-row overhead and the peak rate"),
@@ -91,17 +112,30 @@ PARAMETERS = MappingProxyType({
         0, "clocks", "assumption", "no cost beyond the instruction's issue when it does not block"),
     "mutex_clocks": (
         4, "clocks", "assumption", "one issue slot for the grant round trip"),
-    "launch_overhead": (
+    "launch_overhead_mailbox": (
         100e-6, "s", "facts §3: execute_qpu mailbox call about 100 us",
-        "added by the device to the modelled run time of a launch"),
+        "a launch through the firmware (what vc4nn.pi does): added to the modelled run time "
+        "when Timing.launch_path is 'mailbox' (the default)"),
+    "launch_overhead_direct": (
+        5e-6, "s", "assumption",
+        "a launch by direct V3D register writes (SRQPC/SRQUA/SRQUL per program, then SRQCS "
+        "polls): a few uncached register accesses of the ARM, about a microsecond each; GPU_FFT "
+        "launches this way and its small transforms complete in tens of microseconds, launch "
+        "included (docs/hardware-choices.md 'Launch paths')"),
 })
 
 
 class Board:
-    __slots__ = ("name", "title", "clock_hz", "source")
+    __slots__ = ("name", "title", "clock_hz", "source", "processor")
 
-    def __init__(self, name, title, clock_hz, source):
+    def __init__(self, name, title, clock_hz, source, processor):
         self.name, self.title, self.clock_hz, self.source = name, title, clock_hz, source
+        self.processor = processor
+
+    @property
+    def mem_flags(self):
+        """The mailbox memory flags GPU memory gets by default on this board (as vc4nn.pi)."""
+        return hardware.MEM_FLAGS_BY_PROCESSOR[self.processor]
 
     def __repr__(self):
         return f"Board({self.name!r}, {self.clock_hz / 1e6:.0f} MHz)"
@@ -114,20 +148,33 @@ _CLOCK_SOURCE = "facts §4 (raspberrypi docs, config-txt overclocking: v3d_freq 
 # lower on a Pi 3 (6.7 GFLOPS) than its README figure, which a faster V3D clock would not explain
 # (docs/hardware-choices.md "Emulator units").
 BOARDS = MappingProxyType({
-    "pi1": Board("pi1", "Raspberry Pi 1 (A, B, A+, B+)", 250e6, _CLOCK_SOURCE),
-    "pi_zero": Board("pi_zero", "Raspberry Pi Zero / Zero W", 300e6, _CLOCK_SOURCE),
-    "pi2": Board("pi2", "Raspberry Pi 2", 250e6, _CLOCK_SOURCE),
-    "pi3": Board("pi3", "Raspberry Pi 3", 300e6, _CLOCK_SOURCE + "; facts §5.16 choice"),
+    "pi1": Board("pi1", "Raspberry Pi 1 (A, B, A+, B+)", 250e6, _CLOCK_SOURCE, "BCM2835"),
+    "pi_zero": Board("pi_zero", "Raspberry Pi Zero / Zero W", 300e6, _CLOCK_SOURCE, "BCM2835"),
+    "pi2": Board("pi2", "Raspberry Pi 2", 250e6, _CLOCK_SOURCE, "BCM2836"),
+    "pi3": Board("pi3", "Raspberry Pi 3", 300e6, _CLOCK_SOURCE + "; facts §5.16 choice",
+                 "BCM2837"),
 })
 DEFAULT_BOARD = "pi_zero"
 
 
-class Timing:
-    """The parameter table as attributes, for one board. Override entries by keyword."""
+LAUNCH_PATHS = ("mailbox", "direct")
 
-    def __init__(self, board=DEFAULT_BOARD, **overrides):
+
+class Timing:
+    """The parameter table as attributes, for one board. Override entries by keyword.
+
+    ``launch_path``: how the host starts a launch, "mailbox" (the firmware's execute_qpu, as
+    vc4nn.pi does) or "direct" (V3D registers); it picks the launch overhead added to every
+    launch's run time.
+    """
+
+    def __init__(self, board=DEFAULT_BOARD, launch_path="mailbox", **overrides):
         if board not in BOARDS:
             raise DeviceError(f"unknown board {board!r}; known boards: {', '.join(BOARDS)}")
+        if launch_path not in LAUNCH_PATHS:
+            raise DeviceError(f"unknown launch path {launch_path!r}; one of "
+                              f"{', '.join(LAUNCH_PATHS)}")
+        self.launch_path = launch_path
         unknown = set(overrides) - set(PARAMETERS)
         if unknown:
             raise DeviceError(f"unknown cycle-model parameter(s) {', '.join(sorted(unknown))}")
@@ -143,6 +190,11 @@ class Timing:
     @classmethod
     def for_board(cls, name, **overrides):
         return cls(name, **overrides)
+
+    @property
+    def launch_overhead(self):
+        """Seconds the host needs to start and finish one launch on this launch path."""
+        return getattr(self, f"launch_overhead_{self.launch_path}")
 
     @property
     def name(self):
@@ -161,6 +213,10 @@ class Timing:
 
     def dma_store_clocks(self, rows, row_bytes):
         return self.clocks(rows * (self.dma_store_overhead + row_bytes / self.dma_store_peak))
+
+    def vc_l2_fill_clocks(self, nbytes):
+        """Clocks a line served by the VideoCore L2 keeps the memory bus busy."""
+        return self.clocks(nbytes / self.vc_l2_hit_bandwidth)
 
     def line_fill_clocks(self, nbytes):
         """Clocks a cache line fill (TMU, uniforms) keeps the memory bus busy: the line is read
@@ -189,8 +245,9 @@ def parameter_table_markdown():
 
 
 def board_table_markdown():
-    lines = ["| board | name | V3D clock | source |", "|---|---|---|---|"]
+    lines = ["| board | name | V3D clock | SoC | default memory flags | source |",
+             "|---|---|---|---|---|---|"]
     for board in BOARDS.values():
         lines.append(f"| `{board.name}` | {board.title} | {board.clock_hz / 1e6:g} MHz | "
-                     f"{board.source} |")
+                     f"{board.processor} | {board.mem_flags:#x} | {board.source} |")
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from asm import isa
 
 from ..device import BUS_ADDRESS_MASK
 from .cache import LruCache
+from .checks import Rule
 from .errors import MemoryFault
 from .vpm import MemoryBus, scalar
 
@@ -24,14 +25,31 @@ _WORD = 4
 _ZEROS = np.zeros(isa.SIMD_WIDTH, dtype=np.uint32)
 _ZEROS.setflags(write=False)
 
-# Dynamic checks of this unit (vc4nn/emulator/checks.py): rule -> what it catches.
+# Dynamic checks of this unit (vc4nn/emulator/checks.py): rule -> Rule(default, catches, hardware).
 CHECK_RULES = MappingProxyType({
-    "tmu_texture_unsupported": "a write to tmuN_t/r/b: a texture lookup, which is not modelled",
-    "tmu_fifo_overflow": "more TMU requests outstanding than tmu_fifo_depth (facts §5.13)",
-    "ldtmu_empty": "ldtmu with no request outstanding on that TMU: hangs on a Pi (facts §2)",
-    "tmu_outstanding_at_end": "a QPU ended with TMU results it never read",
-    "tmu_stale_read": "a TMU read of memory a DMA store wrote earlier in the launch: the VDW "
-                      "does not invalidate the TMU cache (facts §3)",
+    "tmu_texture_unsupported": Rule(
+        "error", "a write to tmuN_t/r/b: a texture lookup",
+        "texture lookups are not modelled; any result would be invented"),
+    "tmu_fifo_overflow": Rule(
+        "error", "more than tmu_fifo_limit (8) TMU requests outstanding on a QPU",
+        "the guide's request FIFO holds 8 (facts §3): a ninth request is lost or stalls the "
+        "QPU for good"),
+    "tmu_fifo_unreliable": Rule(
+        "warn", "more than tmu_fifo_depth (4) TMU requests outstanding on a QPU",
+        "the errata found more than 4 direct requests unreliable (facts §5.13); the guide "
+        "allows 8"),
+    "ldtmu_empty": Rule(
+        "error", "ldtmu with no request outstanding on that TMU",
+        "the QPU waits for a result that never comes: it hangs (facts §2)"),
+    "tmu_outstanding_at_end": Rule(
+        "warn", "a QPU ended with TMU results it never read",
+        "whether the results are dropped at thrend or met by the QPU's next program is not "
+        "documented"),
+    "tmu_stale_read": Rule(
+        "error", "a TMU read served by a TMU cache or L2 line filled before a DMA store "
+        "changed the word read",
+        "the VDW writes memory behind the caches and does not invalidate them (facts §3): "
+        "the Pi returns the old data"),
 })
 
 
@@ -78,19 +96,27 @@ class Tmu:
             return now
         outstanding = sum(len(fifo) for fifo in self._fifos[qpu])
         if outstanding >= self.timing.tmu_fifo_depth:
-            self.checks.report("tmu_fifo_overflow",
-                               f"TMU request with {outstanding} already outstanding; more than "
-                               f"{self.timing.tmu_fifo_depth} is unreliable (facts §5.13)", qpu)
+            self.report_overflow(qpu, outstanding)
         physical = self.physical_unit(qpu, unit)
         addresses = np.asarray(values, dtype=np.uint32) & np.uint32(~(_WORD - 1) & 0xFFFFFFFF)
-        self._check_stale(qpu, addresses)
         data = self._gather(addresses, qpu)
-        ready = self._ready_time(qpu // isa.QPUS_PER_SLICE, physical, addresses, now)
+        ready = self._lookup(qpu, physical, addresses, now)
         fifo = self._fifos[qpu][physical]
         if fifo:   # results come back in order
             ready = max(ready, fifo[-1].ready)
         fifo.append(_Request(data, ready))
         return now
+
+    def report_overflow(self, qpu, outstanding):
+        """A request made with ``outstanding`` >= tmu_fifo_depth requests already in flight."""
+        if outstanding >= self.timing.tmu_fifo_limit:
+            self.checks.report("tmu_fifo_overflow",
+                               f"TMU request with {outstanding} already outstanding; the request "
+                               f"FIFO holds {self.timing.tmu_fifo_limit} (facts §3)", qpu)
+        else:
+            self.checks.report("tmu_fifo_unreliable",
+                               f"TMU request with {outstanding} already outstanding; more than "
+                               f"{self.timing.tmu_fifo_depth} is unreliable (facts §5.13)", qpu)
 
     def load(self, qpu, signal_unit, now):
         """ldtmu0/ldtmu1: the oldest result of that TMU for r4, and when it is there."""
@@ -124,30 +150,38 @@ class Tmu:
         start = offset + (bus.astype(np.int64) - low)
         return mem[start[:, None] + np.arange(_WORD)].view("<u4").reshape(-1).astype(np.uint32)
 
-    def _ready_time(self, slice_, physical, addresses, now):
-        """A request whose lines are all in this TMU's cache is ready after tmu_hit_latency;
-        otherwise when its last missing line has come through the L2 or over the bus."""
-        timing = self.timing
+    def _lookup(self, qpu, physical, addresses, now):
+        """When the request is ready. A request whose lines are all in this TMU's cache is ready
+        after tmu_hit_latency; otherwise when its last missing line has come through the L2 or
+        over the bus. Each cached line keeps the write epoch its data dates from (MemoryBus), so
+        a word the VDW wrote after that is read stale."""
+        timing, slice_ = self.timing, qpu // isa.QPUS_PER_SLICE
         begin = max(now, self._free_at[slice_][physical])
         self._free_at[slice_][physical] = begin + timing.tmu_request_clocks
         cache = self._caches[slice_][physical]
-        lines = np.unique((addresses & np.uint32(BUS_ADDRESS_MASK)) // np.uint32(cache.line))
+        bus_addresses = addresses & np.uint32(BUS_ADDRESS_MASK)
+        lines = bus_addresses // np.uint32(cache.line)
         ready = begin + timing.tmu_hit_latency
-        for line in lines.tolist():
-            if not cache.touch(line):
-                ready = max(ready, self.bus.read_line(begin, line * cache.line, cache.line,
-                                                      timing.tmu_miss_latency))
+        epochs = {}
+        for line in np.unique(lines).tolist():
+            epoch = cache.get(line)
+            if epoch is None:
+                arrives, epoch = self.bus.read_line(begin, line * cache.line, cache.line,
+                                                    timing.tmu_miss_latency)
+                cache.put(line, epoch)
+                ready = max(ready, arrives)
+            epochs[line] = epoch
+        if self.bus.written:
+            self._check_stale(qpu, bus_addresses, lines, epochs)
         return ready
 
-    def _check_stale(self, qpu, addresses):
-        written = self.bus.vdw_words
-        if not written:
-            return
-        words = ((addresses & np.uint32(BUS_ADDRESS_MASK)) // np.uint32(_WORD)).tolist()
-        stale = written.intersection(words)
+    def _check_stale(self, qpu, bus_addresses, lines, epochs):
+        written = self.bus.written
+        stale = [address for address, line in zip(bus_addresses.tolist(), lines.tolist())
+                 if written.get(address // _WORD, -1) > epochs[line]]
         if stale:
             self.checks.report("tmu_stale_read",
-                               f"TMU read of {len(stale)} word(s) (e.g. bus address "
-                               f"{min(stale) * _WORD:#010x}) written by a DMA store earlier in "
-                               f"this launch: the VDW does not invalidate the TMU cache, so a "
-                               f"Pi may return the old data (facts §3)", qpu)
+                               f"TMU read of {len(set(stale))} word(s) (e.g. bus address "
+                               f"{min(stale):#010x}) from a cache line filled before a DMA store "
+                               f"wrote them: the VDW does not invalidate the TMU cache or the "
+                               f"L2, so a Pi returns the old data (facts §3)", qpu)

@@ -24,7 +24,9 @@ import numpy as np
 from asm import isa
 
 from ..device import BUS_ADDRESS_MASK
+from ..hardware import BUS_ALIAS_SHIFT, VC_L2_ALLOCATING_ALIASES, VC_L2_CACHED_ALIASES
 from .cache import LruCache
+from .checks import Rule
 from .timing import Timing
 
 WORD_BYTES = 4
@@ -35,20 +37,58 @@ _ZEROS = np.zeros(isa.SIMD_WIDTH, dtype=np.uint32)
 _ZEROS.setflags(write=False)
 _SIZE_BYTES = {code: bits // 8 for bits, code in isa.VPM_SIZES.items()}
 
-# Dynamic checks of this unit (vc4nn/emulator/checks.py): rule -> what it catches.
+# Dynamic checks of this unit (vc4nn/emulator/checks.py): rule -> Rule(default, catches, hardware).
 CHECK_RULES = MappingProxyType({
-    "vpm_setup_invalid":
-        "a vr_setup/vw_setup word that selects no setup, or a reserved SIZE or MODEW (facts §3)",
-    "vpm_missing_setup": "a VPM read or write, or a DMA start, with no setup written before",
-    "vpm_read_past_setup": "more VPM reads than the read setups' NUM: hangs on a Pi (facts §3)",
-    "vpm_read_queue_overflow": "a third VPM read setup queued while two have vectors unread",
-    "vpm_read_pending_at_end": "a QPU ended with VPM vectors of its read setups unread",
-    "vpm_out_of_range": "a DMA reaching VPM rows 64..127 (facts §5.15) or past its row/column",
-    "vpm_dma_race": "a VPM access overlapping a DMA its issuer has not waited for, unless both "
-                    "only read the VPM (docs/cycle-model.md)",
-    "dma_alignment": "a DMA memory address that is not a multiple of the element size",
-    "dma_unsupported": "a DMA store with LANED set (the guide: write as 0) or vertical BLOCKMODE",
-    "dma_in_flight_at_end": "a QPU ended without waiting for its last DMA store",
+    "vpm_setup_invalid": Rule(
+        "error", "a vr_setup/vw_setup word that selects no setup, or a reserved SIZE or MODEW",
+        "the guide leaves these codes undefined (facts §3); no model of what a Pi does "
+        "exists, so any result the emulator gave would be invented"),
+    "vpm_setup_unused_bits": Rule(
+        "warn", "a setup word with bits set that no field uses",
+        "the emulator ignores them, as the hardware presumably does; nothing published says "
+        "so, and a computed setup that spills into them is usually a bug"),
+    "dma_pitch_out_of_range": Rule(
+        "error", "an extended VDR pitch word (1001 in 31:28) with bits 27:14 set: a pitch of "
+        "16 KB or more",
+        "qmkl reports DMA rows 16 KB and more apart loading the wrong rows on a Pi; 14 bits "
+        "are proven by py-videocore's SGEMM (facts §5.18)"),
+    "vpm_missing_setup": Rule(
+        "error", "a VPM read or write, or a DMA start, with no setup written before",
+        "a read with no setup waits for vectors that never come (hangs, facts §3); a write or "
+        "DMA uses whatever setup the previous program left in the hardware"),
+    "vpm_read_past_setup": Rule(
+        "error", "more VPM reads than the read setups' NUM",
+        "the read waits on an empty read FIFO: the QPU hangs (facts §3)"),
+    "vpm_read_queue_overflow": Rule(
+        "error", "a third VPM read setup queued while two have vectors unread",
+        "the guide allows 2 queued setups (facts §3); the third is lost and the reads that "
+        "count on it hang"),
+    "vpm_read_pending_at_end": Rule(
+        "warn", "a QPU ended with VPM vectors of its read setups unread",
+        "whether the vectors stay in the QPU's read FIFO into its next program is not "
+        "documented"),
+    "vpm_out_of_range": Rule(
+        "warn", "a VPM access reaching rows 64..127 (generic access: ADDR beyond Y 63; DMA: "
+        "Y 64..127), or a DMA row running past its VPM row or column",
+        "the VPM has 12 KB on a Pi 1 but how much a user program owns is disputed (facts "
+        "§5.15); how a row wraps is not documented. The emulator wraps into 128 rows"),
+    "vpm_dma_race": Rule(
+        "error", "a VPM access overlapping a DMA its issuer has not waited for, unless both "
+        "only read the VPM (docs/cycle-model.md)",
+        "on a Pi the access sees the VPM before or during the DMA (stale or torn data); the "
+        "emulator applies a DMA at once and cannot show it"),
+    "dma_alignment": Rule(
+        "warn", "a DMA memory address that is not a multiple of the element size",
+        "the emulator drops the low bits, as the address register presumably does; not "
+        "documented"),
+    "dma_unsupported": Rule(
+        "error", "a DMA store with LANED set (the guide: write as 0) or vertical BLOCKMODE",
+        "undefined by the guide and not modelled; any result would be invented"),
+    "dma_in_flight_at_end": Rule(
+        "warn", "a QPU ended without waiting for its last DMA store",
+        "the store keeps running after thrend; the host's wait for the launch (a mailbox "
+        "round trip or register polls, microseconds) normally outlasts it, but nothing "
+        "guarantees that the data has landed"),
 })
 
 
@@ -60,9 +100,13 @@ class MemoryBus:
     The QPUs are stepped one at a time, and one that waited inside a unit (a DMA behind its own
     previous one) books its slot at that later clock before the others have asked for theirs;
     keeping the idle stretches (not just the end of the last booking) lets their earlier
-    transfers still use the time before it. ``vdw_words``: bus word addresses the VDW wrote this
-    launch, behind the back of the TMU, uniform and L2 caches (facts §3), for the TMU's
-    stale-read check.
+    transfers still use the time before it.
+
+    Writes behind the caches' backs (facts §3: the VDW does not invalidate the TMU, uniform or
+    L2 caches) are counted: ``write_epoch`` goes up by one per DMA store, and ``written`` maps
+    each bus word address the store wrote to that epoch. Every cached line remembers the epoch
+    at which its data was read from memory, so a read served by a line filled before the last
+    write to the word it reads is stale (the TMU's ``tmu_stale_read`` check).
 
     The L2 (timing.l2_cache_*) is shared by all slices and sits in front of the bus for TMU and
     uniform line fills (``read_line``): a line another QPU has read recently costs no bus time,
@@ -80,9 +124,11 @@ class MemoryBus:
 
     def __init__(self, timing=None):
         self._starts, self._ends = [], []     # booked stretches [start, end), sorted, disjoint
-        self.vdw_words = set()
+        self.write_epoch = 0
+        self.written = {}             # bus word address -> epoch of the DMA store that wrote it
         self.busy_clocks = 0          # statistics of the launch: bus occupancy, L2 hits/misses
         self.l2_hits = self.l2_misses = 0
+        self.vc_l2_hits = 0           # V3D L2 misses served by the VideoCore L2
         self.timing = None
         self.use(timing if timing is not None else Timing())
 
@@ -94,6 +140,8 @@ class MemoryBus:
         self.l2 = LruCache(timing.l2_cache_bytes, timing.l2_cache_line_bytes,
                            timing.l2_cache_ways)
         self._l2_fill = timing.line_fill_clocks(timing.l2_cache_line_bytes)
+        self.vc_l2 = LruCache(timing.vc_l2_bytes, timing.vc_l2_line_bytes, timing.vc_l2_ways)
+        self._vc_l2_fill = timing.vc_l2_fill_clocks(timing.l2_cache_line_bytes)
 
     def reserve(self, now, clocks):
         """Occupy the bus for ``clocks`` in the first idle stretch at or after ``now`` that is
@@ -124,30 +172,55 @@ class MemoryBus:
         """Occupy the bus for ``clocks`` from ``now`` or when it frees; returns the end."""
         return self.reserve(now, clocks) + clocks
 
+    def record_write(self, address, nbytes):
+        """A DMA store wrote ``nbytes`` at bus ``address``, behind the caches."""
+        self.write_epoch += 1
+        start = (address & BUS_ADDRESS_MASK) // WORD_BYTES
+        end = ((address & BUS_ADDRESS_MASK) + nbytes - 1) // WORD_BYTES + 1
+        self.written.update(dict.fromkeys(range(start, end), self.write_epoch))
+
     def read_line(self, now, address, nbytes, miss_latency):
         """A TMU or uniform cache asks at ``now`` for its ``nbytes`` line at bus ``address``:
-        the clock at which the line is there.
+        (the clock at which the line is there, the write epoch its data dates from).
 
         Per L2 line: a hit arrives after ``l2_hit_latency``, or when the fill under way brings
-        it; a miss takes its turn on the bus and arrives ``miss_latency`` after the request,
-        or when its bus slot ends if the queue made it later, and is kept in the L2.
+        it, with the data the L2 read when it was filled; a miss takes its turn on the bus and
+        arrives ``miss_latency`` after the request, or when its bus slot ends if the queue made
+        it later, and is kept in the L2.
         """
         line = self.l2.line
         first = (address & BUS_ADDRESS_MASK) // line
         last = ((address & BUS_ADDRESS_MASK) + nbytes - 1) // line
-        ready = now
+        ready, epoch = now, self.write_epoch
         for number in range(first, last + 1):
-            arrives = self.l2.get(number)
-            if arrives is not None:
+            cached = self.l2.get(number)
+            if cached is not None:
                 self.l2_hits += 1
+                arrives, filled = cached
                 arrives = max(arrives, now + self.timing.l2_hit_latency)
+                epoch = min(epoch, filled)
             else:
                 self.l2_misses += 1
-                end = self.transfer(now, self._l2_fill)
-                arrives = max(now + miss_latency, end)
-                self.l2.put(number, arrives)
+                arrives = self._fill(now, number * line, address >> BUS_ALIAS_SHIFT,
+                                     miss_latency)
+                self.l2.put(number, (arrives, self.write_epoch))
             ready = max(ready, arrives)
-        return ready
+        return ready, epoch
+
+    def _fill(self, now, bus_byte, alias, miss_latency):
+        """A V3D L2 line fill asked at ``now``: from the VideoCore L2 when the memory's bus
+        ``alias`` is cached there and the line is in it, else from SDRAM (kept in the
+        VideoCore L2 for the allocating aliases). The clock at which the line arrives."""
+        if alias in VC_L2_CACHED_ALIASES and self.vc_l2.ways:
+            vc_line = bus_byte // self.vc_l2.line
+            if self.vc_l2.get(vc_line) is not None:
+                self.vc_l2_hits += 1
+                end = self.transfer(now, self._vc_l2_fill)
+                return max(now + self.timing.vc_l2_hit_latency, end)
+            if alias in VC_L2_ALLOCATING_ALIASES:
+                self.vc_l2.put(vc_line, True)
+        end = self.transfer(now, self._l2_fill)
+        return max(now + miss_latency, end)
 
     def uniform_line(self, now, address):
         """The uniform stream reaches a new line at bus ``address``: when it is there (for the
@@ -155,7 +228,7 @@ class MemoryBus:
         timing = self.timing
         size = timing.uniform_line_bytes
         start = (address & BUS_ADDRESS_MASK) // size * size
-        return self.read_line(now, start, size, timing.uniform_miss_latency)
+        return self.read_line(now, start, size, timing.uniform_miss_latency)[0]
 
 
 def field_count(word, field):
@@ -276,8 +349,14 @@ class Vpm:
     def write_vr_setup(self, qpu, value, now):
         word = scalar(value)
         if isa.field_get(word, isa.VPM_GENERIC_READ["id"]) == isa.VPM_GENERIC_ID:
+            self._unused_bits(word, isa.VPM_GENERIC_READ, "generic VPM read setup", qpu)
             self._queue_read(qpu, word, now)
         elif isa.field_get(word, isa.VDR_EXTENDED["id"]) == isa.VDR_EXTENDED_ID:
+            if word & isa.unused_bits(isa.VDR_EXTENDED):
+                self._report("dma_pitch_out_of_range", f"extended DMA load pitch word {word:#010x} "
+                             f"asks for a pitch of {word & 0x0FFFFFFF} bytes; the hardware "
+                             f"honours 14 bits (pitches below 16384, facts §5.18) and rows 16 KB "
+                             f"or more apart load wrongly on a Pi", qpu)
             self._vdr_pitch[qpu] = isa.field_get(word, isa.VDR_EXTENDED["mpitchb"])
         elif isa.field_get(word, isa.VDR_SETUP["id"]) == isa.VDR_SETUP_ID:
             self._vdr[qpu] = word
@@ -290,18 +369,26 @@ class Vpm:
         word = scalar(value)
         kind = isa.field_get(word, isa.VDW_SETUP["id"])
         if kind == isa.VPM_GENERIC_ID:
+            self._unused_bits(word, isa.VPM_GENERIC_WRITE, "generic VPM write setup", qpu)
             setup = GenericSetup(word, isa.VPM_GENERIC_WRITE)
             if self._valid_generic(setup, word, "vw_setup", qpu):
                 self._write[qpu] = setup
         elif kind == isa.VDW_SETUP_ID:
             self._vdw[qpu] = word
         elif kind == isa.VDW_STRIDE_ID:
+            self._unused_bits(word, isa.VDW_STRIDE, "DMA store stride setup", qpu)
             self._vdw_stride[qpu] = (isa.field_get(word, isa.VDW_STRIDE["stride"]),
                                      bool(isa.field_get(word, isa.VDW_STRIDE["blockmode"])))
         else:
             self._report("vpm_setup_invalid", f"vw_setup {word:#010x} selects no setup "
                          f"(bits 31:30 = 01)", qpu)
         return now
+
+    def _unused_bits(self, word, table, what, qpu):
+        unused = word & isa.unused_bits(table)
+        if unused:
+            self._report("vpm_setup_unused_bits", f"{what} {word:#010x} sets bits {unused:#010x} "
+                         f"that no field uses (the emulator ignores them)", qpu)
 
     def _valid_generic(self, setup, word, register, qpu):
         if setup.width is None:
@@ -339,7 +426,7 @@ class Vpm:
                 return _ZEROS.copy(), now
             self._report("vpm_read_past_setup", "VPM read past the count NUM of its setup "
                          "(hangs on a Pi)", qpu)
-        index, words = setup.positions()
+        index, words = self._generic_positions(setup, "read", qpu)
         self._check_race(qpu, words, False, "a generic VPM read")
         raw = self.bytes[index]
         if setup.width == WORD_BYTES:
@@ -354,7 +441,7 @@ class Vpm:
         if setup is None:
             self._report("vpm_missing_setup", "VPM write with no write setup", qpu)
             return now
-        index, words = setup.positions()
+        index, words = self._generic_positions(setup, "write", qpu)
         self._check_race(qpu, words, True, "a generic VPM write")
         data = np.asarray(values, dtype=np.uint32).astype("<u4", copy=False)
         self.bytes[index] = data.view(np.uint8).reshape(-1, WORD_BYTES)[:, :setup.width].reshape(-1)
@@ -447,9 +534,7 @@ class Vpm:
             for u in range(units):
                 self.memory.write_bytes(address + u * pitch, data[u], "dma_store", qpu)
         for u in range(units):
-            start = (address & BUS_ADDRESS_MASK) + u * pitch
-            self.bus.vdw_words.update(range(start // WORD_BYTES,
-                                            (start + nbytes - 1) // WORD_BYTES + 1))
+            self.bus.record_write(address + u * pitch, nbytes)
         self._transfer(self._store, qpu, "store", words, now,
                        self.timing.dma_store_clocks(units, nbytes), self.timing.dma_store_latency)
         return now
@@ -482,11 +567,18 @@ class Vpm:
             self._reads[qpu].clear()
             self._load[qpu] = self._store[qpu] = None
         self._unsettled = [d for d in self._unsettled if d.qpu not in qpus]
-        self.bus.vdw_words.clear()
         for rule, message, qpu in problems:
             self._report(rule, message, qpu)
 
     # -- helpers --------------------------------------------------------------------------------
+    def _generic_positions(self, setup, what, qpu):
+        line = setup.addr // (WORD_BYTES // setup.width)
+        if line >= isa.VPM_ROWS:      # Y (horizontal) or {Y[5:4], X} (vertical) past 6 bits
+            self._report("vpm_out_of_range", f"generic VPM {what} at ADDR {setup.addr} reaches "
+                         f"past row {isa.VPM_ROWS - 1}, the generic access range (facts §3); "
+                         f"the emulator wraps it", qpu)
+        return setup.positions()
+
     def _report(self, rule, message, qpu):
         self.checks.report(rule, message, qpu)
 

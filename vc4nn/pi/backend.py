@@ -59,10 +59,10 @@ class PiDevice(Device):
         self._enable_qpus(True)
 
     # -- backend primitives ------------------------------------------------------------------
-    def _allocate(self, nbytes, align):
+    def _allocate(self, nbytes, align, flags):
         self._require_open()
         with cleanup.signals_deferred():
-            return self.memory.allocate(nbytes, align)
+            return self.memory.allocate(nbytes, align, flags)
 
     def _release(self, allocation):
         with cleanup.signals_deferred():

@@ -8,7 +8,7 @@ NOQuuuWuFMMMCCCCPPPPTTTTTTTTRRRR (memory MMM = 256 MB << n, processor PPPP, type
 import dataclasses
 from types import MappingProxyType
 
-from . import mailbox
+from .. import hardware
 
 NEW_STYLE_BIT = 1 << 23
 
@@ -28,16 +28,9 @@ OLD_STYLE_TYPES = MappingProxyType({
     0x13: "B+", 0x14: "Compute Module 1", 0x15: "A+",
 })
 
-# Which bus alias GPU memory should use, per SoC (the mem_alloc flags that choose it).
-# BCM2835 (Pi 1, Zero): the ARM reaches SDRAM through the VideoCore's L2 cache, so the GPU may
-# cache in L2 too and both sides stay coherent: L1-non-allocating (0xC), as hello_fft does.
-# BCM2836/7 (Pi 2, 3): the ARM bypasses the VideoCore L2 and cannot see it, so GPU memory must
-# be uncached on the GPU side as well: direct (0x4). See docs/hardware-choices.md.
-MEM_FLAGS_BY_PROCESSOR = MappingProxyType({
-    "BCM2835": mailbox.MEM_FLAG_L1_NONALLOCATING,
-    "BCM2836": mailbox.MEM_FLAG_DIRECT,
-    "BCM2837": mailbox.MEM_FLAG_DIRECT,
-})
+# Which bus alias GPU memory should use, per SoC (the mem_alloc flags that choose it): written
+# once in vc4nn.hardware, which the emulator's boards share.
+MEM_FLAGS_BY_PROCESSOR = MappingProxyType(hardware.MEM_FLAGS_BY_PROCESSOR)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -140,4 +140,14 @@ def doctor_main(argv=None, os_boundary=None, out=None):
     parser.parse_args(argv)
     findings = diagnose(os_boundary if os_boundary is not None else OsBoundary())
     print(render(findings), file=out if out is not None else sys.stdout)
+    print(emulator_core_line(), file=out if out is not None else sys.stdout)
     return 1 if any(f.problem for f in findings) else 0
+
+
+def emulator_core_line():
+    """Which emulator core open_device() gets (not a Pi problem: the exit code ignores it)."""
+    from ..emulator import ccore
+    if ccore.available():
+        return "vc4nn doctor: emulator core: C (compiled, the fast one)"
+    return (f"vc4nn doctor: emulator core: pure Python (the C core is not built, about 100x "
+            f"slower); {ccore.BUILD_HINT}")

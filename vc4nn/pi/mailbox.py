@@ -22,6 +22,7 @@ import dataclasses
 import struct
 from types import MappingProxyType
 
+from ..hardware import MEM_FLAG_COHERENT, MEM_FLAG_DIRECT, MEM_FLAG_L1_NONALLOCATING  # noqa: F401
 from .errors import MailboxError
 
 REQUEST_CODE = 0x00000000
@@ -70,9 +71,7 @@ EXECUTE_FLUSH = 0
 
 # mem_alloc flags, bits 3:2: the bus alias (cache behaviour) of the block's address. Direct:
 # uncached; coherent: non-allocating in the VideoCore L2; both: L1 non-allocating, L2 allocating.
-MEM_FLAG_DIRECT = 1 << 2
-MEM_FLAG_COHERENT = 2 << 2
-MEM_FLAG_L1_NONALLOCATING = MEM_FLAG_DIRECT | MEM_FLAG_COHERENT
+# Written once in vc4nn.hardware (the emulator's memory model follows them too).
 
 # The ioctl: IOCTL_MBOX_PROPERTY = _IOWR(100, 0, char *) in the vcio driver. Linux's generic
 # _IOC layout: direction bits 31:30 (read|write = 3), argument size bits 29:16, type bits 15:8,

@@ -27,8 +27,10 @@ class GpuMemory:
         self._mailbox, self._os, self._mem_fd, self.mem_flags = mailbox, os_, mem_fd, mem_flags
         self._blocks = {}          # handle -> GpuBlock, every block not yet released
 
-    def allocate(self, nbytes, align):
-        handle = self._mailbox.call("mem_alloc", nbytes, align, self.mem_flags)[0]
+    def allocate(self, nbytes, align, flags=None):
+        """``flags``: mem_alloc flags; None uses the board's (``mem_flags``)."""
+        flags = self.mem_flags if flags is None else flags
+        handle = self._mailbox.call("mem_alloc", nbytes, align, flags)[0]
         if handle == 0:
             raise PiOutOfMemory(f"the firmware has no {nbytes} bytes of GPU memory left "
                                 f"({self.allocated_bytes()} bytes held by this process)",

@@ -1,0 +1,77 @@
+"""Run the same launches on both emulator cores and record everything observable.
+
+``observe(core, scenario, **device_options)`` makes an EmulatorDevice on ``core``, runs
+``scenario(device)`` and returns, per launch: the RunResult (cycles, per-QPU instructions,
+cycles and stall counters, warnings) or the error (type, message, rule, QPU, PC, unit,
+address), the final registers and flags of every QPU, and the bytes of every allocation. Two
+cores are equivalent on a scenario when the two observations are equal.
+"""
+
+import dataclasses
+import warnings
+
+import numpy as np
+
+from vc4nn.emulator import EmulatorDevice
+
+
+def _error_record(error):
+    return {"type": type(error).__name__, "message": str(error),
+            **{name: getattr(error, name, None) for name in
+               ("rule", "qpu", "pc", "unit", "address", "waiting")}}
+
+
+def _state_record(states):
+    if states is None:
+        return None
+    return [{key: (value.tobytes() if isinstance(value, np.ndarray) else value)
+             for key, value in state.items()} for state in states]
+
+
+def _memory(device):
+    memory = device.memory
+    return [(start, memory._blocks[start].memory.tobytes()) for start in memory._starts]
+
+
+def observe(core, scenario, **options):
+    launches = []
+    with EmulatorDevice(core=core, **options) as device:
+        machine = device.machine
+        machine.keep_final_state = True
+        original = machine.run
+
+        def recorded(num_qpus, control_address, timeout):
+            record = {}
+            try:
+                result = original(num_qpus, control_address, timeout)
+                record["result"] = dataclasses.asdict(result)
+                return result
+            except Exception as error:
+                record["error"] = _error_record(error)
+                raise
+            finally:
+                record["state"] = _state_record(machine.final_state)
+                record["memory"] = _memory(device)
+                launches.append(record)
+
+        machine.run = recorded
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                outcome = ("returned", repr(scenario(device)))
+            except Exception as error:
+                outcome = ("raised", _error_record(error))
+    return {"launches": launches, "outcome": outcome}
+
+
+def assert_equivalent(scenario, **options):
+    """Observe ``scenario`` on both cores and assert that everything matches; returns the
+    Python core's observation."""
+    python = observe("python", scenario, **options)
+    c = observe("c", scenario, **options)
+    assert len(c["launches"]) == len(python["launches"])
+    for i, (p, q) in enumerate(zip(python["launches"], c["launches"])):
+        for key in ("error", "result", "state", "memory"):
+            assert q.get(key) == p.get(key), f"launch {i}: {key} differs between the cores"
+    assert c["outcome"] == python["outcome"]
+    return python

@@ -1,0 +1,242 @@
+"""The C core against the Python core (the specification): the same launches must leave the
+same memory, registers, flags, cycles, stall counters, warnings and errors. Every library
+kernel (SGEMM, transposes, the NN layers), the examples, the seeded scheduler, the ends of a
+run and thousands of random programs (VC4NN_EQUIVALENCE_EXAMPLES, default 2000)."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from asm import isa
+from asm.encoding import Instruction, encode
+from asm.parser import assemble_file
+from vc4nn import nn, sgemm
+from vc4nn.emulator import ccore
+
+from . import test_fuzz as fuzz
+from .core_observer import assert_equivalent, observe
+
+pytestmark = pytest.mark.skipif(not ccore.available(), reason="the C core is not built")
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
+
+
+@pytest.fixture(autouse=True)
+def emulator_core():
+    """Overrides the per-core parametrisation of conftest.py: these tests run both cores."""
+
+
+# --- library kernels ------------------------------------------------------------------------
+
+def _sgemm_scenario(m, k, n, num_qpus, trans_a=False, trans_b=False, beta=0.0):
+    def scenario(device):
+        rng = np.random.default_rng(m * 1000 + k + n)
+        a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
+        b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+        c0 = rng.standard_normal((m, n)).astype(np.float32)
+        c = sgemm(a, b, c0 if beta else None, beta=beta, trans_a=trans_a, trans_b=trans_b,
+                  device=device, num_qpus=num_qpus)
+        return np.asarray(c).tobytes()
+    return scenario
+
+
+@pytest.mark.parametrize("m, k, n, num_qpus, options", [
+    (16, 16, 16, 1, {}),
+    (40, 37, 24, 12, {}),
+    (96, 64, 64, 12, {}),
+    (33, 20, 50, 5, {"beta": 0.5}),
+    (24, 31, 40, 12, {"trans_a": True}),
+    (24, 31, 40, 3, {"trans_b": True}),
+    (17, 45, 29, 8, {"trans_a": True, "trans_b": True}),
+])
+def test_sgemm_kernels(m, k, n, num_qpus, options):
+    assert_equivalent(_sgemm_scenario(m, k, n, num_qpus, **options))
+
+
+def test_sgemm_on_other_boards_and_the_seeded_scheduler():
+    for board, seed in (("pi3", None), ("pi1", 7), ("pi_zero", 12345)):
+        assert_equivalent(_sgemm_scenario(40, 24, 32, 12), board=board, seed=seed)
+
+
+# --- NN layers (vc4nn.nn) -------------------------------------------------------------------
+
+def _rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _layer_scenario(call):
+    def scenario(device):
+        return np.asarray(call(device, np.random.default_rng(5))).tobytes()
+    return scenario
+
+
+NN_LAYERS = {
+    "depthwise": lambda d, r: nn.depthwise(_rand(r, 9, 10, 20), _rand(r, 3, 3, 20),
+                                           _rand(r, 20), 1, "same", "relu6", device=d),
+    "depthwise_s2": lambda d, r: nn.depthwise(_rand(r, 12, 11, 8), _rand(r, 3, 3, 8), None, 2,
+                                              "valid", None, device=d, num_qpus=5),
+    "pointwise": lambda d, r: nn.pointwise(_rand(r, 7, 6, 24), _rand(r, 24, 40), _rand(r, 40),
+                                           "relu", device=d, num_qpus=12),
+    "conv2d": lambda d, r: nn.conv2d(_rand(r, 14, 15, 3), _rand(r, 3, 3, 3, 8), _rand(r, 8), 2,
+                                     "same", "relu6", device=d),
+    "avg_pool": lambda d, r: nn.avg_pool(_rand(r, 7, 7, 24), 7, 7, device=d),
+    "global_avg_pool": lambda d, r: nn.global_avg_pool(_rand(r, 5, 4, 40), device=d),
+    "add": lambda d, r: nn.add(_rand(r, 6, 5, 16), _rand(r, 6, 5, 16), "relu", device=d,
+                               num_qpus=3),
+    "fully_connected": lambda d, r: nn.fully_connected(_rand(r, 64), _rand(r, 64, 30),
+                                                       _rand(r, 30), device=d),
+}
+
+
+@pytest.mark.parametrize("layer", sorted(NN_LAYERS))
+def test_nn_layers(layer):
+    observation = assert_equivalent(_layer_scenario(NN_LAYERS[layer]))
+    assert observation["outcome"][0] == "returned" and observation["launches"]
+
+
+# --- examples -------------------------------------------------------------------------------
+
+def _example_module(name):
+    sys.path.insert(0, EXAMPLES)
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(EXAMPLES)
+
+
+@pytest.mark.parametrize("name, num_qpus", [("hello", 12), ("hello", 3), ("vpm_dma", None)])
+def test_examples(name, num_qpus):
+    module = _example_module(name)
+    args = () if num_qpus is None else (num_qpus,)
+    assert_equivalent(lambda device: module.run(device, *args).tobytes())
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_hello_text_with_the_seeded_scheduler(seed):
+    program = assemble_file(os.path.join(EXAMPLES, "hello.s"))
+
+    def scenario(device):
+        out = device.alloc((12, 16), np.uint32)
+        device.execute(program, 12, [[out[q:q + 1].address, q] for q in range(12)])
+        return np.asarray(out).tobytes()
+    assert_equivalent(scenario, seed=seed)
+
+
+# --- random programs ------------------------------------------------------------------------
+
+# The fuzz generator of test_fuzz.py, with the MUL pack and r4 unpack (pm = 1) too.
+alu_words_pm = st.builds(
+    Instruction, sig=st.sampled_from(fuzz._ALU_SIGNALS), unpack=st.integers(0, 7),
+    pm=st.integers(0, 1), op_add=st.sampled_from(sorted(isa.ADD_OPS_BY_CODE)),
+    op_mul=st.integers(0, 7), raddr_a=st.sampled_from(fuzz._READS),
+    raddr_b=st.sampled_from(fuzz._READS), add_a=st.integers(0, 7), add_b=st.integers(0, 7),
+    mul_a=st.integers(0, 7), mul_b=st.integers(0, 7), **fuzz._common)
+words = st.one_of(fuzz.plausible_word, alu_words_pm.map(encode), fuzz.any_word)
+programs = st.lists(words, min_size=1, max_size=16)
+interesting_uniforms = st.one_of(
+    st.integers(min_value=0, max_value=0xFFFFFFFF), st.just("buffer"),
+    st.sampled_from([0, 1, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001,
+                     0x00000001, 0x807FFFFF, 0x3F800000, 0xBF800000, 0x477FE000, 0x33800000]))
+uniform_lists = st.lists(interesting_uniforms, min_size=0, max_size=8)
+
+
+def _random_scenario(program_words, uniforms, num_qpus):
+    def scenario(device):
+        scratch = device.alloc(4096, np.uint8)
+        scratch[:] = np.arange(4096) * 7 % 256
+        code = np.array(list(program_words) + fuzz.EXIT, dtype=np.uint64)
+        per_qpu = [[scratch.address if u == "buffer" else u for u in uniforms] or None] \
+            * num_qpus
+        device.execute(code, num_qpus, per_qpu, timeout=0.01)
+    return scenario
+
+
+@settings(max_examples=int(os.environ.get("VC4NN_EQUIVALENCE_EXAMPLES", 2000)), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program_words=programs, uniforms=uniform_lists, num_qpus=st.integers(1, 6),
+       mode=st.sampled_from(["error", "warn", "off"]), seed=st.sampled_from([None, None, 5]))
+def test_random_programs(program_words, uniforms, num_qpus, mode, seed):
+    assert_equivalent(_random_scenario(program_words, uniforms, num_qpus), checks=mode,
+                      seed=seed, max_instructions=3000)
+
+
+def test_the_observer_sees_a_difference():
+    """The comparison can fail: a launch with other uniforms is told apart."""
+    code = [encode(Instruction(sig=isa.SIG_SMALL_IMM, op_add=isa.ADD_OPS["add"].code,
+                               raddr_a=32, add_a=isa.MUX_A, add_b=isa.MUX_A, waddr_add=0))]
+    first = observe("c", _random_scenario(code, [1], 1))
+    second = observe("python", _random_scenario(code, [2], 1))
+    assert first["launches"][0]["state"] != second["launches"][0]["state"]
+
+
+# --- the run's ends: deadlock, timeout, budget, faults, unsupported words -------------------
+
+def _code_scenario(body, num_qpus=2, timeout=None, uniforms=None):
+    from asm import kernel
+
+    @kernel
+    def program(a):
+        body(a)
+
+    def scenario(device):
+        per_qpu = None if uniforms is None else [list(uniforms)] * num_qpus
+        device.execute(program.assemble(check=False), num_qpus, per_qpu, timeout=timeout)
+    return scenario
+
+
+def _deadlock(a):
+    a.sema_acquire(3)
+    a.exit()
+
+
+def _endless(a):
+    from asm import r0
+    a.label("top")
+    a.add(r0, r0, 1)
+    a.branch("top")
+    a.nop()
+    a.nop()
+    a.nop()
+
+
+def _bad_uniform(a):
+    from asm import r0, uniform
+    a.mov(r0, uniform)
+    a.mov(r0, uniform)
+    a.exit()
+
+
+@pytest.mark.parametrize("body, options, run_options", [
+    (_deadlock, {}, {}),
+    (_endless, {"max_instructions": None}, {"timeout": 1e-5}),
+    (_endless, {"max_instructions": 5000}, {}),
+    (_bad_uniform, {}, {"uniforms": [1]}),
+    (_bad_uniform, {"checks": "warn"}, {"uniforms": [1]}),
+])
+def test_ends_of_a_run(body, options, run_options):
+    observation = assert_equivalent(_code_scenario(body, **run_options), **options)
+    assert observation["outcome"][0] == "raised"
+
+
+def test_unsupported_word_and_misaligned_fetch():
+    varying_read = encode(Instruction(raddr_a=35, op_add=isa.ADD_OPS["or"].code,
+                                      add_a=isa.MUX_A, add_b=isa.MUX_A, waddr_add=0))
+    assert_equivalent(_random_scenario([varying_read], [], 1))
+    jump_to_odd = encode(Instruction(sig=isa.SIG_BRANCH, cond_br=isa.BRANCH_CONDITIONS["always"],
+                                     rel=1, immediate=4, raddr_a=0))
+    assert_equivalent(_random_scenario([jump_to_odd, 0, 0, 0], [], 1))
+
+
+def test_unused_read_of_an_address_without_read_meaning():
+    """raddr_b 59 names nothing readable; no operand uses it, so nothing is read (a word the
+    random programs found)."""
+    assert_equivalent(_random_scenario([2_055_605_316_360_056_832], [], 1))
+
+
+def test_the_tmu_switch(monkeypatch):
+    """ccore.TMU_IN_C = False sends the TMU work to the Python Tmu; the results stay the same."""
+    monkeypatch.setattr(ccore, "TMU_IN_C", False)
+    assert_equivalent(_sgemm_scenario(40, 37, 24, 12))

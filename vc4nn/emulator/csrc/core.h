@@ -1,0 +1,197 @@
+/* The C core of the emulator: shared types. Mirrors the Python modules (qpu.py, alu.py, pack.py,
+ * sfu.py, machine.py); the Python core is the specification. */
+#ifndef VC4NN_CORE_H
+#define VC4NN_CORE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#include "isa_gen.h"
+
+#define LANES SIMD_WIDTH
+typedef uint32_t vec[LANES];
+typedef uint8_t flagvec[LANES];
+
+#define NEVER_WRITTEN (-(INT64_C(1) << 30))
+
+/* One lowered instruction (lowering.py RECORD_FIELDS), indexed by REC_* */
+typedef struct {
+    int64_t f[RECORD_WORDS];
+} Record;
+
+typedef struct {
+    int64_t count;
+    int64_t target;     /* -1: end the program */
+} Pending;
+
+#define MAX_PENDING 16
+
+typedef struct Machine Machine;
+
+/* tmu.c */
+typedef struct {
+    int sets, ways;
+    long long line;             /* bytes */
+    int *used;                  /* lines in each set */
+    int64_t *lines;             /* sets x ways line numbers, least recently used first */
+} Lru;
+
+typedef struct {
+    vec values;
+    int64_t ready;
+} TmuRequest;
+
+typedef struct {
+    TmuRequest *items;
+    int head, count, cap;
+} TmuFifo;
+
+typedef struct {
+    Lru caches[NUM_QPUS / QPUS_PER_SLICE][2];
+    int64_t free_at[NUM_QPUS / QPUS_PER_SLICE][2];
+    int noswap[NUM_QPUS];
+    TmuFifo fifos[NUM_QPUS][2];
+    long long fifo_depth, request_clocks, hit_latency, miss_latency;
+    int in_c;                   /* 0: every TMU operation goes to the Python Tmu */
+} Tmu;
+
+/* sync.c: what a blocked QPU waits on (Sync._blocked; BLOCKED_* codes) */
+typedef struct {
+    int kind, a, b, c;          /* semaphore: number, acquire, count; mutex: holder */
+} Blocked;
+
+typedef struct {
+    int counts[NUM_SEMAPHORES];
+    int64_t changed_at[NUM_SEMAPHORES];
+    int holder;                 /* -1: free */
+    int64_t mutex_free_at;
+    Blocked blocked[NUM_QPUS];
+} SyncState;
+
+typedef struct {
+    int index;
+    vec acc[6];
+    vec rf[2][REGFILE_SIZE];
+    int64_t rf_written[2][REGFILE_SIZE];
+    vec port_last[2];
+    flagvec z, n, c;
+    vec last_mul;
+    uint32_t pc, unif_addr;
+    int64_t unif_written;
+    int64_t unif_line;          /* -1: none */
+    int64_t sfu_written, r4_ready_count, r4_ready_clock;
+    int64_t clock, count;
+    int64_t stalls[NUM_STALL_CAUSES];
+    Pending pending[MAX_PENDING];
+    int npending;
+    int ended;
+    int block_cause;            /* -1 none, STALL_SEMAPHORE or STALL_MUTEX */
+    int64_t host_interrupts;
+} Qpu;
+
+typedef struct {
+    uint32_t start, size;
+    uint8_t *data;
+} Block;
+
+typedef struct {
+    uint32_t pc;
+    int32_t record;             /* index into the record array, -1: empty slot */
+} PlanSlot;
+
+struct Machine {
+    Qpu qpus[NUM_QPUS];
+    int num_qpus;
+    int sync_event;
+    int64_t issue_clocks, sfu_latency, uniform_line_bytes, semaphore_clocks, mutex_clocks;
+    SyncState sync_state;
+    Tmu tmu_state;
+    /* memory: the allocations, sorted by start */
+    Block *blocks;
+    Py_ssize_t nblocks;
+    /* plans of this run: open-addressing map pc -> record */
+    PlanSlot *slots;
+    Py_ssize_t nslots, nused;
+    Record *records;
+    Py_ssize_t nrecords, records_cap;
+    /* Python side: the glue object (fetch, units, checks, rng) */
+    PyObject *glue;
+    PyObject *tmu, *vpm, *sync, *bus, *checks;
+    int rule_off[4];            /* the QPU core's own rules in mode "off" */
+    /* vpm_fast.c: the Python Vpm's storage and generic-access state */
+    Py_buffer vpm_view;
+    uint8_t *vpm_bytes;
+    Py_ssize_t vpm_size;
+    PyObject *vpm_reads, *vpm_last_read, *vpm_write, *vpm_unsettled, *vpm_setup_class;
+    int vpm_fast_setups;
+    long long vpm_read_queue, vpm_read_latency;
+};
+
+/* alu.c */
+void alu_add(int op, int saturating, const uint32_t *a, const uint32_t *b, uint32_t *out);
+void alu_mul(int op, int saturating, const uint32_t *a, const uint32_t *b, uint32_t *out);
+void alu_carry(int carry, const uint32_t *a, const uint32_t *b, const uint32_t *r, uint8_t *out);
+uint32_t float_in_bits(uint32_t x);
+uint32_t float_out_bits(uint32_t x);
+
+/* pack.c */
+void unpack_vec(int code, int as_float, const uint32_t *in, uint32_t *out);
+void pack_vec(int packer, int code, const uint32_t *value, const uint32_t *old, uint32_t *out);
+
+/* sfu.c */
+void sfu_compute(int function, const uint32_t *in, uint32_t *out);
+
+/* memory.c */
+uint8_t *memory_at(Machine *m, uint32_t address, uint32_t nbytes);
+int memory_load(Machine *m, PyObject *allocations);
+void memory_release(Machine *m);
+
+/* units.c: the Python units (TMU, VPM, sync, bus) and the checks */
+PyObject *vec_to_array(const uint32_t *v);
+int array_to_vec(PyObject *obj, uint32_t *out);
+int qpu_wait_obj(Qpu *q, PyObject *t, int cause);
+void qpu_wait(Qpu *q, int64_t t, int cause);
+int core_report(Machine *m, Qpu *q, int rule, int64_t a, int64_t b);
+int unit_tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v);
+int unit_tmu_load(Machine *m, Qpu *q, int unit);
+int unit_vpm(Machine *m, Qpu *q, const char *method, int cause, const uint32_t *arg,
+             uint32_t *out);
+int unit_uniform_line(Machine *m, Qpu *q, uint32_t address);
+
+/* vpm_fast.c */
+int vpm_fast_init(Machine *m);
+void vpm_fast_release(Machine *m);
+int vpm_fast_read(Machine *m, Qpu *q, uint32_t *out);
+int vpm_fast_write(Machine *m, Qpu *q, const uint32_t *values);
+int vpm_fast_setup(Machine *m, Qpu *q, int is_read, const uint32_t *value);
+
+/* tmu.c */
+int tmu_init(Machine *m);
+void tmu_release(Machine *m);
+int tmu_set_noswap(Machine *m, Qpu *q, const uint32_t *v);
+int tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v);
+int tmu_load(Machine *m, Qpu *q, int unit);
+int tmu_export(Machine *m);
+
+/* sync.c */
+int sync_semaphore(Machine *m, Qpu *q, int number, int acquire);
+int sync_mutex_acquire(Machine *m, Qpu *q);
+int sync_mutex_release(Machine *m, Qpu *q);
+PyObject *sync_export(const Machine *m);
+
+/* the QPU core's rules, for core_report */
+enum { RULE_REGFILE_RAW, RULE_R4_EARLY, RULE_R4_OVERWRITTEN, RULE_UNIFORM_EARLY };
+
+/* qpu.c */
+void qpu_init(Machine *m, Qpu *q, int index, uint32_t uniforms, uint32_t code);
+int qpu_step(Machine *m, Qpu *q);      /* 1 done, 0 blocked, -1 error (Python exception set) */
+
+/* plans.c */
+const Record *plan_at(Machine *m, Qpu *q, uint32_t pc);
+void plans_clear(Machine *m);
+
+/* scheduler.c */
+PyObject *schedule(Machine *m, double deadline, double budget, PyObject *progress);
+
+#endif

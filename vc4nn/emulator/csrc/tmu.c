@@ -1,0 +1,314 @@
+/* The TMUs as general memory lookup units (mirror of tmu.py and cache.py): per-slice TMU
+ * caches, request queues in order per TMU, the swap of QPUs 2 and 3 of a slice. The state lives
+ * here during a run. The Python Tmu still does what reports or faults (texture writes, ldtmu
+ * with nothing outstanding, a gather outside memory, the stale-read check while DMA stores have
+ * written memory), and the Python MemoryBus serves line fills (read_line); at the end of a run
+ * the queues' lengths go back to the Python Tmu for its end-of-run check. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+#define UNITS 2
+#define SLICES (NUM_QPUS / QPUS_PER_SLICE)
+
+/* cache.LruCache: a set keeps at most ``ways`` lines, least recently used first */
+static int lru_init(Lru *c, long long size, long long line, long long ways)
+{
+    c->ways = size ? (int)ways : 0;
+    long long per_set = line * (ways > 1 ? ways : 1);
+    c->sets = size / per_set > 1 ? (int)(size / per_set) : 1;
+    c->line = line;
+    c->used = calloc((size_t)c->sets, sizeof(int));
+    c->lines = malloc((size_t)c->sets * (size_t)(c->ways ? c->ways : 1) * sizeof(int64_t));
+    if (!c->used || !c->lines) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void lru_free(Lru *c)
+{
+    free(c->used);
+    free(c->lines);
+    c->used = NULL;
+    c->lines = NULL;
+}
+
+/* LruCache.touch: 1 on a hit; either way the line ends up most recently used */
+static int lru_touch(Lru *c, int64_t line)
+{
+    if (!c->ways)
+        return 0;
+    int set = (int)(line % c->sets);
+    int64_t *lines = c->lines + (size_t)set * c->ways;
+    int n = c->used[set], hit = 0, i;
+    for (i = 0; i < n; i++)
+        if (lines[i] == line) {
+            hit = 1;
+            break;
+        }
+    if (!hit) {
+        if (n == c->ways)       /* evict the least recently used */
+            i = 0;
+        else
+            i = n++;
+    }
+    memmove(lines + i, lines + i + 1, (size_t)(n - 1 - i) * sizeof(int64_t));
+    lines[n - 1] = line;
+    c->used[set] = n;
+    return hit;
+}
+
+static long long attr_int(PyObject *obj, const char *name, int *ok)
+{
+    PyObject *v = PyObject_GetAttrString(obj, name);
+    long long x = 0;
+    if (v && PyLong_Check(v))
+        x = PyLong_AsLongLong(v);
+    else if (v)
+        *ok = 0;
+    Py_XDECREF(v);
+    return x;
+}
+
+int tmu_init(Machine *m)
+{
+    Tmu *t = &m->tmu_state;
+    PyObject *in_c = PyObject_GetAttrString(m->glue, "tmu_in_c");
+    if (!in_c)
+        return -1;
+    t->in_c = PyObject_IsTrue(in_c);
+    Py_DECREF(in_c);
+    if (!t->in_c)
+        return 0;
+    PyObject *timing = PyObject_GetAttrString(m->tmu, "timing");
+    if (!timing)
+        return -1;
+    int ok = 1;
+    long long bytes = attr_int(timing, "tmu_cache_bytes", &ok);
+    long long line = attr_int(timing, "tmu_cache_line_bytes", &ok);
+    long long ways = attr_int(timing, "tmu_cache_ways", &ok);
+    t->fifo_depth = attr_int(timing, "tmu_fifo_depth", &ok);
+    t->request_clocks = attr_int(timing, "tmu_request_clocks", &ok);
+    t->hit_latency = attr_int(timing, "tmu_hit_latency", &ok);
+    t->miss_latency = attr_int(timing, "tmu_miss_latency", &ok);
+    Py_DECREF(timing);
+    if (PyErr_Occurred())
+        return -1;
+    if (!ok || line <= 0) {
+        PyErr_SetString(PyExc_TypeError, "the C core needs integer TMU timing parameters");
+        return -1;
+    }
+    for (int s = 0; s < SLICES; s++)
+        for (int u = 0; u < UNITS; u++)
+            if (lru_init(&t->caches[s][u], bytes, line, ways) < 0)
+                return -1;
+    return 0;
+}
+
+void tmu_release(Machine *m)
+{
+    Tmu *t = &m->tmu_state;
+    for (int s = 0; s < SLICES; s++)
+        for (int u = 0; u < UNITS; u++)
+            lru_free(&t->caches[s][u]);
+    for (int q = 0; q < NUM_QPUS; q++)
+        for (int u = 0; u < UNITS; u++)
+            free(t->fifos[q][u].items);
+    memset(t, 0, sizeof(*t));
+}
+
+static int physical_unit(const Tmu *t, int qpu, int unit)
+{
+    int swapped = qpu % QPUS_PER_SLICE >= QPUS_PER_SLICE / 2 && !t->noswap[qpu];
+    return unit ^ swapped;
+}
+
+int tmu_set_noswap(Machine *m, Qpu *q, const uint32_t *v)
+{
+    if (!m->tmu_state.in_c) {
+        PyObject *r = PyObject_CallMethod(m->tmu, "set_noswap", "ik", q->index,
+                                          (unsigned long)v[0]);
+        Py_XDECREF(r);
+        return r ? 0 : -1;
+    }
+    m->tmu_state.noswap[q->index] = v[0] != 0;
+    return 0;
+}
+
+static int fifo_push(TmuFifo *f, const uint32_t *values, int64_t ready)
+{
+    if (f->count == f->cap) {
+        int cap = f->cap ? 2 * f->cap : 8;
+        TmuRequest *items = malloc((size_t)cap * sizeof(TmuRequest));
+        if (!items) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (int i = 0; i < f->count; i++)
+            items[i] = f->items[(f->head + i) % f->cap];
+        free(f->items);
+        f->items = items;
+        f->head = 0;
+        f->cap = cap;
+    }
+    TmuRequest *r = &f->items[(f->head + f->count) % f->cap];
+    memcpy(r->values, values, sizeof(vec));
+    r->ready = ready;
+    f->count++;
+    return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Tmu._ready_time */
+static int ready_time(Machine *m, int slice, int physical, const uint32_t *addresses,
+                      int64_t now, int64_t *ready)
+{
+    Tmu *t = &m->tmu_state;
+    Lru *cache = &t->caches[slice][physical];
+    int64_t begin = now > t->free_at[slice][physical] ? now : t->free_at[slice][physical];
+    t->free_at[slice][physical] = begin + t->request_clocks;
+    uint32_t lines[LANES];
+    for (int i = 0; i < LANES; i++)
+        lines[i] = (uint32_t)((addresses[i] & BUS_ADDRESS_MASK) / (uint64_t)cache->line);
+    qsort(lines, LANES, sizeof(uint32_t), cmp_u32);
+    *ready = begin + t->hit_latency;
+    for (int i = 0; i < LANES; i++) {
+        if (i && lines[i] == lines[i - 1])
+            continue;
+        if (lru_touch(cache, lines[i]))
+            continue;
+        PyObject *r = PyObject_CallMethod(m->bus, "read_line", "LLLL", (long long)begin,
+                                          (long long)lines[i] * cache->line, cache->line,
+                                          t->miss_latency);
+        if (!r)
+            return -1;
+        long long arrives = PyLong_AsLongLong(r);
+        Py_DECREF(r);
+        if (arrives == -1 && PyErr_Occurred())
+            return -1;
+        if (arrives > *ready)
+            *ready = arrives;
+    }
+    return 0;
+}
+
+static PyObject *address_array(const uint32_t *addresses)
+{
+    return vec_to_array(addresses);
+}
+
+/* Tmu.write for a tmuN_s write (unit_coord = 4 * unit + coordinate index) */
+int tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v)
+{
+    Tmu *t = &m->tmu_state;
+    int unit = unit_coord / 4, qpu = q->index;
+    if (unit_coord % 4 || !t->in_c)  /* a texture coordinate: Python reports it */
+        return unit_tmu_write(m, q, unit_coord, v);
+    int outstanding = t->fifos[qpu][0].count + t->fifos[qpu][1].count;
+    if (outstanding >= t->fifo_depth) {
+        PyObject *r = PyObject_CallMethod(m->tmu, "report_overflow", "ii", qpu, outstanding);
+        if (!r)
+            return -1;
+        Py_DECREF(r);
+    }
+    int physical = physical_unit(t, qpu, unit);
+    uint32_t addresses[LANES], data[LANES];
+    int outside = 0;
+    for (int i = 0; i < LANES; i++)
+        addresses[i] = v[i] & ~3u;
+    PyObject *written = PyObject_GetAttrString(m->bus, "vdw_words");
+    if (!written)
+        return -1;
+    Py_ssize_t nwritten = PyObject_Length(written);
+    Py_DECREF(written);
+    if (nwritten < 0)
+        return -1;
+    if (nwritten) {                 /* the stale-read check, in Python */
+        PyObject *array = address_array(addresses);
+        PyObject *r = array ? PyObject_CallMethod(m->tmu, "_check_stale", "iO", qpu, array) : NULL;
+        Py_XDECREF(array);
+        if (!r)
+            return -1;
+        Py_DECREF(r);
+    }
+    for (int i = 0; i < LANES; i++) {
+        uint8_t *p = memory_at(m, addresses[i], 4);
+        if (p)
+            memcpy(&data[i], p, 4);
+        else
+            outside = 1;
+    }
+    if (outside) {                  /* Tmu._gather raises the fault of the first bad element */
+        PyObject *array = address_array(addresses);
+        PyObject *r = array ? PyObject_CallMethod(m->tmu, "_gather", "Oi", array, qpu) : NULL;
+        Py_XDECREF(array);
+        if (!r)
+            return -1;
+        int rc = array_to_vec(r, data);
+        Py_DECREF(r);
+        if (rc < 0)
+            return -1;
+    }
+    int64_t ready;
+    if (ready_time(m, qpu / QPUS_PER_SLICE, physical, addresses, q->clock, &ready) < 0)
+        return -1;
+    TmuFifo *fifo = &t->fifos[qpu][physical];
+    if (fifo->count) {              /* results come back in order */
+        int64_t last = fifo->items[(fifo->head + fifo->count - 1) % fifo->cap].ready;
+        if (last > ready)
+            ready = last;
+    }
+    return fifo_push(fifo, data, ready);
+}
+
+/* Tmu.load: the oldest result of that TMU into r4, waiting for it */
+int tmu_load(Machine *m, Qpu *q, int unit)
+{
+    TmuFifo *fifo = &m->tmu_state.fifos[q->index][physical_unit(&m->tmu_state, q->index, unit)];
+    if (!fifo->count || !m->tmu_state.in_c)    /* nothing outstanding: Python reports it */
+        return unit_tmu_load(m, q, unit);
+    TmuRequest *r = &fifo->items[fifo->head];
+    memcpy(q->acc[4], r->values, sizeof(vec));
+    qpu_wait(q, r->ready, STALL_TMU);
+    fifo->head = (fifo->head + 1) % fifo->cap;
+    fifo->count--;
+    return 0;
+}
+
+/* Unread results go back to the Python Tmu, whose finish counts them. */
+int tmu_export(Machine *m)
+{
+    if (!m->tmu_state.in_c)
+        return 0;
+    PyObject *fifos = PyObject_GetAttrString(m->tmu, "_fifos");
+    if (!fifos)
+        return -1;
+    int rc = 0;
+    for (int q = 0; q < m->num_qpus && rc == 0; q++)
+        for (int u = 0; u < UNITS && rc == 0; u++) {
+            int n = m->tmu_state.fifos[q][u].count;
+            if (!n)
+                continue;
+            PyObject *row = PySequence_GetItem(fifos, q);
+            PyObject *fifo = row ? PySequence_GetItem(row, u) : NULL;
+            for (int i = 0; fifo && i < n && rc == 0; i++) {
+                PyObject *r = PyObject_CallMethod(fifo, "append", "O", Py_None);
+                rc = r ? 0 : -1;
+                Py_XDECREF(r);
+            }
+            if (!fifo)
+                rc = -1;
+            Py_XDECREF(fifo);
+            Py_XDECREF(row);
+        }
+    Py_DECREF(fifos);
+    return rc;
+}

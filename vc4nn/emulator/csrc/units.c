@@ -1,0 +1,171 @@
+/* The I/O units as the C core reaches them: calls into the Python units (tmu.py, vpm.py,
+ * sync.py, the MemoryBus) with the arguments the Python QPU passes (qpu.py), and the QPU core's
+ * own checks (reported through the glue, which formats the message as qpu.py does). */
+#include <math.h>
+#include <string.h>
+
+#include "core.h"
+
+static PyObject *frombuffer, *uint32_name;
+
+static int numpy_ready(void)
+{
+    if (frombuffer)
+        return 0;
+    PyObject *np = PyImport_ImportModule("numpy");
+    if (!np)
+        return -1;
+    frombuffer = PyObject_GetAttrString(np, "frombuffer");
+    Py_DECREF(np);
+    uint32_name = PyUnicode_InternFromString("<u4");
+    return frombuffer && uint32_name ? 0 : -1;
+}
+
+PyObject *vec_to_array(const uint32_t *v)
+{
+    if (numpy_ready() < 0)
+        return NULL;
+    PyObject *bytes = PyBytes_FromStringAndSize((const char *)v, sizeof(vec));
+    if (!bytes)
+        return NULL;
+    PyObject *array = PyObject_CallFunctionObjArgs(frombuffer, bytes, uint32_name, NULL);
+    Py_DECREF(bytes);
+    return array;
+}
+
+/* A 16-element vector from a unit's answer (a uint32 array, or anything numpy takes). */
+int array_to_vec(PyObject *obj, uint32_t *out)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) == 0) {
+        int ok = view.len == (Py_ssize_t)sizeof(vec) && view.itemsize == 4;
+        if (ok)
+            memcpy(out, view.buf, sizeof(vec));
+        PyBuffer_Release(&view);
+        if (ok)
+            return 0;
+    } else {
+        PyErr_Clear();
+    }
+    PyObject *list = PySequence_List(obj);
+    if (!list)
+        return -1;
+    if (PyList_GET_SIZE(list) != LANES) {
+        Py_DECREF(list);
+        PyErr_SetString(PyExc_ValueError, "a unit returned a vector of the wrong size");
+        return -1;
+    }
+    for (int i = 0; i < LANES; i++) {
+        unsigned long long x = PyLong_AsUnsignedLongLongMask(PyList_GET_ITEM(list, i));
+        if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+            Py_DECREF(list);
+            return -1;
+        }
+        out[i] = (uint32_t)x;
+    }
+    Py_DECREF(list);
+    return 0;
+}
+
+/* qpu.Qpu.wait */
+void qpu_wait(Qpu *q, int64_t t, int cause)
+{
+    if (t > q->clock) {
+        q->stalls[cause] += t - q->clock;
+        q->clock = t;
+    }
+}
+
+int qpu_wait_obj(Qpu *q, PyObject *t, int cause)
+{
+    if (PyLong_Check(t)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(t, &overflow);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (overflow) {
+            PyErr_SetString(PyExc_OverflowError, "a unit returned a clock beyond 64 bits");
+            return -1;
+        }
+        qpu_wait(q, v, cause);
+        return 0;
+    }
+    double d = PyFloat_AsDouble(t);
+    if (d == -1.0 && PyErr_Occurred())
+        return -1;
+    if (d > (double)q->clock)
+        qpu_wait(q, (int64_t)ceil(d), cause);
+    return 0;
+}
+
+int core_report(Machine *m, Qpu *q, int rule, int64_t a, int64_t b)
+{
+    if (m->rule_off[rule])
+        return 0;
+    PyObject *r = PyObject_CallMethod(m->glue, "report", "iiILL", rule, q->index,
+                                      (unsigned int)q->pc, (long long)a, (long long)b);
+    if (!r)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static int wait_answer(Qpu *q, PyObject *answer, int cause, uint32_t *out)
+{
+    if (!answer)
+        return -1;
+    int rc;
+    if (PyTuple_Check(answer) && PyTuple_GET_SIZE(answer) == 2) {
+        rc = qpu_wait_obj(q, PyTuple_GET_ITEM(answer, 1), cause);
+        if (rc == 0 && out)
+            rc = array_to_vec(PyTuple_GET_ITEM(answer, 0), out);
+    } else {
+        rc = qpu_wait_obj(q, answer, cause);
+    }
+    Py_DECREF(answer);
+    return rc;
+}
+
+static const char *const TMU_COORD[] = {"s", "t", "r", "b"};
+
+int unit_tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v)
+{
+    PyObject *values = vec_to_array(v);
+    if (!values)
+        return -1;
+    PyObject *t = PyObject_CallMethod(m->tmu, "write", "iisOL", q->index, unit_coord / 4,
+                                      TMU_COORD[unit_coord % 4], values, (long long)q->clock);
+    Py_DECREF(values);
+    return wait_answer(q, t, STALL_TMU, NULL);
+}
+
+int unit_tmu_load(Machine *m, Qpu *q, int unit)
+{
+    return wait_answer(q, PyObject_CallMethod(m->tmu, "load", "iiL", q->index, unit,
+                                              (long long)q->clock), STALL_TMU, q->acc[4]);
+}
+
+/* qpu.Qpu.vpm_io: a Vpm method taking (qpu, *args, now) */
+int unit_vpm(Machine *m, Qpu *q, const char *method, int cause, const uint32_t *arg,
+             uint32_t *out)
+{
+    PyObject *answer;
+    if (arg) {
+        PyObject *values = vec_to_array(arg);
+        if (!values)
+            return -1;
+        answer = PyObject_CallMethod(m->vpm, method, "iOL", q->index, values,
+                                     (long long)q->clock);
+        Py_DECREF(values);
+    } else {
+        answer = PyObject_CallMethod(m->vpm, method, "iL", q->index, (long long)q->clock);
+    }
+    return wait_answer(q, answer, cause, out);
+}
+
+int unit_uniform_line(Machine *m, Qpu *q, uint32_t address)
+{
+    return wait_answer(q, PyObject_CallMethod(m->bus, "uniform_line", "Lk",
+                                              (long long)q->clock, (unsigned long)address),
+                       STALL_UNIFORM, NULL);
+}
