@@ -145,7 +145,8 @@ def markdown_table(records, meta):
     out = [" ".join(header_lines(records, meta)), ""]
     out.append("| net | layer | kind | shape | ran as | "
                + " | ".join(f"{clock_label(records, b)} ms" for b in boards)
-               + f" | GFLOPS | MB moved | % peak | % roofline | bound |")
+               + f" | GFLOPS ({first}) | MB moved | % peak ({first}) | % roofline ({first}) | "
+               f"bound ({first}) |")
     out.append("|" + "---|" * (10 + len(boards)))
     for (network, name), per_board in by_layer(records).items():
         r = per_board[first]
