@@ -2,9 +2,9 @@
 kept in the tuned-plan cache (vc4nn/nn/tuned_plans.py) under the layer's key and board.
 
 What is searched (the generators' tiling fields):
-  pointwise: the route, i.e. pixels per QPU (``max_rows`` 8, 4, 2: fewer re-read the weights
+  pointwise: the route, i.e. pixels per QPU (``max_rows`` 8..2: fewer re-read the weights
     more often but can dodge TMU cache aliasing) and whether the activation is transposed on the
-    GPU first (``transpose_input``);
+    GPU first (``transpose_input``), each row count on both;
   depthwise: tile width (``tile_cols``, up to what the accumulator registers hold) and tile
     height (``tile_rows``: from one tile per QPU to six), with the VPM chunks that fit each.
 Conv2d (``taps_per_pass``) is not searched: its weights are laid out for one value by
@@ -26,9 +26,12 @@ from .layer_figures import Reduction, measure_layer
 from .layer_plans import TUNABLE, plan_for, resolved_tiling
 from .tuned_plans import TuneCache, board_of, plan_key
 
-# Pixels per QPU; each divides a reduced run's 96 pixels into whole passes of 12 QPUs, so a
-# reduced run has the rows per QPU the full layer would have (6 would run as 4 on 96 pixels).
-POINTWISE_ROWS = (8, 4, 2)
+# Pixels per QPU. A reduced run (96 pixels) tries only those that divide it into whole passes
+# of 12 QPUs, so that it runs the rows per QPU the full layer would (6 would run as 4); a full
+# run tries every count: fewer rows can fill the last pass better (196 pixels: 3 passes of 8
+# rows leave the third nearly empty, 3 passes of 6 do not).
+POINTWISE_ROWS_REDUCED = (8, 4, 2)
+POINTWISE_ROWS_FULL = (8, 7, 6, 5, 4, 3, 2)
 TILES_PER_QPU = (1, 2, 3, 4, 6)
 
 
@@ -57,12 +60,12 @@ class TuneResult:
                 "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
-def candidates(layer, height, width, num_qpus, device):
+def candidates(layer, height, width, num_qpus, device, reduced=False):
     """Resolved tilings to try, the default first, no two the same and each a legal plan."""
     default, _ = plan_for(layer, height, width, num_qpus, device, {})
     if layer.kind == "pointwise":
-        wanted = [{"transpose_input": False, "max_rows": r} for r in POINTWISE_ROWS]
-        wanted.append({"transpose_input": True, "max_rows": 8})
+        rows = POINTWISE_ROWS_REDUCED if reduced else POINTWISE_ROWS_FULL
+        wanted = [{"transpose_input": t, "max_rows": r} for t in (False, True) for r in rows]
     elif layer.kind == "depthwise":
         wanted = depthwise_tilings(default, num_qpus)
     else:
@@ -103,7 +106,8 @@ def tune_layer(layer, device, num_qpus=12, pixels=0, progress=None):
     key = plan_key(full_plan, board_of(device))
     run = None
     tried = []
-    for i, tiling in enumerate(candidates(layer, layer.height, layer.width, num_qpus, device)):
+    reduced = layer.kind == "pointwise" and 0 < pixels < layer.height * layer.width
+    for tiling in candidates(layer, layer.height, layer.width, num_qpus, device, reduced):
         figures = measure_layer(layer, device, num_qpus, reduction, tiling)
         tried.append((tiling, figures.full_clocks))
         run = run or figures
