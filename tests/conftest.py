@@ -19,6 +19,9 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    # The layer functions read `vc4nn tune`'s cache: the user's must not change which plans the
+    # tests run (tests/nn/test_tuning.py points it at files of its own).
+    os.environ["VC4NN_TUNE_CACHE"] = "off"
     if config.getoption("--device") not in DEVICES:
         raise pytest.UsageError(f"--device (or $VC4NN_DEVICE) must be one of {', '.join(DEVICES)}, "
                                 f"not {config.getoption('--device')!r}")

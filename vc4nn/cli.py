@@ -8,6 +8,8 @@
     vc4nn doctor                                      diagnose the Raspberry Pi set-up
     vc4nn classify | profile | bench | ops | export-mobilenet-v2    the model runtime (see
                                                       vc4nn.runtime.cli)
+    vc4nn bench-layers [--quick] [--net v1,v2] [--json]  per-layer MobileNet figures (cycle model)
+    vc4nn tune [--net v1,v2] [--cache FILE]           search layer tilings, store the winners
 
 Every subcommand takes --device emulator|pi where it runs code (default: the emulator, or the
 VC4NN_DEVICE environment variable). Emulated runs longer than about a second show a progress bar
@@ -60,7 +62,7 @@ def main(argv=None):
     if argv and argv[0] in passthrough:
         return passthrough[argv[0]](argv[1:])
 
-    from . import cli_run, cli_sgemm
+    from . import cli_bench, cli_run, cli_sgemm, cli_tune
     parser = ArgumentParser(prog="vc4nn", description=__doc__,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"vc4nn {__version__}")
@@ -75,6 +77,10 @@ def main(argv=None):
     sg = commands.add_parser("sgemm", help="multiply random matrices and check against numpy",
                              description=cli_sgemm.DESCRIPTION)
     cli_sgemm.add_arguments(sg)
+    for name, module in (("bench-layers", cli_bench), ("tune", cli_tune)):
+        module.add_arguments(commands.add_parser(
+            name, help=module.__doc__.splitlines()[0].split(": ", 1)[1],
+            description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
     for sub in (run, sg):
         sub.add_argument("--device", default=None, help="emulator (default) or pi")
         sub.add_argument("--max-instructions", type=instruction_budget, default=None,
@@ -91,7 +97,9 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 2
-    handler = {"run": cli_run.run_main, "sgemm": cli_sgemm.sgemm_main}[args.command]
+    handler = {"run": cli_run.run_main, "sgemm": cli_sgemm.sgemm_main,
+               "bench-layers": cli_bench.bench_main, "tune": cli_tune.tune_main}[args.command]
+    args.command_line = "vc4nn " + " ".join(argv)
     try:
         return handler(args)
     except BrokenPipeError:

@@ -5,6 +5,7 @@ import numpy as np
 from ..kernels.window_plan import LANES, make_plan
 from .layer_args import LayerArgumentError, check_activation, check_int, check_on_device, \
     check_out, check_tensor, pick_device, resolve_padding
+from .tuned_plans import tuned_plan
 from .window_call import run_window
 
 LAYER = "depthwise"
@@ -59,7 +60,8 @@ def depthwise(x, w, bias=None, stride=1, padding="same", activation=None, out=No
 
     stride: 1 or 2 (any int >= 1 works). padding: "same" (TensorFlow), "valid" or
     (top, bottom, left, right). tiling: optional overrides of the plan (tile_cols, tile_rows,
-    in_chunk, out_chunk); see vc4nn.kernels.window_plan.WindowPlan.
+    in_chunk, out_chunk); see vc4nn.kernels.window_plan.WindowPlan. None: the tuned plan of
+    this shape from `vc4nn tune`'s cache (vc4nn/nn/tuned_plans.py), else the default.
     """
     device = pick_device(device, x, out)
     check_on_device(LAYER, "x", x, device)
@@ -71,6 +73,8 @@ def depthwise(x, w, bias=None, stride=1, padding="same", activation=None, out=No
     out = check_out(LAYER, out, (oh, ow, c), np.float32, device)
     plan = make_plan("depthwise", h, wd, c, KERNEL, (stride, stride), pads, activation,
                      check_int(LAYER, "num_qpus", num_qpus), **(tiling or {}))
+    if tiling is None:
+        plan = tuned_plan(plan, device)
     prepared = w if isinstance(w, PreparedDepthwise) else None
     if prepared is not None:
         if bias is not None:

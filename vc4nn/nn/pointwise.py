@@ -11,6 +11,7 @@ from ..kernels import pointwise as kernel
 from .layer_args import (LayerArgumentError, ShapeError, check_activation, check_on_device,
                          check_out, check_tensor, pick_device)
 from .layer_call import LayerCall, PreparedWeights, chain
+from .tuned_plans import tuned_plan
 
 LAYER = "pointwise"
 
@@ -51,10 +52,14 @@ def check_bias(layer, bias, cout, device):
 
 
 def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=None,
-              num_qpus=12, return_run=False):
+              num_qpus=12, return_run=False, tiling=None):
     """1x1 convolution of ``x`` (H, W, Cin) with ``w`` (Cin, Cout) or a PreparedPointwise:
     ``act(x @ w + bias + residual)`` of shape (H, W, Cout). ``residual``: (H, W, Cout), added
-    before the activation. Conventions of every layer: vc4nn/nn/layer_args.py."""
+    before the activation. Conventions of every layer: vc4nn/nn/layer_args.py.
+
+    tiling: {"transpose_input": bool, "max_rows": 1..8} forces the route (PointwisePlan); None
+    takes the tuned plan of this shape from `vc4nn tune`'s cache (vc4nn/nn/tuned_plans.py),
+    else the default."""
     prepared = w if isinstance(w, PreparedPointwise) else None
     device = pick_device(device if device is not None or prepared is None else prepared.device,
                          x, w, bias, residual, out)
@@ -88,7 +93,9 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
     num_qpus = qpu_count(num_qpus)
     has_bias = bias is not None or (prepared is not None and prepared.bias is not None)
     plan = kernel.PointwisePlan(height, width, cin, cout, num_qpus, has_bias,
-                                residual is not None, activation)
+                                residual is not None, activation, **(tiling or {}))
+    if tiling is None:
+        plan = tuned_plan(plan, device)
     with LayerCall(device, not isinstance(x, Buffer)) as call:
         if prepared is None:
             prepared = prepare_pointwise(w, bias, device)

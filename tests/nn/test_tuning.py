@@ -1,0 +1,163 @@
+"""The tuned-plan cache and `vc4nn tune`: round trip, key separation, the layer functions using a
+tuned plan (same cycles as the tuned record, correct results against float64 references), and a
+damaged cache being a warning, not a crash. Shapes are tiny."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from vc4nn.kernels.window_plan import make_plan
+from vc4nn.nn import depthwise, pointwise
+from vc4nn.nn.layer_plans import plan_for, resolved_tiling
+from vc4nn.nn.mobilenet_shapes import Layer
+from vc4nn.nn.tuned_plans import (ENV_VAR, TuneCache, TuneCacheWarning, layer_key, plan_key,
+                                  tuned_tiling)
+from vc4nn.nn.tuning import candidates, tune_layers
+
+from . import spatial_reference
+from .reference import assert_close, dense
+
+DW = Layer("dw", "depthwise", 6, 9, 16, 16, 1, "relu6")
+PW = Layer("pw", "pointwise", 2, 6, 16, 24, 1, "relu")
+
+
+@pytest.fixture
+def cache_file(tmp_path, monkeypatch):
+    path = tmp_path / "plans.json"
+    monkeypatch.setenv(ENV_VAR, str(path))
+    return path
+
+
+def store(path, plan, board, tiling, clocks=1):
+    cache = TuneCache(path)
+    cache.put(plan_key(plan, board), {"tiling": tiling, "clocks": clocks})
+    cache.save()
+
+
+def run_depthwise(device, qpus=4, **kw):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((DW.height, DW.width, DW.cin)).astype(np.float32)
+    w = rng.standard_normal((3, 3, DW.cin)).astype(np.float32)
+    b = rng.standard_normal(DW.cin).astype(np.float32)
+    y, run = depthwise(x, w, b, 1, "same", "relu6", device=device, num_qpus=qpus,
+                       return_run=True, **kw)
+    expected, magnitude = spatial_reference.depthwise(x, w, b, 1, (1, 1, 1, 1), "relu6")
+    assert_close(y, expected, magnitude, terms=9)
+    return run
+
+
+def run_pointwise(device, qpus=4, **kw):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((PW.height, PW.width, PW.cin)).astype(np.float32)
+    w = rng.standard_normal((PW.cin, PW.cout)).astype(np.float32)
+    b = rng.standard_normal(PW.cout).astype(np.float32)
+    y, run = pointwise(x, w, b, "relu", device=device, num_qpus=qpus, return_run=True, **kw)
+    expected, magnitude = dense(x, w, b, None, "relu")
+    assert_close(y, expected, magnitude, terms=PW.cin)
+    return run
+
+
+def test_cache_round_trip(tmp_path):
+    path = tmp_path / "sub" / "plans.json"
+    cache = TuneCache(path)
+    cache.put("k1", {"tiling": {"tile_cols": 4}, "clocks": 123})
+    cache.save()
+    assert json.loads(path.read_text())["plans"]["k1"]["clocks"] == 123
+    assert TuneCache(path).get("k1") == {"tiling": {"tile_cols": 4}, "clocks": 123}
+    assert TuneCache(path).get("k2") is None
+
+
+def test_keys_separate_boards_shapes_and_qpus(cache_file, device):
+    plan, _ = plan_for(DW, DW.height, DW.width, 4, device, {})
+    store(cache_file, plan, "pi1", {"tile_cols": 2, "tile_rows": 3, "in_chunk": 4,
+                                    "out_chunk": 1})
+    shape = {"in_h": 6}
+    assert layer_key("depthwise", shape, 4, "pi1") != layer_key("depthwise", shape, 4, "pi_zero")
+    assert layer_key("depthwise", shape, 4, "pi1") != layer_key("depthwise", {"in_h": 7}, 4,
+                                                                 "pi1")
+    assert layer_key("depthwise", shape, 4, "pi1") != layer_key("depthwise", shape, 12, "pi1")
+    # The device is a pi_zero preset: the pi1 record is not used.
+    assert device.timing.name == "pi_zero"
+    assert plan_for(DW, DW.height, DW.width, 4, device)[1] == "default"
+    store(cache_file, plan, "pi_zero", {"tile_cols": 2, "tile_rows": 3, "in_chunk": 4,
+                                        "out_chunk": 1})
+    tuned, source = plan_for(DW, DW.height, DW.width, 4, device)
+    assert source == "tuned" and tuned.tile_cols == 2
+    # Another shape does not pick it up.
+    other = Layer("dw", "depthwise", 7, 9, 16, 16, 1, "relu6")
+    assert plan_for(other, 7, 9, 4, device)[1] == "default"
+
+
+def test_the_layer_runs_the_tuned_depthwise_plan(cache_file, device):
+    default = run_depthwise(device)
+    tiling = {"tile_cols": 2, "tile_rows": 2, "in_chunk": 4, "out_chunk": 1}
+    explicit = run_depthwise(device, tiling=tiling)
+    assert explicit.cycles != default.cycles and explicit.instructions != default.instructions
+    plan, _ = plan_for(DW, DW.height, DW.width, 4, device, {})
+    store(cache_file, plan, "pi_zero", tiling, explicit.cycles)
+    tuned = run_depthwise(device)
+    assert tuned.cycles == explicit.cycles == TuneCache(cache_file).get(
+        plan_key(plan, "pi_zero"))["clocks"]
+    assert run_depthwise(device, tiling={}).cycles == default.cycles    # explicit overrides
+
+
+def test_the_layer_runs_the_tuned_pointwise_route(cache_file, device):
+    default = run_pointwise(device)
+    tiling = {"transpose_input": True, "max_rows": 8}
+    explicit = run_pointwise(device, tiling=tiling)
+    assert explicit.launches == 2 and default.launches == 1
+    plan, _ = plan_for(PW, PW.height, PW.width, 4, device, {})
+    store(cache_file, plan, "pi_zero", tiling)
+    tuned = run_pointwise(device)
+    assert tuned.launches == 2 and tuned.cycles == explicit.cycles
+
+
+def test_tune_stores_the_fastest_and_the_layer_reproduces_it(cache_file, device):
+    layer = Layer("dw", "depthwise", 5, 8, 16, 16, 2, "relu6")
+    tried = candidates(layer, 5, 8, 4, device)
+    assert len(tried) >= 2 and tried[0] == resolved_tiling(plan_for(layer, 5, 8, 4, device,
+                                                                    {})[0])
+    result, again = tune_layers([layer, layer], device, None, num_qpus=4)
+    assert again.tried is result.tried          # one search per distinct key
+    assert result.best_clocks == min(clocks for _, clocks in result.tried)
+    assert len(result.tried) == len(tried)
+    record = TuneCache(cache_file).get(result.key)
+    assert record["tiling"] == result.best and record["clocks"] == result.best_clocks
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((5, 8, 16)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 16)).astype(np.float32)
+    y, run = depthwise(x, w, None, 2, "same", "relu6", device=device, num_qpus=4,
+                       return_run=True)
+    assert run.cycles == record["clocks"]
+    expected, magnitude = spatial_reference.depthwise(x, w, None, 2, (1, 1, 0, 1), "relu6")
+    assert_close(y, expected, magnitude, terms=9)
+
+
+def test_a_corrupt_cache_warns_and_the_layer_still_runs(cache_file, device):
+    cache_file.write_text("{not json")
+    with pytest.warns(TuneCacheWarning, match="unreadable"):
+        run_depthwise(device)
+    cache_file.write_text(json.dumps({"format": 1, "plans": {"k": "junk"}}))
+    with pytest.warns(TuneCacheWarning, match="malformed"):
+        assert tuned_tiling("depthwise", {}, 4, device) is None
+
+
+def test_an_illegal_tuned_tiling_warns_and_falls_back(cache_file, device):
+    plan = make_plan("depthwise", DW.height, DW.width, DW.cin, (3, 3), (1, 1), (1, 1, 1, 1),
+                     "relu6", 4)
+    store(cache_file, plan, "pi_zero", {"tile_cols": 99, "tile_rows": 1, "in_chunk": 1,
+                                        "out_chunk": 1})
+    default = run_depthwise(device, tiling={})
+    with pytest.warns(TuneCacheWarning, match="not a legal plan"):
+        assert run_depthwise(device).cycles == default.cycles
+
+
+def test_cache_off_and_missing_file(tmp_path, monkeypatch, device):
+    monkeypatch.setenv(ENV_VAR, "off")
+    assert tuned_tiling("depthwise", {}, 4, device) is None
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "absent.json"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tuned_tiling("depthwise", {}, 4, device) is None

@@ -1,0 +1,51 @@
+"""tools/bench_layers.py (= vc4nn bench-layers) and vc4nn tune run as a user runs them (cheap
+layers only: the 7x7 pool, the tiny v1 0.25/128 depthwise)."""
+
+import json
+import re
+
+from vc4nn.cli import main
+
+from .test_tools import run_tool
+
+
+def test_bench_layers_table_json_markdown_and_chart(tmp_path):
+    out = run_tool("bench_layers.py", "--net", "v1", "--only", "pool", "--quick", "--boards",
+                   "pi_zero", "--json")
+    data = json.loads(out)
+    (record,) = data["layers"]
+    assert record["name"] == "pool" and record["board"] == "pi_zero"
+    assert data["totals"][0]["board"] == "pi_zero" and data["meta"]["estimate"].startswith("cycle")
+    assert {r["board"] for r in json.loads(run_tool(
+        "bench_layers.py", "--net", "v1", "--only", "pool", "--boards", "pi_zero,pi1",
+        "--json"))["layers"]} == {"pi_zero", "pi1"}
+    # 7x7x1024 floats in, 1024 out: the bytes are the layer's, not the run's.
+    assert record["bytes_moved"] == 4 * (7 * 7 * 1024 + 1024)
+    assert 0 < record["ms"] < 5 and not record["reduced"]
+    saved = tmp_path / "pool.json"
+    saved.write_text(out)
+    table = run_tool("bench_layers.py", "--from-json", str(saved))
+    assert "ESTIMATES" in table and re.search(r"pool\s+global_avg_pool\s+7x7x1024->1024", table)
+    assert re.search(r"v1 1/224 on pi_zero 300 MHz: \d+\.\d+ ms of kernels", table)
+    png = tmp_path / "layers.png"
+    md = run_tool("bench_layers.py", "--from-json", str(saved), "--markdown", "--png", str(png))
+    assert md.count("| pool |") == 1 and png.stat().st_size > 1000
+
+
+def test_tune_cli_stores_and_reports(tmp_path, capsys):
+    cache = tmp_path / "plans.json"
+    assert main(["tune", "--net", "v1", "--alpha", "0.25", "--size", "128", "--only", "dw13",
+                 "--qpus", "4", "--cache", str(cache), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (row,) = report["layers"]
+    assert row["layer"] == "dw13" and row["tuned_ms"] <= row["default_ms"]
+    plans = json.loads(cache.read_text())["plans"]
+    assert list(plans) == [row["key"]] and "board=pi_zero" in row["key"]
+    assert main(["tune", "--show", "--cache", str(cache)]) == 0
+    shown = capsys.readouterr().out
+    assert "1 tuned layers" in shown and "depthwise" in shown and "board=pi_zero" in shown
+
+
+def test_bench_layers_bad_network_is_one_line_error(capsys):
+    assert main(["bench-layers", "--net", "v3"]) == 1
+    assert "unknown network(s) v3" in capsys.readouterr().err

@@ -1,0 +1,148 @@
+"""vc4nn bench-layers: every layer of MobileNet v1 and v2 in the emulator's cycle model.
+
+    vc4nn bench-layers                         # v1 and v2 1.0/224, Pi Zero and Pi 1 presets
+    vc4nn bench-layers --quick --net v1        # reduced runs, scaled (minutes on the Python core)
+    vc4nn bench-layers --only pw13,dw13 --json
+    vc4nn bench-layers --from-json a.json b.json --markdown --png layers.png
+
+Per layer: its shape, kernel time on each board preset, GFLOPS, bytes moved, % of the
+arithmetic peak (QPUs x 16 lanes x 2 flops / 4 clocks), % of the memory roofline (its bytes
+moved once in 64-byte DMA rows at the model's DMA rates) and what bounds it (the largest share of
+QPU time: instruction issue, memory = DMA/VPM/uniform fills, TMU, semaphores, imbalance = QPUs
+idle at the end); totals per network. Every figure is a cycle-model ESTIMATE at the board's V3D
+clock; kernel times exclude the launch overhead (stated per network).
+
+Full layers run when the emulator's C core is in use. On the pure-Python core (or with
+--quick) pointwise layers run on at most --pixels pixels (and spatial layers on at most --rows
+output rows if given), and their time is scaled to the full layer; such rows say "x N" and are never
+presented as full runs. --full forces full layers on any core.
+"""
+
+import json
+import sys
+import time
+
+from .errors import Vc4nnError
+
+QUICK_PIXELS = 96           # one pass of 8 pixels x 12 QPUs
+QUICK_ROWS = 0             # spatial layers are cheap to emulate: full unless --rows is given
+NETWORKS = ("v1", "v2")
+DEFAULT_BOARDS = "pi_zero,pi1"
+
+
+def add_arguments(parser):
+    parser.add_argument("--net", default="v1,v2", help="v1, v2 or v1,v2 (default)")
+    parser.add_argument("--alpha", type=float, default=1.0)
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--boards", default=DEFAULT_BOARDS,
+                        help=f"board presets, comma-separated (default {DEFAULT_BOARDS})")
+    parser.add_argument("--qpus", type=int, default=12)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="reduced runs, scaled (see above)")
+    mode.add_argument("--full", action="store_true", help="full layers even on the Python core")
+    parser.add_argument("--pixels", type=int, default=QUICK_PIXELS,
+                        help=f"reduced runs: pointwise pixels at most (default {QUICK_PIXELS})")
+    parser.add_argument("--rows", type=int, default=QUICK_ROWS,
+                        help="reduced runs: spatial output rows at most (default: all; few rows "
+                        "weigh each tile's halo and ramp-up more)")
+    parser.add_argument("--plans", choices=("tuned", "default"), default="tuned",
+                        help="tuned: the layer API's choice (tuned cache, else default)")
+    parser.add_argument("--only", default="", help="comma-separated layer names")
+    parser.add_argument("--json", action="store_true", help="JSON on stdout")
+    parser.add_argument("--markdown", action="store_true", help="a Markdown table on stdout")
+    parser.add_argument("--png", metavar="FILE", help="per-layer bar chart (needs matplotlib)")
+    parser.add_argument("--save", metavar="FILE",
+                        help="append each layer's record to FILE (JSON lines) as it finishes")
+    parser.add_argument("--from-json", nargs="+", metavar="FILE",
+                        help="render the records of earlier --json / --save runs instead of "
+                        "running")
+
+
+def network_layers(args):
+    from .nn import mobilenet_shapes
+    builders = {"v1": mobilenet_shapes.mobilenet_v1, "v2": mobilenet_shapes.mobilenet_v2}
+    nets = [n for n in args.net.split(",") if n]
+    unknown = [n for n in nets if n not in builders]
+    if unknown:
+        raise Vc4nnError(f"--net {args.net}: unknown network(s) {', '.join(unknown)}; "
+                         f"use {', '.join(NETWORKS)}")
+    only = set(filter(None, args.only.split(",")))
+    out = []
+    for net in nets:
+        label = f"{net} {args.alpha:g}/{args.size}"
+        out += [(label, layer) for layer in builders[net](args.alpha, args.size)
+                if not only or layer.name in only]
+    if not out:
+        raise Vc4nnError(f"--only {args.only}: no such layer in {args.net}")
+    return out
+
+
+def run_records(args, progress=print, save=None):
+    """Measure every layer on every board: records (dicts) and the run's metadata."""
+    from .emulator import EmulatorDevice
+    from .nn.layer_figures import FULL, Reduction, measure_layer
+    records, core = [], None
+    for board in [b for b in args.boards.split(",") if b]:
+        device = EmulatorDevice(board=board)
+        core = getattr(device, "core", "python")
+        reduce = not args.full and (args.quick or core != "c")
+        reduction = Reduction(args.pixels, args.rows) if reduce else FULL
+        seen = {}
+        for index, (network, layer) in enumerate(network_layers(args)):
+            key = (layer.kind, layer.height, layer.width, layer.cin, layer.cout, layer.stride,
+                   layer.activation, layer.residual)
+            started = time.time()
+            if key not in seen:
+                seen[key] = measure_layer(layer, device, args.qpus, reduction,
+                                          {} if args.plans == "default" else None)
+            record = dict(seen[key].as_dict(), name=layer.name, network=network, core=core,
+                          index=index)
+            records.append(record)
+            if save:
+                with open(save, "a") as f:
+                    f.write(json.dumps(record) + "\n")
+            progress(f"[{board}] {network} {layer.name:12} {record['ms']:9.3f} ms "
+                     f"({time.time() - started:.0f} s host)")
+        device.close()
+    return records, {"qpus": args.qpus, "core": core}
+
+
+def read_records(path):
+    """The records of a --json report or a --save file (one record per line)."""
+    try:
+        with open(path) as f:
+            text = f.read()
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and "layers" in data:
+            return data["layers"]
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise Vc4nnError(f"--from-json {path}: not a bench-layers --json or --save file "
+                         f"({error})") from error
+
+
+def bench_main(args):
+    from .nn import bench_report
+    if args.from_json:
+        records = []
+        for path in args.from_json:
+            records += read_records(path)
+        records.sort(key=lambda r: (r["network"], r.get("index", 0)))
+        meta = {"qpus": records[0]["num_qpus"], "core": records[0].get("core", "python"),
+                "command": f"rendered from {' '.join(args.from_json)}"}
+    else:
+        records, meta = run_records(args, lambda line: print(line, file=sys.stderr,
+                                                             flush=True), args.save)
+        meta = dict(meta, command=getattr(args, "command_line", None))
+    if args.json:
+        print(bench_report.json_report(records, meta))
+    elif args.markdown:
+        print(bench_report.markdown_table(records, meta))
+    else:
+        print(bench_report.text_table(records, meta))
+    if args.png:
+        bench_report.bar_chart(records, args.png)
+    return 0

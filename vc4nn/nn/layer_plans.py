@@ -1,0 +1,53 @@
+"""The plan a layer function builds for a ``mobilenet_shapes.Layer``, and its tiling choices:
+what the benchmark reports and what `vc4nn tune` varies. The builders pass the same arguments
+as vc4nn/nn/pointwise.py and depthwise.py (bias, "same" padding, the layer's activation)."""
+
+from ..kernels import conv2d as conv2d_kernel
+from ..kernels import pointwise as pointwise_kernel
+from ..kernels.window_plan import make_plan
+from .layer_args import resolve_padding
+from .tuned_plans import plan_tiling, tuned_plan
+
+TUNABLE = ("pointwise", "depthwise")
+
+
+def plan_for(layer, height, width, num_qpus, device, tiling=None):
+    """(plan, source) of ``layer`` run on a height x width input: source is "explicit"
+    (``tiling`` given), "default" (``tiling`` == {} or nothing in the cache) or "tuned".
+    Kinds without tiling choices give (None, "default")."""
+    if layer.kind == "pointwise":
+        plan = pointwise_kernel.PointwisePlan(height, width, layer.cin, layer.cout, num_qpus,
+                                              True, layer.residual, layer.activation,
+                                              **(tiling or {}))
+    elif layer.kind == "depthwise":
+        pads, _ = resolve_padding("depthwise", "same", height, width, 3, 3, layer.stride,
+                                  layer.stride)
+        plan = make_plan("depthwise", height, width, layer.cin, (3, 3),
+                         (layer.stride, layer.stride), pads, layer.activation, num_qpus,
+                         **(tiling or {}))
+    elif layer.kind == "conv2d":
+        pads, _ = resolve_padding("conv2d", "same", height, width, 3, 3, layer.stride,
+                                  layer.stride)
+        return conv2d_kernel.Conv2dPlan(height, width, layer.cin, layer.cout, 3, 3,
+                                        layer.stride, layer.stride, pads, layer.activation,
+                                        num_qpus).check(), "default"
+    else:
+        return None, "default"
+    if tiling is not None:
+        return plan, "explicit" if tiling else "default"
+    tuned = tuned_plan(plan, device)
+    return tuned, "default" if tuned == plan else "tuned"
+
+
+def resolved_tiling(plan):
+    """The tiling the generator uses for ``plan`` (defaults resolved)."""
+    if plan is None:
+        return {}
+    if isinstance(plan, pointwise_kernel.PointwisePlan):
+        transposed, rows = plan.route
+        return {"transpose_input": transposed, "max_rows": rows}
+    if isinstance(plan, conv2d_kernel.Conv2dPlan):
+        return {"taps_per_pass": plan.pass_taps}
+    tiling = plan_tiling(plan.with_defaults())
+    tiling.pop("buffers")
+    return tiling

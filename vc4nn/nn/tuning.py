@@ -1,0 +1,137 @@
+"""`vc4nn tune`'s search: the legal tilings of a layer, each run in the cycle model, the fastest
+kept in the tuned-plan cache (vc4nn/nn/tuned_plans.py) under the layer's key and board.
+
+What is searched (the generators' tiling fields):
+  pointwise: the route, i.e. pixels per QPU (``max_rows`` 8..2: fewer re-read the weights
+    more often but can dodge TMU cache aliasing) and whether the activation is transposed on the
+    GPU first (``transpose_input``), each row count on both;
+  depthwise: tile width (``tile_cols``, up to what the accumulator registers hold) and tile
+    height (``tile_rows``: from one tile per QPU to six), with the VPM chunks that fit each.
+Conv2d (``taps_per_pass``) is not searched: its weights are laid out for one value by
+``prepare_conv2d`` before the input's shape is known, so a per-shape choice could not reach them.
+
+Pointwise candidates may run on fewer pixels (``pixels``): the route moves the same rows per
+pass whatever the pixel count, so their ranking carries over (docs/kernels.md); the record says
+what it was measured on. Depthwise candidates run at full size: tile heights only mean
+something against the layer's real height.
+"""
+
+import dataclasses
+import datetime
+
+from ..errors import Vc4nnError
+from ..kernels.spatial import PlanError
+from ..kernels.window_plan import ACCUMULATOR_REGISTERS
+from .layer_figures import Reduction, measure_layer
+from .layer_plans import TUNABLE, plan_for, resolved_tiling
+from .tuned_plans import TuneCache, board_of, plan_key
+
+# Pixels per QPU. A reduced run (96 pixels) tries only those that divide it into whole passes
+# of 12 QPUs, so that it runs the rows per QPU the full layer would (6 would run as 4); a full
+# run tries every count: fewer rows can fill the last pass better (196 pixels: 3 passes of 8
+# rows leave the third nearly empty, 3 passes of 6 do not).
+POINTWISE_ROWS_REDUCED = (8, 4, 2)
+POINTWISE_ROWS_FULL = (8, 7, 6, 5, 4, 3, 2)
+TILES_PER_QPU = (1, 2, 3, 4, 6)
+
+
+@dataclasses.dataclass
+class TuneResult:
+    layer: object
+    key: str
+    default: dict               # resolved tiling of the default plan
+    default_clocks: float       # scaled to the full layer
+    best: dict
+    best_clocks: float
+    tried: list                 # [(tiling, clocks scaled)] in the order run
+    run_shape: str
+    scale: float
+    clock_hz: float
+
+    @property
+    def speedup(self):
+        return self.default_clocks / self.best_clocks
+
+    def record(self):
+        return {"tiling": self.best, "clocks": self.best_clocks,
+                "default_tiling": self.default, "default_clocks": self.default_clocks,
+                "measured_on": self.run_shape, "scale": self.scale, "candidates": len(self.tried),
+                "estimate": "cycle model",
+                "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def candidates(layer, height, width, num_qpus, device, reduced=False):
+    """Resolved tilings to try, the default first, no two the same and each a legal plan."""
+    default, _ = plan_for(layer, height, width, num_qpus, device, {})
+    if layer.kind == "pointwise":
+        rows = POINTWISE_ROWS_REDUCED if reduced else POINTWISE_ROWS_FULL
+        wanted = [{"transpose_input": t, "max_rows": r} for t in (False, True) for r in rows]
+    elif layer.kind == "depthwise":
+        wanted = depthwise_tilings(default, num_qpus)
+    else:
+        raise Vc4nnError(f"layer {layer.name}: {layer.kind} layers have no tiling to tune "
+                         f"(tunable: {', '.join(TUNABLE)})")
+    out = [resolved_tiling(default)]
+    for tiling in wanted:
+        try:
+            plan, _ = plan_for(layer, height, width, num_qpus, device, tiling)
+            resolved = resolved_tiling(plan)
+        except (PlanError, ValueError):
+            continue
+        if resolved not in out:
+            out.append(resolved)
+    return out
+
+
+def depthwise_tilings(default, num_qpus):
+    """Tile widths around the default's and tile heights giving 1..6 tiles per QPU (the
+    chunk fields left to their defaults for each)."""
+    widest = max(1, min(ACCUMULATOR_REGISTERS // default.acc_sets, default.out_w))
+    widths = sorted({default.tile_cols, max(1, default.tile_cols // 2), min(4, widest),
+                     min(8, widest), widest})
+    out = []
+    for cols in widths:
+        strips = default.blocks * -(-default.out_w // cols)
+        out.append({"tile_cols": cols, "tile_rows": default.out_h})     # one tile per strip
+        for per_qpu in TILES_PER_QPU:
+            splits = max(1, min(default.out_h, -(-per_qpu * num_qpus // strips)))
+            out.append({"tile_cols": cols, "tile_rows": -(-default.out_h // splits)})
+    return out
+
+
+def tune_layer(layer, device, num_qpus=12, pixels=0, progress=None):
+    """Run every candidate tiling of ``layer``; the TuneResult (nothing stored)."""
+    reduction = Reduction(pixels=pixels if layer.kind == "pointwise" else 0)
+    full_plan, _ = plan_for(layer, layer.height, layer.width, num_qpus, device, {})
+    key = plan_key(full_plan, board_of(device))
+    run = None
+    tried = []
+    reduced = layer.kind == "pointwise" and 0 < pixels < layer.height * layer.width
+    for tiling in candidates(layer, layer.height, layer.width, num_qpus, device, reduced):
+        figures = measure_layer(layer, device, num_qpus, reduction, tiling)
+        tried.append((tiling, figures.full_clocks))
+        run = run or figures
+        if progress:
+            progress(f"  {layer.name} {tiling}: {figures.full_clocks:.0f} clocks"
+                     f"{'' if figures.scale == 1 else ' (scaled)'}")
+    best, best_clocks = min(tried, key=lambda t: t[1])
+    return TuneResult(layer, key, tried[0][0], tried[0][1], best, best_clocks, tried,
+                      run.run_shape, run.scale, run.clock_hz)
+
+
+def tune_layers(layers, device, cache_path=None, num_qpus=12, pixels=0, progress=None):
+    """Tune each tunable layer (one per distinct plan key) and store each winner as soon as it
+    is found: [TuneResult]."""
+    cache = TuneCache(cache_path)
+    results, seen = [], {}
+    for layer in layers:
+        if layer.kind not in TUNABLE:
+            continue
+        plan, _ = plan_for(layer, layer.height, layer.width, num_qpus, device, {})
+        key = plan_key(plan, board_of(device))
+        if key not in seen:
+            seen[key] = tune_layer(layer, device, num_qpus, pixels, progress)
+            cache.put(key, seen[key].record())
+            cache.save()
+        results.append(dataclasses.replace(seen[key], layer=layer))
+    return results
