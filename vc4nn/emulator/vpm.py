@@ -23,7 +23,7 @@ import numpy as np
 
 from asm import isa
 
-from ..device import BUS_ADDRESS_MASK
+from ..device import BUS_ADDRESS_MASK, BUS_ALIAS_MASK
 from ..hardware import BUS_ALIAS_SHIFT, VC_L2_ALLOCATING_ALIASES, VC_L2_CACHED_ALIASES
 from .cache import LruCache
 from .checks import Rule
@@ -227,7 +227,7 @@ class MemoryBus:
         QPU core, which keeps the line it has; see docs/cycle-model.md)."""
         timing = self.timing
         size = timing.uniform_line_bytes
-        start = (address & BUS_ADDRESS_MASK) // size * size
+        start = (address & BUS_ADDRESS_MASK) // size * size | (address & BUS_ALIAS_MASK)
         return self.read_line(now, start, size, timing.uniform_miss_latency)[0]
 
 
