@@ -42,7 +42,7 @@ _SFU_NAMES = ("recip", "recipsqrt", "exp", "log")
 RECORD_CACHE_LIMIT = 1 << 16
 # The TMU runs in C (csrc/tmu.c); False sends every TMU operation to the Python Tmu instead
 # (slower, and always what tmu.py says: the switch for a tmu.py change not yet ported to C).
-TMU_IN_C = False    # tmu.py gained per-line stale tracking and the VideoCore L2 (issue 11): not yet in tmu.c
+TMU_IN_C = True
 _SIG_SHIFT = isa.ALU_FIELDS["sig"][0]
 _BLOCKED_SEMAPHORE = ENUMS["BLOCKED"].index("semaphore")
 # The core of machines made with core=None when set ("c" or "python"); the tests run the

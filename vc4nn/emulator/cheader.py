@@ -15,7 +15,7 @@ import sys
 
 from asm import isa
 
-from ..device import BUS_ADDRESS_MASK
+from ..device import BUS_ADDRESS_MASK, BUS_ALIAS_MASK
 from . import lowering
 from .machine import JITTER_CLOCKS, PROGRESS_INTERVAL
 from .qpu import STALL_CAUSES
@@ -49,6 +49,7 @@ def render():
     }
     lines += [f"#define {name} {value}" for name, value in constants.items()]
     lines.append(f"#define BUS_ADDRESS_MASK {BUS_ADDRESS_MASK:#x}u")
+    lines.append(f"#define BUS_ALIAS_MASK {BUS_ALIAS_MASK:#x}u")
     lines.append("")
     lines += _defines("ADD_OP", {name: op.code for name, op in isa.ADD_OPS.items()})
     lines += _defines("MUL_OP", {name: op.code for name, op in isa.MUL_OPS.items()})

@@ -35,6 +35,7 @@ typedef struct {
     long long line;             /* bytes */
     int *used;                  /* lines in each set */
     int64_t *lines;             /* sets x ways line numbers, least recently used first */
+    int64_t *values;            /* the value stored with each line (a TMU cache: its epoch) */
 } Lru;
 
 typedef struct {

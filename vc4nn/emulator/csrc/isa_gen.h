@@ -21,6 +21,7 @@
 #define NUM_STALL_CAUSES 8
 #define RECORD_WORDS 65
 #define BUS_ADDRESS_MASK 0x3fffffffu
+#define BUS_ALIAS_MASK 0xc0000000u
 
 #define ADD_OP_NOP 0
 #define ADD_OP_FADD 1
