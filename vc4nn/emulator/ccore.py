@@ -155,6 +155,12 @@ class _Glue:
         return self.machine.deadlock_error(set(blocked), _where(positions))
 
 
+def memory_bus(timing):
+    """The C core's memory bus: vpm.MemoryBus in C (csrc/bus.c), with the same methods and
+    statistics, which the Python DMA engines use as they use the Python bus."""
+    return _ccore.MemoryBus(timing)
+
+
 def _where(positions):
     return [types.SimpleNamespace(index=i, pc=pc, ended=ended) for i, pc, ended in positions]
 

@@ -121,6 +121,7 @@ class MemoryBus:
     # Bookings that ended this many clocks before a new request are forgotten: QPUs ask within
     # a few instructions of each other's clocks (the scheduler runs the one that is behind).
     HISTORY_CLOCKS = 4096
+    HISTORY_BOOKINGS = 64           # ... looked for once more bookings than this are kept
 
     def __init__(self, timing=None):
         self._starts, self._ends = [], []     # booked stretches [start, end), sorted, disjoint
@@ -147,7 +148,7 @@ class MemoryBus:
         """Occupy the bus for ``clocks`` in the first idle stretch at or after ``now`` that is
         long enough; returns the start."""
         starts, ends = self._starts, self._ends
-        if len(starts) > 64:
+        if len(starts) > self.HISTORY_BOOKINGS:
             del_to = bisect.bisect_right(ends, now - self.HISTORY_CLOCKS)
             del starts[:del_to], ends[:del_to]
         i = bisect.bisect_right(ends, now)

@@ -3,7 +3,7 @@
  * TMU, the swap of QPUs 2 and 3 of a slice. The state lives here during a run. The Python Tmu
  * still does what reports or faults (texture writes, FIFO overflow, ldtmu with nothing
  * outstanding, a gather outside memory, the stale-read check when a line dates from before the
- * latest DMA store), and the Python MemoryBus serves line fills through its L2s (read_line);
+ * latest DMA store); line fills go through the bus and its L2s (bus.c, or the Python bus);
  * at the end of a run the queues' lengths go back to the Python Tmu for its end-of-run check. */
 #include <stdlib.h>
 #include <string.h>
@@ -12,74 +12,6 @@
 
 #define UNITS 2
 #define SLICES (NUM_QPUS / QPUS_PER_SLICE)
-
-/* cache.LruCache: a set keeps at most ``ways`` lines, least recently used first */
-static int lru_init(Lru *c, long long size, long long line, long long ways)
-{
-    c->ways = size ? (int)ways : 0;
-    long long per_set = line * (ways > 1 ? ways : 1);
-    c->sets = size / per_set > 1 ? (int)(size / per_set) : 1;
-    c->line = line;
-    c->used = calloc((size_t)c->sets, sizeof(int));
-    size_t slots = (size_t)c->sets * (size_t)(c->ways ? c->ways : 1);
-    c->lines = malloc(slots * sizeof(int64_t));
-    c->values = malloc(slots * sizeof(int64_t));
-    if (!c->used || !c->lines || !c->values) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
-}
-
-static void lru_free(Lru *c)
-{
-    free(c->used);
-    free(c->lines);
-    free(c->values);
-    c->used = NULL;
-    c->lines = NULL;
-    c->values = NULL;
-}
-
-/* LruCache.get: 1 and the line's value when it is cached (it becomes most recently used) */
-static int lru_get(Lru *c, int64_t line, int64_t *value)
-{
-    if (!c->ways)
-        return 0;
-    size_t base = (size_t)(line % c->sets) * c->ways;
-    int64_t *lines = c->lines + base, *values = c->values + base;
-    int n = c->used[line % c->sets];
-    for (int i = 0; i < n; i++)
-        if (lines[i] == line) {
-            *value = values[i];
-            memmove(lines + i, lines + i + 1, (size_t)(n - 1 - i) * sizeof(int64_t));
-            memmove(values + i, values + i + 1, (size_t)(n - 1 - i) * sizeof(int64_t));
-            lines[n - 1] = line;
-            values[n - 1] = *value;
-            return 1;
-        }
-    return 0;
-}
-
-/* LruCache.put for a line not cached: most recently used, evicting its set's least recently
- * used when the set is full */
-static void lru_put(Lru *c, int64_t line, int64_t value)
-{
-    if (!c->ways)
-        return;
-    int set = (int)(line % c->sets);
-    size_t base = (size_t)set * c->ways;
-    int64_t *lines = c->lines + base, *values = c->values + base;
-    int n = c->used[set];
-    if (n == c->ways) {
-        memmove(lines, lines + 1, (size_t)(n - 1) * sizeof(int64_t));
-        memmove(values, values + 1, (size_t)(n - 1) * sizeof(int64_t));
-        n--;
-    }
-    lines[n] = line;
-    values[n] = value;
-    c->used[set] = n + 1;
-}
 
 static long long attr_int(PyObject *obj, const char *name, int *ok)
 {
@@ -194,10 +126,12 @@ static int cmp_line(const void *a, const void *b)
     return x->lane < y->lane ? -1 : x->lane > y->lane;
 }
 
-/* MemoryBus.read_line: (arrives, epoch) */
-static int bus_read_line(Machine *m, int64_t now, uint32_t address, long long nbytes,
-                         long long miss_latency, int64_t *arrives, int64_t *epoch)
+/* MemoryBus.read_line: (arrives, epoch), in C when the bus is the C one */
+static int read_line(Machine *m, int64_t now, uint32_t address, long long nbytes,
+                     long long miss_latency, int64_t *arrives, int64_t *epoch)
 {
+    if (PyObject_TypeCheck(m->bus, &BusType))
+        return bus_read_line((Bus *)m->bus, now, address, nbytes, miss_latency, arrives, epoch);
     PyObject *r = PyObject_CallMethod(m->bus, "read_line", "LkLL", (long long)now,
                                       (unsigned long)address, nbytes, miss_latency);
     if (!r)
@@ -210,6 +144,21 @@ static int bus_read_line(Machine *m, int64_t now, uint32_t address, long long nb
     *arrives = a;
     *epoch = e;
     return 0;
+}
+
+/* MemoryBus.write_epoch: how many DMA stores wrote memory so far */
+static int write_epoch(Machine *m, long long *epoch)
+{
+    if (PyObject_TypeCheck(m->bus, &BusType)) {
+        *epoch = ((Bus *)m->bus)->write_epoch;
+        return 0;
+    }
+    PyObject *latest = PyObject_GetAttrString(m->bus, "write_epoch");
+    if (!latest)
+        return -1;
+    *epoch = PyLong_AsLongLong(latest);
+    Py_DECREF(latest);
+    return *epoch == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
 /* Tmu._check_stale, called only when a line the request read dates from before the latest DMA
@@ -267,14 +216,14 @@ static int lookup(Machine *m, int qpu, int physical, const uint32_t *addresses, 
     for (int i = 0; i < LANES; i++) {
         if (i && order[i].line == order[i - 1].line)
             continue;
-        int64_t epoch;
-        if (!lru_get(cache, order[i].line, &epoch)) {
+        int64_t epoch, unused;
+        if (!lru_get(cache, order[i].line, &epoch, &unused)) {
             int64_t arrives;
             uint32_t address = (uint32_t)((uint64_t)order[i].line * cache->line) | order[i].alias;
-            if (bus_read_line(m, begin, address, cache->line, t->miss_latency, &arrives,
+            if (read_line(m, begin, address, cache->line, t->miss_latency, &arrives,
                               &epoch) < 0)
                 return -1;
-            lru_put(cache, order[i].line, epoch);
+            lru_put(cache, order[i].line, epoch, 0);
             if (arrives > *ready)
                 *ready = arrives;
         }
@@ -282,14 +231,10 @@ static int lookup(Machine *m, int qpu, int physical, const uint32_t *addresses, 
         if (epoch < oldest)
             oldest = epoch;
     }
-    PyObject *latest = PyObject_GetAttrString(m->bus, "write_epoch");
-    if (!latest)
+    long long latest;
+    if (write_epoch(m, &latest) < 0)
         return -1;
-    long long write_epoch = PyLong_AsLongLong(latest);
-    Py_DECREF(latest);
-    if (write_epoch == -1 && PyErr_Occurred())
-        return -1;
-    if (oldest < write_epoch)
+    if (oldest < latest)
         return check_stale(m, qpu, bus_addresses, order, epochs, cache->line);
     return 0;
 }
