@@ -3,11 +3,11 @@
 Two cores run the same launches with the same results (docs/design.md "Two cores"): the
 pure-Python core (qpu.py, plan.py, machine.py), which is the specification, and a C core
 (csrc/). The C core runs the scheduler, the QPUs and the ALUs, generic VPM access, the TMU
-requests and caches, semaphores and the mutex; decoding stays in Python (``lowering.py`` turns
-each instruction into a compact record), and the DMA engines and the memory bus (with its L2
-and the uniform line timing) are the Python units themselves, called from C when an
-instruction uses them, so their checks, errors and timing are the specification's by
-construction. Rare paths (check reports, faults, the seeded scheduler's draws) call back into
+requests and caches, semaphores and the mutex, and the memory bus with both L2s and the
+uniform line timing (``memory_bus``: vpm.MemoryBus in C); decoding stays in Python
+(``lowering.py`` turns each instruction into a compact record), and the DMA engines are the
+Python units themselves, called from C when an instruction uses them, so their checks, errors
+and timing are the specification's by construction. Rare paths (check reports, faults, the seeded scheduler's draws) call back into
 Python, into the same helpers the Python core uses.
 """
 
