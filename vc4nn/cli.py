@@ -6,6 +6,8 @@
                                                       run a program with its buffers, show them
     vc4nn sgemm [--m M --n N --k K] [--qpus N]        multiply random matrices on a device, check vs numpy
     vc4nn doctor                                      diagnose the Raspberry Pi set-up
+    vc4nn classify | profile | bench | ops | export-mobilenet-v2    the model runtime (see
+                                                      vc4nn.runtime.cli)
 
 Every subcommand takes --device emulator|pi where it runs code (default: the emulator, or the
 VC4NN_DEVICE environment variable). Emulated runs longer than about a second show a progress bar
@@ -43,11 +45,18 @@ def _doctor_main(argv):
         return 1 if stop.code == 2 else stop.code
 
 
+def _runtime_main(command):
+    from .runtime.cli import main
+    return lambda rest: main(command, rest)
+
+
 def main(argv=None):
+    from .runtime.cli import COMMANDS as RUNTIME_COMMANDS
     argv = sys.argv[1:] if argv is None else list(argv)
     # asm, disasm and doctor own their argument parsing.
     passthrough = {"asm": _asm_main("asm"), "assemble": _asm_main("assemble"),
                    "disasm": _asm_main("disasm"), "doctor": _doctor_main}
+    passthrough.update({name: _runtime_main(name) for name in RUNTIME_COMMANDS})
     if argv and argv[0] in passthrough:
         return passthrough[argv[0]](argv[1:])
 

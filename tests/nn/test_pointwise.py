@@ -225,10 +225,18 @@ def test_pair_aliasing_takes_fewer_rows(device):
     """Cin = 128 on 12 QPUs: 8 pixels per QPU would put the pixels of the two QPUs sharing a
     TMU cache on the same sets (rows r and r + 8, 512 bytes apart); 4 per QPU avoid it."""
     plan = kernel.PointwisePlan(4, 24, 128, 16, 12, True, False, "relu6")
-    assert kernel.tmu_rows_per_set(sgemm_panel.PanelPlan(96, 16, 128, False, 12, True, True)) == 2
+    assert kernel.lines_per_set(sgemm_panel.PanelPlan(96, 16, 128, False, 12, True, True), 2) == 2
     assert plan.route[0] is False and plan.panel.rows == 4
-    assert kernel.tmu_rows_per_set(plan.panel) == 1
+    assert kernel.lines_per_set(plan.panel, 2) == 1
     run_case(device, 4, 24, 128, 16, 12, True, False, "relu6")
+
+
+@pytest.mark.parametrize("cin", [1, 8, 16])
+def test_rows_on_one_line_do_not_alias(cin):
+    """With Cin <= 16 a QPU's pixels share lines: nothing to route around (SGEMM's
+    a_rows_per_set counts them as aliasing)."""
+    plan = kernel.PointwisePlan(1, 16, cin, 16, 12)
+    assert plan.route == (False, sgemm_panel.MAX_ROWS)
 
 
 def test_result_in_place_of_the_residual(device):

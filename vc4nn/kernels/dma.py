@@ -56,6 +56,12 @@ def start_store(a, setup_base, units, y, size, address, offset):
     add_constant(a, vw_addr, address, offset)
 
 
+def generic_row_offset(y, size):
+    """What VPM row ``y`` adds to a generic read or write setup of ``size``-bit elements (the
+    ADDR field counts sub-words for 8/16-bit access): the QPU's ``first_row`` register."""
+    return vpm_read_setup(1, y, size=size) - vpm_read_setup(1, 0, size=size)
+
+
 def read_rows(a, first_row, num, y, size):
     """Queue a generic read of ``num`` VPM rows from row ``y`` (relative to ``first_row``)."""
     add_constant(a, vr_setup, first_row, vpm_read_setup(num, y, size=size))

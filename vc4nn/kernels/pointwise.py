@@ -71,26 +71,28 @@ class PointwisePlan:
     @property
     def route(self):
         """(transposed, rows per QPU at most): how the layer avoids gathers that alias in the
-        TMU cache. SGEMM's rule for the rows of one QPU (``sgemm_panel.transpose_a_first``)
-        transposes; on more than 8 QPUs, when the rows of the QPUs sharing a TMU cache alias
-        (``tmu_rows_per_set``), fewer rows per QPU (at least MIN_ROWS) if that avoids it, else
-        the transpose. Measured in the cycle model (pi1, 12 QPUs, clocks of both launches, bias
+        TMU cache. SGEMM's rule for the rows of one QPU (``sgemm_panel.transpose_a_first``,
+        with lines counted by ``lines_per_set``) transposes; on more than 8 QPUs, when the rows
+        of the QPUs sharing a TMU cache alias, fewer rows per QPU (at least MIN_ROWS) if that
+        avoids it, else the transpose. Measured in the cycle model (pi1, 12 QPUs, clocks of both launches, bias
         and relu6 included): 192 pixels 128->128: 8 rows 465 374, 4 rows 218 028, transposed
         228 253; 96 pixels 256->128: 8 rows 620 468, 2 rows 318 408, transposed 214 039; 96
-        pixels 384->64: 8 rows 347 400, transposed 208 220; without aliasing, 64->384: direct
+        pixels 384->64: 8 rows 347 400, 4 rows 160 548, transposed 208 220; without aliasing, 64->384: direct
         121 758, transposed 135 240. On 8 QPUs (64 pixels 128->128: direct 78 157, transposed
         92 786) and 4 (32 pixels: 69 059, 77 496) the misses cost less than the transpose. The
         transpose's VDW stride limits it to H*W <= 16384 pixels."""
         fits = (self.pixels - 1) * WORD <= MAX_VDW_STRIDE
         if self.transpose_input is not None or self.max_rows is not None:
             return bool(self.transpose_input) and fits, self.max_rows or sgemm_panel.MAX_ROWS
+        ways = hardware.TMU_CACHE_WAYS
         direct = self._panel(False)
-        if sgemm_panel.transpose_a_first(direct):
-            return fits, sgemm_panel.MAX_ROWS
-        if direct.qpus <= 8 or tmu_rows_per_set(direct) <= hardware.TMU_CACHE_WAYS:
+        own = lines_per_set(direct)
+        if (direct.qpus > 4 and own > ways) or (direct.qpus > 2 and own >= 4 * ways):
+            return fits, sgemm_panel.MAX_ROWS       # transpose_a_first's rule, lines counted
+        if direct.qpus <= 8 or lines_per_set(direct, hardware.QPUS_PER_TMU) <= ways:
             return False, sgemm_panel.MAX_ROWS
         for rows in range(sgemm_panel.MAX_ROWS - 1, MIN_ROWS - 1, -1):
-            if tmu_rows_per_set(self._panel(False, rows)) <= hardware.TMU_CACHE_WAYS:
+            if lines_per_set(self._panel(False, rows), hardware.QPUS_PER_TMU) <= ways:
                 return False, rows
         return fits, sgemm_panel.MAX_ROWS
 
@@ -112,15 +114,17 @@ class PointwisePlan:
 MIN_ROWS = 4        # fewer rows per QPU re-read the weights too often to beat the transpose
 
 
-def tmu_rows_per_set(panel):
-    """How many of the rows that the QPUs sharing one TMU gather at once (consecutive row
-    blocks: QPUs 2i and 2i+1, hardware.QPUS_PER_TMU) fall on one set of its cache. Every row
-    keeps one line in use for 8 two-k gathers; more rows on a set than its ways and they evict
-    each other's lines before the next gather."""
+def lines_per_set(panel, qpus=1):
+    """The most lines of A one set of a TMU cache must hold at once: those of the rows the first
+    ``qpus`` QPUs gather (consecutive row blocks; 2 = the QPUs sharing a TMU,
+    hardware.QPUS_PER_TMU). Each row keeps one line in use for 8 two-k gathers; rows on one line
+    share it, more lines on a set than its ways evict each other before the next gather. (Unlike
+    sgemm_panel.a_rows_per_set, rows sharing a line count once: with Cin <= 16 they do.)"""
     line, ways = hardware.TMU_CACHE_LINE_BYTES, hardware.TMU_CACHE_WAYS
     sets = hardware.TMU_CACHE_BYTES // (line * ways)
-    rows = panel.rows * min(hardware.QPUS_PER_TMU, panel.qpus)
-    return max(collections.Counter(g * panel.a_lane // line % sets for g in range(rows)).values())
+    rows = panel.rows * min(qpus, panel.qpus)
+    lines = {g * panel.a_lane // line for g in range(rows)}
+    return max(collections.Counter(n % sets for n in lines).values())
 
 
 @functools.lru_cache(maxsize=128)

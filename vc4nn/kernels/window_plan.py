@@ -21,6 +21,7 @@ are not loaded.
 """
 
 import dataclasses
+import functools
 
 from asm import isa, vdr_pitch, vdw_stride
 
@@ -30,6 +31,11 @@ from .spatial import STORAGE_BITS, PlanError, SpatialShape
 
 ACCUMULATOR_REGISTERS = 28          # ra0..ra27; ra28..ra31 hold the bias and spares
 MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (16)
+# For the tile-height choice (cycle model, docs/kernels.md): a 64-byte store row costs 0.7 of a
+# load row (the DMA row models of docs/cycle-model.md), and one QPU alone keeps about 2/3 of the
+# bus busy (tools/bench_spatial.py --qpus 1).
+STORE_ROW_COST = 0.7
+ONE_QPU_BUS_SHARE = 0.66
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,11 +110,12 @@ class WindowPlan(SpatialShape):
             cols = max(1, min(ACCUMULATOR_REGISTERS // plan.acc_sets, 8, plan.out_w))
             plan = dataclasses.replace(plan, tile_cols=cols)
         if plan.tile_rows == 0:
+            # More than three tiles per QPU never pays: the balance is fine by then.
             strips = plan.blocks * -(-plan.out_w // plan.tile_cols)
-            # Enough tiles to keep every QPU busy (three per QPU balances the edge strips),
-            # as few as that allows: each tile re-reads (kernel_h - stride_h) halo rows.
-            splits = max(1, min(plan.out_h, -(-3 * plan.num_qpus // strips)))
-            plan = dataclasses.replace(plan, tile_rows=-(-plan.out_h // splits))
+            most = max(1, min(plan.out_h, -(-3 * plan.num_qpus // strips)))
+            heights = {-(-plan.out_h // splits) for splits in range(1, most + 1)}
+            plan = min((dataclasses.replace(plan, tile_rows=h) for h in sorted(heights)),
+                       key=lambda p: p.estimated_bus_time())
         qpus = min(plan.num_qpus, len(plan.tiles))
         rows = plan.vpm_rows_per_qpu(qpus)
         if plan.out_chunk == 0:
@@ -118,6 +125,22 @@ class WindowPlan(SpatialShape):
             plan = dataclasses.replace(plan, in_chunk=max(1, min(MAX_CHUNK, room,
                                                                  plan.strip_in_cols(plan.tile_cols))))
         return plan
+
+    def estimated_bus_time(self):
+        """Memory-bus time of the tiling in units of a 64-byte DMA load row: every tile's input
+        rows (halo included) and output rows; or, if more, the busiest QPU's share divided by
+        the part of the bus one QPU keeps busy on its own (its loads wait for each other). The
+        default tile height minimizes it: the layers are memory bound, so fewer halo rows beat
+        an even spread over all QPUs."""
+        variants = self.variants
+
+        def bus_time(tile):
+            v = variants[tile.variant]
+            loads = ((tile.rows - 1) * self.stride_h + self.kernel_h) * (v.hi - v.lo)
+            return loads + STORE_ROW_COST * tile.rows * v.cols
+
+        per_qpu = [sum(map(bus_time, tiles)) for tiles in self.qpu_tiles()]
+        return max(sum(per_qpu), max(per_qpu) / ONE_QPU_BUS_SHARE)
 
     @staticmethod
     def vpm_rows_per_qpu(qpus):
@@ -157,7 +180,7 @@ class WindowPlan(SpatialShape):
             raise PlanError("buffers: the kernels double-buffer (2)")
         return self
 
-    @property
+    @functools.cached_property
     def variants(self):
         return tuple(sorted({self._variant(c0) for c0 in range(0, self.out_w, self.tile_cols)},
                             key=lambda v: (v.lo, v.hi, v.cols)))
@@ -168,7 +191,7 @@ class WindowPlan(SpatialShape):
         width = self.strip_in_cols(cols)
         return Variant(max(0, -first), min(width, self.in_w - first), cols)
 
-    @property
+    @functools.cached_property
     def tiles(self):
         variants = self.variants
         out = []
@@ -237,11 +260,11 @@ class WindowPlan(SpatialShape):
 
     # -- uniform streams -------------------------------------------------------------------------
     def uniform_streams(self, x_addr, y_addr, weights_addr, zero_addr):
-        """Per QPU: [VPM row base, tile records..., 0] (setup words from ``setup_words``)."""
+        """Per QPU: [its first VPM row as a generic setup offset, tile records..., 0]."""
         streams = []
         per_qpu = self.vpm_rows_per_qpu(self.qpus)
         for q, tiles in enumerate(self.qpu_tiles()):
-            words = [q * per_qpu]
+            words = [dma.generic_row_offset(q * per_qpu, STORAGE_BITS[self.storage])]
             for tile in tiles:
                 words += self._tile_header(tile, q * per_qpu, weights_addr)
                 words += self._row_and_store_words(tile, x_addr, y_addr, zero_addr)

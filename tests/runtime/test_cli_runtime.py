@@ -1,0 +1,85 @@
+"""The runtime's CLI commands, run with the numpy stand-in for the kernels (the device tests run
+them on the QPU kernels)."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+from vc4nn.cli import main
+
+from . import onnx_models
+
+
+@pytest.fixture
+def model_path(tmp_path):
+    path = str(tmp_path / "m.onnx")
+    onnx.save(onnx_models.mobilenet_v1(32, 0.25, classes=3), path)
+    return path
+
+
+@pytest.fixture
+def image_path(tmp_path):
+    PIL = pytest.importorskip("PIL.Image")
+    path = str(tmp_path / "img.png")
+    rng = np.random.default_rng(0)
+    PIL.fromarray(rng.integers(0, 256, (40, 50, 3), dtype=np.uint8)).save(path)
+    return path
+
+
+def test_classify_with_labels_file(fake_layers, model_path, image_path, tmp_path, capsys):
+    labels = tmp_path / "labels.txt"
+    labels.write_text("ant\nbee\ncat\n")
+    assert main(["classify", model_path, image_path, "--top", "2", "--labels", str(labels),
+                 "--quiet"]) == 0
+    out = capsys.readouterr().out
+    ranked = [line for line in out.splitlines() if line.lstrip()[:2] in ("1.", "2.")]
+    assert len(ranked) == 2 and all(line.split()[-1] in ("ant", "bee", "cat") for line in ranked)
+    assert "cycle-model estimate" in out and "MHz" in out
+
+
+def test_classify_labels_file_of_wrong_length(fake_layers, model_path, image_path, tmp_path,
+                                              capsys):
+    labels = tmp_path / "labels.txt"
+    labels.write_text("ant\nbee\n")
+    assert main(["classify", model_path, image_path, "--labels", str(labels),
+                 "--quiet"]) == 1
+    assert "2 labels; the model has 3 classes" in capsys.readouterr().err
+
+
+def test_profile_json_and_png(fake_layers, model_path, tmp_path, capsys):
+    png = tmp_path / "p.png"
+    assert main(["profile", model_path, "--json", "--png", str(png), "--quiet"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [r["op"] for r in report["layers"]][:3] == ["conv2d", "depthwise", "pointwise"]
+    assert report["memory"]["arena_bytes"] > 0 and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_reports_estimates(fake_layers, model_path, capsys):
+    assert main(["bench", model_path, "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "cycle-model estimate" in out and "Pi Zero" in out and "GPU memory" in out
+
+
+def test_unsupported_model_is_one_line(model_path, tmp_path, capsys):
+    model = onnx.load(model_path)
+    model.graph.node[0].op_type = "ConvTranspose"
+    bad = str(tmp_path / "bad.onnx")
+    onnx.save(model, bad)
+    assert main(["bench", bad]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ConvTranspose" in err and "bad.onnx" in err
+
+
+def test_ops_lists_both_formats(capsys):
+    assert main(["ops"]) == 0
+    out = capsys.readouterr().out
+    assert "DEPTHWISE_CONV_2D" in out and "BatchNormalization" in out
+
+
+def test_imagenet_names_come_from_the_package():
+    from vc4nn.runtime.image import class_names
+    names = class_names(1001)
+    assert names[0] == "background" and "tabby" in names[282]
+    assert "tabby" in class_names(1000)[281]

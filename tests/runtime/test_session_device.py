@@ -1,0 +1,94 @@
+"""End to end on the device (the emulator by default, ``--device=pi`` on a Pi): the runtime on the
+QPU kernels of ``vc4nn.nn`` against onnxruntime and the independent TFLite reference."""
+
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import vc4nn
+import vc4nn.nn
+from vc4nn.runtime import InferenceSession
+
+from . import onnx_models, tflite_models
+from .conftest import CAT_CLASSES, top
+
+KERNELS = ("conv2d", "depthwise", "pointwise", "fully_connected", "global_avg_pool")
+missing = [k for k in KERNELS if not hasattr(vc4nn.nn, k)]
+pytestmark = pytest.mark.skipif(bool(missing), reason=f"vc4nn.nn has no {', '.join(missing)} "
+                                                      f"on this branch yet")
+
+
+@pytest.fixture
+def device(device_name):
+    with vc4nn.open_device(device_name) as dev:
+        yield dev
+
+
+def rel_error(got, expected):
+    return np.max(np.abs(got - expected)) / np.max(np.abs(expected))
+
+
+@pytest.mark.parametrize("build,size,width", [(onnx_models.mobilenet_v1, 32, 0.25),
+                                              (onnx_models.mobilenet_v2, 32, 0.35)])
+def test_onnx_tiny_mobilenets(tmp_path, device, build, size, width):
+    """Two runs on different inputs: the first calls the layers (and records their launches),
+    the second replays the recorded launches; both match onnxruntime."""
+    path = str(tmp_path / "m.onnx")
+    onnx.save(build(size, width), path)
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(5)
+    with InferenceSession(path, device=device) as sess:
+        for _ in range(2):
+            x = rng.standard_normal((1, 3, size, size)).astype(np.float32)
+            (got,) = sess.run(None, {"input": x})
+            expected = ref.run(None, {"input": x})[0]
+            assert rel_error(got, expected) <= 1e-3 and top(got, 1) == top(expected, 1)
+        assert all(r.launches for r in sess._recordings.values())
+        assert sess.memory()["recorded_bytes"] > 0
+    assert device._allocations == []
+
+
+def test_tflite_tiny_mobilenet_v1(tmp_path, device):
+    data, x, expected = tflite_models.mobilenet_v1(32, 0.25)
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    with InferenceSession(str(path), device=device) as sess:
+        (got,) = sess.run(None, {sess.get_inputs()[0].name: x})
+    assert rel_error(got[0], expected) <= 1e-3 and top(got, 1) == top(expected, 1)
+
+
+@pytest.mark.slow
+def test_real_mobilenet_v2_on_the_cat(mobilenet_v2_onnx, cat_frame, device):
+    """torchvision's weights on the emulated GPU: onnxruntime's top-5, a cat on top."""
+    from vc4nn.runtime.image import NORMALIZATIONS, normalize
+    if device.name == "emulator" and getattr(device, "core", "python") != "c":
+        pytest.skip("300 M multiply-adds need the emulator's C core (hours on the Python core)")
+    with InferenceSession(mobilenet_v2_onnx, device=device, image_input="torchvision") as sess:
+        (got,) = sess.run(None, {"input": cat_frame})
+    x = normalize(cat_frame, NORMALIZATIONS["torchvision"]).transpose(2, 0, 1)[None]
+    ref = ort.InferenceSession(mobilenet_v2_onnx, providers=["CPUExecutionProvider"])
+    expected = ref.run(None, {"input": x})[0]
+    assert top(got) == top(expected) and top(got, 1)[0] in CAT_CLASSES
+    assert rel_error(got, expected) <= 1e-3
+
+
+def test_memory_budget_limits_recorded_launches(tmp_path, device):
+    """With a budget that leaves room for only some recordings, the session stays within it, the
+    layers past it are called every run, and the results are the same."""
+    path = str(tmp_path / "m.onnx")
+    onnx.save(onnx_models.mobilenet_v1(32, 0.25), path)
+    x = np.random.default_rng(7).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    with InferenceSession(path, device=device, replay=False) as sess:
+        (expected,) = sess.run(None, {"input": x})
+        bare = sess.memory()["total_bytes"]
+    budget = bare + 20_000
+    with InferenceSession(path, device=device, memory_budget=budget) as sess:
+        first = sess.run(None, {"input": x})[0]
+        second = sess.run(None, {"input": x})[0]
+        kept = [r for r in sess._recordings.values() if r.launches]
+        assert 0 < len(kept) < len(sess._recordings)
+        assert sess.memory()["total_bytes"] <= budget
+    np.testing.assert_array_equal(first, expected)
+    np.testing.assert_array_equal(second, expected)

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""MobileNet end to end through the runtime: GPU time per inference, launches, host work, memory.
+
+    python tools/bench_mobilenet.py --plan-only              # memory plans, no kernels run
+    python tools/bench_mobilenet.py --model v1 --size 224    # MobileNet v1 1.0/224 (random weights)
+    python tools/bench_mobilenet.py --model mnv2             # torchvision's MobileNetV2 (real)
+    python tools/bench_mobilenet.py --model v2 --width 0.35 --size 32   # tiny MobileNetV2-style
+    python tools/bench_mobilenet.py --model FILE.onnx        # any file
+
+In the emulator every GPU time is a cycle-model ESTIMATE at the board's V3D clock (default
+pi_zero); the Pi Zero host figure scales this machine's measured host work by an assumed factor
+(vc4nn/runtime/bench.py). v1/v2 with random weights are built like the tests' models
+(tests/runtime/onnx_models.py); the timing does not depend on the weights.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import onnx  # noqa: E402
+
+import vc4nn  # noqa: E402
+from vc4nn.runtime.bench import bench  # noqa: E402
+from vc4nn.runtime.loader import load_graph  # noqa: E402
+from vc4nn.runtime.planner import plan_memory  # noqa: E402
+
+
+def model_file(name, size, width, folder):
+    if os.path.exists(name):
+        return name
+    path = os.path.join(folder, f"{name}_{width}_{size}.onnx")
+    if name == "mnv2":
+        from vc4nn.runtime.mobilenet_v2 import export_mobilenet_v2
+        return export_mobilenet_v2(path)
+    from tests.runtime import onnx_models
+    build = {"v1": onnx_models.mobilenet_v1, "v2": onnx_models.mobilenet_v2}[name]
+    onnx.save(build(size, width, classes=1000), path)
+    return path
+
+
+def plan_line(path):
+    plan = plan_memory(load_graph(path))
+    mib = 2 ** 20
+    return {"model": path, "arena_bytes": plan.arena_bytes, "weight_bytes": plan.weight_bytes,
+            "total_bytes": plan.total_bytes(), "text":
+            f"{os.path.basename(path)}: planned GPU memory {plan.total_bytes() / mib:.2f} MiB "
+            f"= activation arena {plan.arena_bytes / mib:.2f} MiB + float32 weights "
+            f"{plan.weight_bytes / mib:.2f} MiB ({plan.total_bytes() / 1e6:.1f} MB)"}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="v1", help="v1, v2, mnv2 or an .onnx/.tflite file")
+    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--width", type=float, default=1.0)
+    p.add_argument("--qpus", type=int, default=12)
+    p.add_argument("--board", default="pi_zero")
+    p.add_argument("--device", default=None)
+    p.add_argument("--plan-only", action="store_true", help="memory plans of v1 and mnv2")
+    p.add_argument("--memory-budget", type=float, default=24.0, metavar="MB",
+                   help="device memory the session may hold with recorded launches; 0: no limit")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as folder:
+        if args.plan_only:
+            reports = [plan_line(model_file(m, args.size, args.width, folder))
+                       for m in ("v1", "mnv2")]
+        else:
+            path = model_file(args.model, args.size, args.width, folder)
+            options = {"board": args.board} if (args.device or "emulator") == "emulator" else {}
+            with vc4nn.open_device(args.device, **options) as device, \
+                    vc4nn.InferenceSession(path, device=device, num_qpus=args.qpus,
+                                           memory_budget=args.memory_budget * 1e6 or None) as sess:
+                report = bench(sess)
+            report["board"] = args.board
+            reports = [report]
+    if args.json:
+        print(json.dumps([{k: v for k, v in r.items() if k not in ("lines", "text")}
+                          for r in reports], indent=1, default=str))
+    else:
+        for report in reports:
+            print(report.get("text") or "\n".join(report["lines"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Time per inference: GPU time (cycle-model estimate in the emulator, measured on a Pi) plus the
+host's own work per inference (the runtime's loop and the layers' Python, launches excluded).
+
+Host work is measured on this machine with the device's launches taken out; for a Pi Zero it is
+scaled by ``PI_ZERO_HOST_FACTOR``, an assumption (not a measurement): a 1 GHz ARM1176 runs
+CPython about 20-30 times slower than a current x86 core. The figure is labelled as such.
+"""
+
+import contextlib
+import statistics
+import time
+
+from .profile import summarize
+from .replay import patched
+
+PI_ZERO_HOST_FACTOR = 25.0
+
+
+@contextlib.contextmanager
+def launch_timer(device):
+    """Wall seconds spent inside the device's launches (list of one float, filled on exit)."""
+    spent = [0.0]
+    launch = device._launch
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return launch(*args, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - start
+    with patched(device, "_launch", timed):
+        yield spent
+
+
+def launch_probe(device, num_qpus, repeats=20):
+    """(device seconds, host wall seconds) of launching an empty program on ``num_qpus`` QPUs:
+    what each of a model's launches costs beyond its kernel's work."""
+    from asm import kernel
+
+    @kernel
+    def empty(a):
+        a.exit()
+    program = empty.assemble()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        result = device.execute(program, num_qpus=num_qpus)
+    return result.seconds, (time.perf_counter() - start) / repeats
+
+
+def bench(sess, runs=None):
+    feed = {sess.get_inputs()[0].name: _zeros(sess)}
+    sess.run(None, feed)              # programs are assembled on the first run: not timed
+    estimated = summarize(sess.profile())["estimated"]
+    runs = runs or (1 if estimated else 20)
+    walls, hosts = [], []
+    for _ in range(runs):
+        with launch_timer(sess.device) as spent:
+            start = time.perf_counter()
+            sess.run(None, feed)
+            wall = time.perf_counter() - start
+        walls.append(wall)
+        hosts.append(wall - spent[0])
+    host = statistics.median(hosts)
+    total = summarize(sess.profile())                      # the last timed run's layers
+    gpu = total["device_seconds"]
+    report = {"model": sess.path, "device": sess.device.name, "qpus": sess.num_qpus,
+              "layers": total["layers"], "launches": total["launches"],
+              "gpu_seconds": gpu, "gpu_estimated": estimated,
+              "host_seconds_this_machine": host, "runs": runs,
+              "memory": sess.memory()}
+    lines = [f"{sess.path}: {total['layers']} layers, {total['launches']} launches, "
+             f"{total['flops'] / 1e6:.1f} MFLOP"]
+    probe_device, probe_host = launch_probe(sess.device, sess.num_qpus)
+    report["launch_probe"] = {"device_seconds": probe_device, "host_seconds": probe_host}
+    if probe_device is not None:
+        kind = "cycle model" if estimated else "measured"
+        lines.append(f"launches: {total['launches']}; an empty launch on {sess.num_qpus} QPUs "
+                     f"takes {probe_device * 1e6:.0f} us of device time ({kind}) and "
+                     f"{probe_host * 1e6:.0f} us of host wall time here, so launching costs "
+                     f"about {probe_device * total['launches'] * 1e3:.2f} ms per inference")
+    if estimated:
+        pi_host = host * PI_ZERO_HOST_FACTOR
+        report["host_seconds_pi_zero_estimate"] = pi_host
+        report["total_seconds_estimate"] = (gpu or 0) + pi_host
+        lines += [f"GPU: {gpu * 1e3:.2f} ms per inference (cycle-model estimate, launch "
+                  f"overhead included)",
+                  f"host work per inference: {host * 1e3:.2f} ms on this machine, about "
+                  f"{pi_host * 1e3:.1f} ms on a Pi Zero's 1 GHz ARM core (assumed "
+                  f"{PI_ZERO_HOST_FACTOR:.0f}x slower; an estimate)",
+                  f"end to end on a Pi Zero: about {report['total_seconds_estimate'] * 1e3:.1f} "
+                  f"ms (estimate)"]
+    else:
+        report["wall_seconds_median"] = statistics.median(walls)
+        lines += [f"measured over {runs} runs: {statistics.median(walls) * 1e3:.2f} ms per "
+                  f"inference (median), of which host work {host * 1e3:.2f} ms"]
+    mem = report["memory"]
+    lines.append(f"GPU memory: {mem['total_bytes'] / 2**20:.2f} MiB (arena "
+                 f"{mem['arena_bytes'] / 2**20:.2f} MiB, weights "
+                 f"{mem['weight_bytes'] / 2**20:.2f} MiB, recorded launches "
+                 f"{mem['recorded_bytes'] / 2**20:.2f} MiB)")
+    report["lines"] = lines
+    return report
+
+
+def _zeros(sess):
+    import numpy as np
+    i = sess.get_inputs()[0]
+    return np.zeros(i.shape, i.type)

@@ -1,0 +1,92 @@
+"""The memory plan: every activation gets an offset in one device arena, placed by liveness so that
+values that are never alive at the same time share bytes.
+
+A value is alive from the step that writes it to the last step that reads it, both included (a
+layer never writes over its own inputs); graph outputs live to the end; reshapes are views of
+their input's bytes. Offsets come from a greedy first fit, biggest value first, which is what
+mature runtimes use (TFLite's arena planner) and lands near the peak of simultaneously live bytes.
+"""
+
+import dataclasses
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+# Every value starts on a 64-byte boundary: one TMU cache line and a whole number of 16-lane
+# float32 VPM rows, so no two values share a cache line.
+ALIGN = 64
+VIEW_OPS = ("reshape",)
+HOST_OPS = ("softmax",)
+
+
+@dataclasses.dataclass
+class MemoryPlan:
+    offsets: Dict[str, int]              # storage value -> byte offset in the arena
+    sizes: Dict[str, int]                # storage value -> bytes
+    storage: Dict[str, str]              # every device value -> the value owning its bytes
+    arena_bytes: int
+    peak_live_bytes: int                 # lower bound: most bytes alive at one step
+    weight_bytes: int                    # float32 weights and biases (kernel layouts may pad)
+
+    def total_bytes(self):
+        return self.arena_bytes + self.weight_bytes
+
+
+def _align(n):
+    return -(-n // ALIGN) * ALIGN
+
+
+def plan_memory(graph, storage_shapes=None, itemsize=4):
+    """Offsets for the device values of ``graph`` (optimized IR). ``storage_shapes`` overrides
+    the bytes of some values (the padded input buffer of a folded stem)."""
+    storage_shapes = storage_shapes or {}
+    storage = {}
+    for i in graph.inputs:
+        storage[i.name] = i.name
+    steps = [n for n in graph.nodes if n.op not in HOST_OPS]
+    for node in steps:
+        if node.op in VIEW_OPS:
+            storage[node.outputs[0]] = storage[node.inputs[0]]
+        else:
+            storage[node.outputs[0]] = node.outputs[0]
+    first, last = {}, {}
+    for i in graph.inputs:
+        first[i.name] = last[i.name] = -1
+    for index, node in enumerate(steps):
+        for name in node.inputs:
+            if name in storage:
+                last[storage[name]] = index
+        owner = storage[node.outputs[0]]
+        first.setdefault(owner, index)
+        last[owner] = max(last.get(owner, index), index)
+    host_readers = [n for n in graph.nodes if n.op in HOST_OPS]
+    for name in list(graph.outputs) + [n.inputs[0] for n in host_readers]:
+        if name in storage:
+            last[storage[name]] = len(steps)
+    sizes = {}
+    for owner in set(storage.values()):
+        shape = storage_shapes.get(owner, graph.shapes[owner])
+        sizes[owner] = _align(int(np.prod(shape)) * itemsize)
+    offsets = _first_fit(sizes, first, last)
+    arena = max((offsets[v] + sizes[v] for v in offsets), default=0)
+    peak = max((sum(sizes[v] for v in sizes if first[v] <= t <= last[v])
+                for t in range(-1, len(steps) + 1)), default=0)
+    weights = sum(graph.constants[name].size * itemsize for node in steps
+                  for name in node.inputs[1:] if name in graph.constants)
+    return MemoryPlan(offsets, sizes, storage, arena, peak, weights)
+
+
+def _first_fit(sizes, first, last) -> Dict[str, int]:
+    placed: List[Tuple[int, int, str]] = []          # (offset, end, value)
+    offsets = {}
+    for value in sorted(sizes, key=lambda v: (-sizes[v], first[v], v)):
+        overlapping = sorted((o, e) for o, e, other in placed
+                             if first[other] <= last[value] and first[value] <= last[other])
+        offset = 0
+        for o, e in overlapping:
+            if offset + sizes[value] <= o:
+                break
+            offset = max(offset, e)
+        offsets[value] = offset
+        placed.append((offset, offset + sizes[value], value))
+    return offsets

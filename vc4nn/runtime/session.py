@@ -1,0 +1,341 @@
+"""InferenceSession: a model file run layer by layer on a device through ``vc4nn.nn``.
+
+At load: the file becomes the optimized IR, every weight is laid out once by the layer's
+``prepare_*`` function, every activation gets its bytes in one arena (``planner``), and each
+layer becomes a call with all its arguments bound (arena views included), so a run is a loop
+of prepared calls. The session knows nothing of the backend: it calls the ``vc4nn.nn`` API only.
+
+A uint8 camera frame (``image_input=``) is taken as it is: the model's normalisation is folded
+into the stem convolution's weights and bias, and the frame is written into a buffer whose border
+holds the normalisation's mean, so the padded border is exact too (the folded conv sees the mean
+where the original sees 0).
+"""
+
+import collections
+import functools
+import time
+
+import numpy as np
+
+from .errors import InputError, UnsupportedModelError
+from .image import Normalization, normalization_for
+from .loader import load_graph
+from .planner import plan_memory
+from .profile import layer_record
+from .replay import Recording
+
+NodeArg = collections.namedtuple("NodeArg", "name shape type")
+# Device bytes a session may hold with its recorded launches: a Pi's GPU memory split is often
+# 64 MB, shared with the firmware and the camera.
+DEFAULT_MEMORY_BUDGET = 24_000_000
+
+
+class InferenceSession:
+    """Like onnxruntime's: ``run(output_names or None, {input_name: array})`` -> list of arrays.
+
+    path: a .tflite or .onnx file. device: a vc4nn device (None: ``vc4nn.open_device()``, closed
+    with the session). image_input: None (the file's float input), or a normalisation preset
+    ("tflite": [-1, 1], "torchvision": ImageNet mean/std, "auto": by file format) or a
+    ``Normalization``; the input is then one uint8 (H, W, 3) RGB frame.
+    progress: show tqdm bars for the load (default: only on a terminal).
+    replay: relaunch each layer's recorded launches from the second run on (``replay.py``)
+    instead of calling the layer again, keeping their code and uniforms in device memory while
+    the session's device memory stays within ``memory_budget`` bytes (layers past it are called
+    every run; None: no limit); False calls every layer every run.
+    """
+
+    def __init__(self, path, device=None, num_qpus=12, image_input=None, progress=None,
+                 replay=True, memory_budget=DEFAULT_MEMORY_BUDGET):
+        self.path = str(path)
+        self.graph = load_graph(self.path)
+        self.num_qpus = num_qpus
+        self.progress = progress
+        self.replay = replay
+        self.memory_budget = memory_budget
+        self._recordings = {}
+        self._normalization = self._pick_normalization(image_input)
+        self._stem = self._foldable_stem()
+        self._own_device = device is None
+        self._prepared, self._arena = [], None
+        self.last_runs = []
+        if device is None:
+            from .. import open_device
+            device = open_device()
+        self.device = device
+        try:
+            self._build(progress)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- inputs and outputs ------------------------------------------------------------------
+    def _pick_normalization(self, image_input):
+        quant = getattr(self.graph, "input_quantization", {}).get(self.graph.inputs[0].name)
+        if image_input is None and quant is None:
+            return None
+        if quant is not None:                # a quantized input: x = (q - zero) * scale
+            if image_input is not None:
+                raise InputError("the model's input is already quantized uint8; give no "
+                                 "image_input normalisation")
+            scale, zero = quant
+            return Normalization((zero,) * 3, (1.0 / scale,) * 3)
+        if isinstance(image_input, Normalization):
+            return image_input
+        return normalization_for(self.graph, None if image_input == "auto" else image_input)
+
+    def get_inputs(self):
+        i = self.graph.inputs[0]
+        if self._normalization is not None and i.dtype == "float32":
+            h, w, c = self.graph.shapes[i.name]
+            return [NodeArg(i.name, (h, w, c), "uint8")]
+        return [NodeArg(i.name, tuple(i.shape), i.dtype)]
+
+    def get_outputs(self):
+        return [NodeArg(name, self._file_shape(name), "float32") for name in self.graph.outputs]
+
+    def _file_shape(self, name):
+        shape = self.graph.shapes[name]
+        if self.graph.format == "onnx" and len(shape) == 3:
+            return (1, shape[2], shape[0], shape[1])
+        return (1,) + tuple(shape)
+
+    # -- load --------------------------------------------------------------------------------
+    def _foldable_stem(self):
+        """The conv2d reading the input, if the frame's normalisation can be folded into it."""
+        if self._normalization is None:
+            return None
+        name = self.graph.inputs[0].name
+        readers = [n for n in self.graph.nodes if name in n.inputs]
+        if len(readers) == 1 and readers[0].op == "conv2d" and readers[0].inputs[0] == name \
+                and self.graph.shapes[name][2] == len(self._normalization.mean):
+            return readers[0]
+        return None
+
+    def _build(self, progress):
+        from .. import nn
+        self.nn = nn
+        g = self.graph
+        input_name = g.inputs[0].name
+        h, w, c = g.shapes[input_name]
+        storage_shapes = {}
+        if self._stem is not None:
+            t, b, l, r = self._stem.attrs["pads"]
+            storage_shapes[input_name] = (h + t + b, w + l + r, c)
+        self.plan = plan_memory(g, storage_shapes)
+        nodes = [n for n in g.nodes if n.op != "softmax"]
+        bar = _progress(nodes, progress, "preparing layers")
+        self._arena = self.device.alloc(max(self.plan.arena_bytes // 4, 1), np.float32)
+        self._input_view = self._view(input_name, storage_shapes.get(input_name, (h, w, c)))
+        if self._stem is not None:
+            t, b, l, r = self._stem.attrs["pads"]
+            self._interior = self._input_view[t:t + h, l:l + w]
+            self._border = np.asarray(self._normalization.mean, np.float32)
+        self.steps = []
+        for node in bar:
+            self.steps.append((node, self._bind(node)))
+        self.host_steps = [n for n in g.nodes if n.op == "softmax"]
+
+    def _view(self, name, shape=None):
+        owner = self.plan.storage[name]
+        shape = tuple(shape or self.graph.shapes[name])
+        start = self.plan.offsets[owner] // 4
+        return self._arena[start:start + int(np.prod(shape))].reshape(shape)
+
+    def _prepare(self, fn, *args):
+        prepared = fn(*args, device=self.device)
+        self._prepared.append(prepared)
+        return prepared
+
+    def _bind(self, node):
+        nn, g, a = self.nn, self.graph, node.attrs
+        common = dict(device=self.device, num_qpus=self.num_qpus, return_run=True)
+        if node.op == "reshape":
+            return None
+        out = self._view(node.outputs[0])
+        x = self._view(node.inputs[0])
+        w = g.const(node.inputs[1]) if len(node.inputs) > 1 else None
+        bias = g.const(node.inputs[2]) if len(node.inputs) > 2 else None
+        if node.op in ("conv2d", "depthwise", "avg_pool"):
+            stride = _square(g, node, a["stride"], "stride")
+            padding = tuple(a["pads"])
+        if node.op == "conv2d":
+            if node is self._stem:
+                x, padding = self._input_view, (0, 0, 0, 0)
+                if self._normalization is not None:
+                    w, bias = _fold_normalization(w, bias, self._normalization)
+            prepared = self._prepare(nn.prepare_conv2d, w, bias)
+            return functools.partial(nn.conv2d, x, prepared, stride=stride, padding=padding,
+                                     activation=a.get("activation"), out=out, **common)
+        if node.op == "depthwise":
+            prepared = self._prepare(nn.prepare_depthwise, w, bias)
+            return functools.partial(nn.depthwise, x, prepared, stride=stride, padding=padding,
+                                     activation=a.get("activation"), out=out, **common)
+        if node.op == "pointwise":
+            prepared = self._prepare(nn.prepare_pointwise, w, bias)
+            residual = self._view(node.inputs[3]) if len(node.inputs) > 3 else None
+            return functools.partial(nn.pointwise, x, prepared, activation=a.get("activation"),
+                                     residual=residual, out=out, **common)
+        if node.op == "fully_connected":
+            prepared = self._prepare(nn.prepare_fully_connected, w, bias)
+            return functools.partial(nn.fully_connected, x.reshape(-1), prepared,
+                                     activation=a.get("activation"), out=out.reshape(-1),
+                                     **common)
+        if node.op == "add":
+            return functools.partial(nn.add, x, self._view(node.inputs[1]),
+                                     activation=a.get("activation"), out=out, **common)
+        if node.op == "global_avg_pool":
+            return functools.partial(nn.global_avg_pool, x, out=out.reshape(-1), **common)
+        if node.op == "avg_pool":
+            if a.get("count_include_pad") and any(padding):
+                raise UnsupportedModelError("AveragePool counting padded zeros "
+                                            "(count_include_pad=1) is not supported",
+                                            g.path, node.name)
+            size = _square(g, node, a["size"], "window")
+            return functools.partial(nn.avg_pool, x, size, stride, padding=padding, out=out,
+                                     **common)
+        raise UnsupportedModelError(f"no kernel for IR op {node.op}", g.path, node.name)
+
+    # -- run ---------------------------------------------------------------------------------
+    def _write_input(self, feed):
+        i = self.graph.inputs[0]
+        expected = self.get_inputs()[0]
+        if not isinstance(feed, dict) or set(feed) != {i.name}:
+            given = sorted(feed) if isinstance(feed, dict) else type(feed).__name__
+            raise InputError(f"run() takes {{{i.name!r}: array}}; got {given}")
+        x = feed[i.name]
+        if not isinstance(x, np.ndarray):
+            raise InputError(f"input {i.name!r} is a {type(x).__name__}; give a numpy array")
+        if tuple(x.shape) != tuple(expected.shape) or x.dtype != np.dtype(expected.type):
+            raise InputError(f"input {i.name!r} has shape {x.shape} and dtype {x.dtype}; the "
+                             f"model takes {expected.shape} {expected.type}")
+        if x.ndim == 4:
+            x = x[0].transpose(1, 2, 0) if i.layout == "NCHW" else x[0]
+        if self._stem is None:
+            if self._normalization is not None:      # no stem to fold into: on the host
+                from .image import normalize
+                x = normalize(x, self._normalization)
+            self._input_view[...] = x
+            return
+        # The border is rewritten every run: the arena lends its bytes to later layers.
+        t, b, l, r = self._stem.attrs["pads"]
+        v, border = self._input_view, self._border
+        v[:t], v[v.shape[0] - b:], v[:, :l], v[:, v.shape[1] - r:] = border, border, border, \
+            border
+        self._interior[...] = x
+
+    def run(self, output_names=None, input_feed=None):
+        names = list(self.graph.outputs) if output_names is None else list(output_names)
+        unknown = [n for n in names if n not in self.graph.outputs]
+        if unknown:
+            raise InputError(f"unknown outputs {unknown}; the model's outputs are "
+                             f"{self.graph.outputs}")
+        self._write_input(input_feed)
+        runs = []
+        start = time.perf_counter()
+        for node, call in _progress(self.steps, self.progress, "running layers"):
+            if call is not None:
+                t0 = time.perf_counter()
+                result = self._call(node, call)
+                runs.append((node, result, time.perf_counter() - t0))
+        values = {}
+        for node in self.host_steps:
+            x = values.get(node.inputs[0])
+            x = np.array(self._view(node.inputs[0]), np.float64) if x is None else x
+            e = np.exp(node.attrs.get("beta", 1.0) * (x - x.max()))
+            values[node.outputs[0]] = e / e.sum()
+        self.last_runs = runs
+        self.last_wall_seconds = time.perf_counter() - start
+        return [self._output(n, values) for n in names]
+
+    def _call(self, node, call):
+        if not self.replay:
+            return call()[1]
+        recording = self._recordings.get(node.name)
+        if recording is None:
+            recording = self._recordings[node.name] = Recording(self.device)
+            with recording.capture():
+                result = call()[1]
+            if self.memory_budget is not None and \
+                    self.memory()["total_bytes"] > self.memory_budget:
+                recording.forget()      # over the budget: this layer is called every run
+            return result
+        if recording.launches:
+            return recording.replay()
+        return call()[1]                # not replayable, or not kept
+
+    def _output(self, name, values):
+        y = values[name] if name in values else np.array(self._view(name))
+        y = np.asarray(y, np.float32)
+        if self.graph.format == "onnx" and y.ndim == 3:
+            y = y.transpose(2, 0, 1)
+        return y.reshape(self._file_shape(name))
+
+    def profile(self, input_feed=None):
+        """Per-layer records of the last run (or of a run on ``input_feed``, or on a zero input)."""
+        if input_feed is not None or not self.last_runs:
+            if input_feed is None:
+                i = self.get_inputs()[0]
+                input_feed = {i.name: np.zeros(i.shape, i.type)}
+            self.run(None, input_feed)
+        return [layer_record(node, self.graph, result, host) for node, result, host in
+                self.last_runs]
+
+    # -- memory ------------------------------------------------------------------------------
+    def memory(self):
+        """Device bytes this session holds: the activation arena and the prepared weights."""
+        weights = sum(int(getattr(p, "nbytes", 0)) for p in self._prepared)
+        arena = 0 if self._arena is None else int(self._arena.nbytes)
+        recorded = sum(r.nbytes for r in self._recordings.values())
+        return {"arena_bytes": arena, "weight_bytes": weights, "recorded_bytes": recorded,
+                "total_bytes": arena + weights + recorded,
+                "peak_live_activation_bytes": self.plan.peak_live_bytes}
+
+    def close(self):
+        for recording in self._recordings.values():
+            recording.free()
+        self._recordings = {}
+        for prepared in self._prepared:
+            prepared.free()
+        self._prepared = []
+        if self._arena is not None:
+            self.device.free(self._arena)
+            self._arena = None
+        if self._own_device and self.device is not None:
+            self.device.close()
+            self.device = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def _square(graph, node, pair, what):
+    if pair[0] != pair[1]:
+        raise UnsupportedModelError(f"{node.source_op or node.op}: {what} {tuple(pair)} is not "
+                                    f"square; the kernels take one value", graph.path, node.name)
+    return int(pair[0])
+
+
+def _fold_normalization(w, bias, norm):
+    """Weights and bias of conv((pixel - mean) / std) as a conv of the pixels."""
+    w = w.astype(np.float64)
+    mean = np.asarray(norm.mean, np.float64)
+    std = np.asarray(norm.std, np.float64)
+    folded = w / std[None, None, :, None]
+    b = (np.zeros(w.shape[3]) if bias is None else bias.astype(np.float64)) \
+        - np.einsum("ijco,c->o", folded, mean)
+    return folded.astype(np.float32), b.astype(np.float32)
+
+
+def _progress(items, progress, desc):
+    import sys
+    if progress is None:
+        progress = sys.stderr.isatty()
+    if not progress:
+        return items
+    from tqdm import tqdm
+    from ..progress import DELAY_S
+    return tqdm(items, desc=desc, unit="layer", leave=False, delay=DELAY_S)
