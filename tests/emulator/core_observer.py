@@ -3,7 +3,8 @@
 ``observe(core, scenario, **device_options)`` makes an EmulatorDevice on ``core``, runs
 ``scenario(device)`` and returns, per launch: the RunResult (cycles, per-QPU instructions,
 cycles and stall counters, warnings) or the error (type, message, rule, QPU, PC, unit,
-address), the final registers and flags of every QPU, and the bytes of every allocation. Two
+address), the final registers and flags of every QPU, the memory bus's statistics (busy
+clocks, V3D and VideoCore L2 hits and misses, write epoch) and the bytes of every allocation. Two
 cores are equivalent on a scenario when the two observations are equal.
 """
 
@@ -26,6 +27,11 @@ def _state_record(states):
         return None
     return [{key: (value.tobytes() if isinstance(value, np.ndarray) else value)
              for key, value in state.items()} for state in states]
+
+
+def _bus_record(bus):
+    return {name: getattr(bus, name) for name in
+            ("busy_clocks", "l2_hits", "l2_misses", "vc_l2_hits", "write_epoch")}
 
 
 def _memory(device):
@@ -52,6 +58,7 @@ def observe(core, scenario, **options):
             finally:
                 record["state"] = _state_record(machine.final_state)
                 record["memory"] = _memory(device)
+                record["bus"] = _bus_record(machine.bus)
                 launches.append(record)
 
         machine.run = recorded
@@ -71,7 +78,7 @@ def assert_equivalent(scenario, **options):
     c = observe("c", scenario, **options)
     assert len(c["launches"]) == len(python["launches"])
     for i, (p, q) in enumerate(zip(python["launches"], c["launches"])):
-        for key in ("error", "result", "state", "memory"):
+        for key in ("error", "result", "state", "memory", "bus"):
             assert q.get(key) == p.get(key), f"launch {i}: {key} differs between the cores"
     assert c["outcome"] == python["outcome"]
     return python

@@ -61,6 +61,87 @@ def test_sgemm_on_other_boards_and_the_seeded_scheduler():
         assert_equivalent(_sgemm_scenario(40, 24, 32, 12), board=board, seed=seed)
 
 
+# --- the TMU: stale reads through both L2s, FIFO limits, bus aliases --------------------------
+
+def _gather_scenario(stale, reread):
+    from asm.vpm import vdw_setup, vdw_stride, vpm_write_setup
+    from .test_tmu import _gather_kernel
+
+    def scenario(device):
+        m = device.array(np.arange(256, dtype=np.uint32).reshape(16, 16) * 3 + 1)
+        out = device.alloc((8, 16), np.uint32)
+        uniforms = [[m[0, q:].address, out[q].address, vpm_write_setup(y=q),
+                     vdw_setup(1, 16, y=q), vdw_stride(0)] for q in range(8)]
+        device.execute(_gather_kernel().assemble(stale=stale, reread=reread), 8, uniforms)
+        device.execute(_gather_kernel().assemble(reread=True), 8, uniforms)
+        return np.asarray(out).tobytes()
+    return scenario
+
+
+@pytest.mark.parametrize("board", ["pi1", "pi3"])       # L2-cached and direct bus aliases
+@pytest.mark.parametrize("mode", ["error", "warn"])
+@pytest.mark.parametrize("stale, reread", [(False, False), (True, False), (False, True)])
+def test_tmu_stale_reads(stale, reread, mode, board):
+    assert_equivalent(_gather_scenario(stale, reread), checks=mode, board=board)
+
+
+def _fifo_scenario(requests):
+    from asm import element_number, kernel, r0, r1, tmu0_s, tmu1_s, uniform
+
+    @kernel
+    def fill_fifo(a):
+        a.mov(r0, uniform)
+        a.mov(r1, element_number)
+        a.shl(r1, r1, 2)
+        a.add(r0, r0, r1)
+        for k in range(requests):
+            a.add([tmu0_s, tmu1_s][k % 2], r0, 0)
+            a.add(r0, r0, r1)           # the next request reads other lines
+        for k in range(requests):
+            a.nop(sig=f"ldtmu{k % 2}")
+        a.exit()
+
+    def scenario(device):
+        table = device.array(np.arange(1024, dtype=np.uint32))
+        device.execute(fill_fifo.assemble(), 4, [[table.address]] * 4)
+    return scenario
+
+
+@pytest.mark.parametrize("requests", [4, 5, 8, 9])
+@pytest.mark.parametrize("mode", [None, "warn"])
+def test_tmu_fifo_limits(requests, mode):
+    assert_equivalent(_fifo_scenario(requests), checks=mode)
+
+
+def _sweep_scenario(lines):
+    """Each QPU reads ``lines`` 64-byte lines twice, more than the V3D L2 holds: the second
+    pass comes from the VideoCore L2 or SDRAM, by the board's bus alias."""
+    from asm import kernel, r0, r1, tmu0_s, uniform
+
+    @kernel
+    def sweep(a):
+        a.mov(r0, uniform)
+        a.mov(r1, uniform)
+        for _ in range(2):
+            for _ in range(lines):
+                a.add(tmu0_s, r0, 0)
+                a.add(r0, r0, r1, sig="ldtmu0")
+            a.sub(r0, r0, uniform)
+        a.exit()
+
+    def scenario(device):
+        table = device.alloc(lines * 64, np.uint8)
+        uniforms = [table.address, 64, lines * 64, lines * 64]
+        device.execute(sweep.assemble(), 2, [uniforms] * 2)
+    return scenario
+
+
+@pytest.mark.parametrize("board", ["pi1", "pi3"])
+def test_tmu_sweeps_through_both_l2s(board):
+    observed = assert_equivalent(_sweep_scenario(1024), board=board)
+    assert (observed["launches"][0]["bus"]["vc_l2_hits"] > 0) == (board == "pi1")
+
+
 # --- NN layers (vc4nn.nn) -------------------------------------------------------------------
 
 def _rand(rng, *shape):

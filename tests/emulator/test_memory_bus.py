@@ -167,6 +167,17 @@ def test_the_bus_runs_at_the_clock_of_the_timing_it_uses():
     assert b.busy_clocks == FILL_PI1
 
 
+@pytest.mark.parametrize("alias, served_by_vc_l2", [(0x4, True), (0xC, False)])
+def test_a_uniform_line_keeps_the_bus_alias_of_its_address(alias, served_by_vc_l2):
+    b = bus()
+    base = (BASE & 0x3FFFFFFF) | alias << 28
+    b.uniform_line(0, base + 8)
+    for k in range(1, 5):       # evict it from the V3D L2 (lines of the same set)
+        b.read_line(1000 * k, (BASE & 0x3FFFFFFF) + LINE * L2_SETS * k, LINE, RAM)
+    assert b.uniform_line(10000, base + 8) == 10000 + (VC_HIT if served_by_vc_l2 else RAM)
+    assert b.vc_l2_hits == int(served_by_vc_l2)
+
+
 def test_uniform_lines_share_the_l2_with_the_tmu():
     b = bus()
     b.read_line(0, BASE, LINE, RAM)[0]                                   # a TMU fill

@@ -101,6 +101,30 @@ def test_a_request_waits_for_its_slowest_line():
     assert units.tmu.load(0, 0, 0)[1] == 1000 + MISS
 
 
+VC_L2_HIT = 58          # timing.py assumption vc_l2_hit_latency
+L2_SETS, LINE = 32768 // (64 * 4), 64       # V3D L2: 32 KB, 4 ways, 64-byte lines
+
+
+@pytest.mark.parametrize("alias, served_by_vc_l2", [
+    (0x4, True),                    # L1-non-allocating: allocated in the VideoCore L2
+    (0xC, False),                   # direct: uncached, a V3D L2 miss goes to SDRAM
+])
+def test_a_tmu_fill_keeps_the_bus_alias_of_its_address(alias, served_by_vc_l2):
+    """QPU 0 reads a line; four other lines of its V3D L2 set evict it there; QPU 4 (another
+    slice, so another TMU cache) reads it again: the VideoCore L2 serves it only when the
+    address's alias is cached there (vc4nn.hardware)."""
+    units = Units()
+    base, _ = table(units)
+    address = (base & 0x3FFFFFFF) | alias << 28
+    units.tmu.write(0, 0, "s", np.full(16, address, np.uint32), 0)
+    for k in range(1, 5):
+        units.bus.read_line(1000 * k, (base & 0x3FFFFFFF) + LINE * L2_SETS * k, LINE, MISS)
+    units.tmu.write(4, 0, "s", np.full(16, address, np.uint32), 10000)
+    ready = units.tmu.load(4, 0, 0)[1]
+    assert units.bus.vc_l2_hits == int(served_by_vc_l2)
+    assert ready == 10000 + (VC_L2_HIT if served_by_vc_l2 else MISS)
+
+
 def test_fifo_overflow_and_empty_load_are_errors():
     units = Units()
     base, _ = table(units)

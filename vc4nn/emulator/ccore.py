@@ -3,11 +3,11 @@
 Two cores run the same launches with the same results (docs/design.md "Two cores"): the
 pure-Python core (qpu.py, plan.py, machine.py), which is the specification, and a C core
 (csrc/). The C core runs the scheduler, the QPUs and the ALUs, generic VPM access, the TMU
-requests and caches, semaphores and the mutex; decoding stays in Python (``lowering.py`` turns
-each instruction into a compact record), and the DMA engines and the memory bus (with its L2
-and the uniform line timing) are the Python units themselves, called from C when an
-instruction uses them, so their checks, errors and timing are the specification's by
-construction. Rare paths (check reports, faults, the seeded scheduler's draws) call back into
+requests and caches, semaphores and the mutex, and the memory bus with both L2s and the
+uniform line timing (``memory_bus``: vpm.MemoryBus in C); decoding stays in Python
+(``lowering.py`` turns each instruction into a compact record), and the DMA engines are the
+Python units themselves, called from C when an instruction uses them, so their checks, errors
+and timing are the specification's by construction. Rare paths (check reports, faults, the seeded scheduler's draws) call back into
 Python, into the same helpers the Python core uses.
 """
 
@@ -42,7 +42,7 @@ _SFU_NAMES = ("recip", "recipsqrt", "exp", "log")
 RECORD_CACHE_LIMIT = 1 << 16
 # The TMU runs in C (csrc/tmu.c); False sends every TMU operation to the Python Tmu instead
 # (slower, and always what tmu.py says: the switch for a tmu.py change not yet ported to C).
-TMU_IN_C = False    # tmu.py gained per-line stale tracking and the VideoCore L2 (issue 11): not yet in tmu.c
+TMU_IN_C = True
 _SIG_SHIFT = isa.ALU_FIELDS["sig"][0]
 _BLOCKED_SEMAPHORE = ENUMS["BLOCKED"].index("semaphore")
 # The core of machines made with core=None when set ("c" or "python"); the tests run the
@@ -153,6 +153,12 @@ class _Glue:
 
     def deadlock_error(self, blocked, positions):
         return self.machine.deadlock_error(set(blocked), _where(positions))
+
+
+def memory_bus(timing):
+    """The C core's memory bus: vpm.MemoryBus in C (csrc/bus.c), with the same methods and
+    statistics, which the Python DMA engines use as they use the Python bus."""
+    return _ccore.MemoryBus(timing)
 
 
 def _where(positions):

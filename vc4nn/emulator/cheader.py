@@ -15,9 +15,11 @@ import sys
 
 from asm import isa
 
-from ..device import BUS_ADDRESS_MASK
+from ..device import BUS_ADDRESS_MASK, BUS_ALIAS_MASK
+from ..hardware import BUS_ALIAS_SHIFT, VC_L2_ALLOCATING_ALIASES, VC_L2_CACHED_ALIASES
 from . import lowering
 from .machine import JITTER_CLOCKS, PROGRESS_INTERVAL
+from .vpm import WORD_BYTES, MemoryBus
 from .qpu import STALL_CAUSES
 from .sfu import FRACTION_BITS
 
@@ -46,9 +48,16 @@ def render():
         "NUM_SEMAPHORES": isa.NUM_SEMAPHORES, "VPM_ROWS": isa.VPM_ROWS, "SFU_FRACTION_BITS": FRACTION_BITS,
         "JITTER_CLOCKS": JITTER_CLOCKS, "PROGRESS_INTERVAL": PROGRESS_INTERVAL,
         "NUM_STALL_CAUSES": len(STALL_CAUSES), "RECORD_WORDS": lowering.RECORD_WORDS,
+        "BUS_ALIAS_SHIFT": BUS_ALIAS_SHIFT, "WORD_BYTES": WORD_BYTES,
+        # bit a set: alias a is looked up in / allocated in the VideoCore L2
+        "VC_L2_CACHED_ALIAS_BITS": sum(1 << a for a in VC_L2_CACHED_ALIASES),
+        "VC_L2_ALLOCATING_ALIAS_BITS": sum(1 << a for a in VC_L2_ALLOCATING_ALIASES),
+        "BUS_HISTORY_CLOCKS": MemoryBus.HISTORY_CLOCKS,
+        "BUS_HISTORY_BOOKINGS": MemoryBus.HISTORY_BOOKINGS,
     }
     lines += [f"#define {name} {value}" for name, value in constants.items()]
     lines.append(f"#define BUS_ADDRESS_MASK {BUS_ADDRESS_MASK:#x}u")
+    lines.append(f"#define BUS_ALIAS_MASK {BUS_ALIAS_MASK:#x}u")
     lines.append("")
     lines += _defines("ADD_OP", {name: op.code for name, op in isa.ADD_OPS.items()})
     lines += _defines("MUL_OP", {name: op.code for name, op in isa.MUL_OPS.items()})

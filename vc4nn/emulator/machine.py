@@ -103,7 +103,7 @@ class Machine:
         checks.warnings = []
         control = self.memory.read_words(control_address, CONTROL_ENTRY_WORDS * num_qpus,
                                          "control_list")
-        self.bus = MemoryBus()
+        self.bus = ccore.memory_bus(timing) if self.core == "c" else MemoryBus()
         self.vpm = Vpm(self.memory, timing, checks, bus=self.bus)
         self.tmu = Tmu(self.memory, timing, checks, bus=self.bus)
         self.sync = Sync(timing, checks)

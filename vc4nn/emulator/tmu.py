@@ -15,7 +15,7 @@ import numpy as np
 
 from asm import isa
 
-from ..device import BUS_ADDRESS_MASK
+from ..device import BUS_ADDRESS_MASK, BUS_ALIAS_MASK
 from .cache import LruCache
 from .checks import Rule
 from .errors import MemoryFault
@@ -162,12 +162,17 @@ class Tmu:
         bus_addresses = addresses & np.uint32(BUS_ADDRESS_MASK)
         lines = bus_addresses // np.uint32(cache.line)
         ready = begin + timing.tmu_hit_latency
+        # A line keeps the bus alias of the first element that reads it: the alias decides
+        # whether the VideoCore L2 serves the fill (MemoryBus._fill).
+        aliases = {}
+        for line, address in zip(lines.tolist(), addresses.tolist()):
+            aliases.setdefault(line, address & BUS_ALIAS_MASK)
         epochs = {}
-        for line in np.unique(lines).tolist():
+        for line in sorted(aliases):
             epoch = cache.get(line)
             if epoch is None:
-                arrives, epoch = self.bus.read_line(begin, line * cache.line, cache.line,
-                                                    timing.tmu_miss_latency)
+                arrives, epoch = self.bus.read_line(begin, line * cache.line | aliases[line],
+                                                    cache.line, timing.tmu_miss_latency)
                 cache.put(line, epoch)
                 ready = max(ready, arrives)
             epochs[line] = epoch

@@ -23,7 +23,7 @@ import numpy as np
 
 from asm import isa
 
-from ..device import BUS_ADDRESS_MASK
+from ..device import BUS_ADDRESS_MASK, BUS_ALIAS_MASK
 from ..hardware import BUS_ALIAS_SHIFT, VC_L2_ALLOCATING_ALIASES, VC_L2_CACHED_ALIASES
 from .cache import LruCache
 from .checks import Rule
@@ -121,6 +121,7 @@ class MemoryBus:
     # Bookings that ended this many clocks before a new request are forgotten: QPUs ask within
     # a few instructions of each other's clocks (the scheduler runs the one that is behind).
     HISTORY_CLOCKS = 4096
+    HISTORY_BOOKINGS = 64           # ... looked for once more bookings than this are kept
 
     def __init__(self, timing=None):
         self._starts, self._ends = [], []     # booked stretches [start, end), sorted, disjoint
@@ -147,7 +148,7 @@ class MemoryBus:
         """Occupy the bus for ``clocks`` in the first idle stretch at or after ``now`` that is
         long enough; returns the start."""
         starts, ends = self._starts, self._ends
-        if len(starts) > 64:
+        if len(starts) > self.HISTORY_BOOKINGS:
             del_to = bisect.bisect_right(ends, now - self.HISTORY_CLOCKS)
             del starts[:del_to], ends[:del_to]
         i = bisect.bisect_right(ends, now)
@@ -227,7 +228,7 @@ class MemoryBus:
         QPU core, which keeps the line it has; see docs/cycle-model.md)."""
         timing = self.timing
         size = timing.uniform_line_bytes
-        start = (address & BUS_ADDRESS_MASK) // size * size
+        start = (address & BUS_ADDRESS_MASK) // size * size | (address & BUS_ALIAS_MASK)
         return self.read_line(now, start, size, timing.uniform_miss_latency)[0]
 
 

@@ -29,13 +29,39 @@ typedef struct {
 
 typedef struct Machine Machine;
 
-/* tmu.c */
+/* cache.c */
 typedef struct {
     int sets, ways;
     long long line;             /* bytes */
     int *used;                  /* lines in each set */
     int64_t *lines;             /* sets x ways line numbers, least recently used first */
+    int64_t *values;            /* the pair of values stored with each line */
 } Lru;
+
+int lru_init(Lru *c, long long size, long long line, long long ways);
+void lru_free(Lru *c);
+int lru_get(Lru *c, int64_t line, int64_t *first, int64_t *second);
+void lru_put(Lru *c, int64_t line, int64_t first, int64_t second);
+
+/* bus.c: vpm.MemoryBus as the type _ccore.MemoryBus (the C core's bus) */
+typedef struct {
+    PyObject_HEAD
+    int64_t *starts, *ends;     /* booked stretches [start, end), sorted, disjoint */
+    Py_ssize_t nbooked, cap;
+    long long write_epoch, busy_clocks, l2_hits, l2_misses, vc_l2_hits;
+    PyObject *written;          /* dict: bus word address -> epoch of the store that wrote it */
+    PyObject *timing;
+    Lru l2, vc_l2;
+    long long l2_fill, vc_l2_fill, l2_hit_latency, vc_l2_hit_latency;
+    long long uniform_line_bytes, uniform_miss_latency;
+} Bus;
+
+extern PyTypeObject BusType;
+int bus_read_line(Bus *b, int64_t now, uint32_t address, long long nbytes,
+                  long long miss_latency, int64_t *ready, int64_t *epoch);
+int64_t bus_uniform_line(Bus *b, int64_t now, uint32_t address);
+
+/* tmu.c */
 
 typedef struct {
     vec values;

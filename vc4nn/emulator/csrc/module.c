@@ -131,8 +131,12 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__ccore(void)
 {
+    if (PyType_Ready(&BusType) < 0)
+        return NULL;
+    Py_INCREF(&BusType);        /* the reference PyModule_AddObject takes */
     PyObject *mod = PyModule_Create(&module);
-    if (mod && PyModule_AddIntConstant(mod, "RECORD_WORDS", RECORD_WORDS) < 0) {
+    if (mod && (PyModule_AddIntConstant(mod, "RECORD_WORDS", RECORD_WORDS) < 0
+                || PyModule_AddObject(mod, "MemoryBus", (PyObject *)&BusType) < 0)) {
         Py_DECREF(mod);
         return NULL;
     }

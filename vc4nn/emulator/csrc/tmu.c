@@ -1,9 +1,10 @@
 /* The TMUs as general memory lookup units (mirror of tmu.py and cache.py): per-slice TMU
- * caches, request queues in order per TMU, the swap of QPUs 2 and 3 of a slice. The state lives
- * here during a run. The Python Tmu still does what reports or faults (texture writes, ldtmu
- * with nothing outstanding, a gather outside memory, the stale-read check while DMA stores have
- * written memory), and the Python MemoryBus serves line fills (read_line); at the end of a run
- * the queues' lengths go back to the Python Tmu for its end-of-run check. */
+ * caches whose lines keep the write epoch their data dates from, request queues in order per
+ * TMU, the swap of QPUs 2 and 3 of a slice. The state lives here during a run. The Python Tmu
+ * still does what reports or faults (texture writes, FIFO overflow, ldtmu with nothing
+ * outstanding, a gather outside memory, the stale-read check when a line dates from before the
+ * latest DMA store); line fills go through the bus and its L2s (bus.c, or the Python bus);
+ * at the end of a run the queues' lengths go back to the Python Tmu for its end-of-run check. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,55 +12,6 @@
 
 #define UNITS 2
 #define SLICES (NUM_QPUS / QPUS_PER_SLICE)
-
-/* cache.LruCache: a set keeps at most ``ways`` lines, least recently used first */
-static int lru_init(Lru *c, long long size, long long line, long long ways)
-{
-    c->ways = size ? (int)ways : 0;
-    long long per_set = line * (ways > 1 ? ways : 1);
-    c->sets = size / per_set > 1 ? (int)(size / per_set) : 1;
-    c->line = line;
-    c->used = calloc((size_t)c->sets, sizeof(int));
-    c->lines = malloc((size_t)c->sets * (size_t)(c->ways ? c->ways : 1) * sizeof(int64_t));
-    if (!c->used || !c->lines) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
-}
-
-static void lru_free(Lru *c)
-{
-    free(c->used);
-    free(c->lines);
-    c->used = NULL;
-    c->lines = NULL;
-}
-
-/* LruCache.touch: 1 on a hit; either way the line ends up most recently used */
-static int lru_touch(Lru *c, int64_t line)
-{
-    if (!c->ways)
-        return 0;
-    int set = (int)(line % c->sets);
-    int64_t *lines = c->lines + (size_t)set * c->ways;
-    int n = c->used[set], hit = 0, i;
-    for (i = 0; i < n; i++)
-        if (lines[i] == line) {
-            hit = 1;
-            break;
-        }
-    if (!hit) {
-        if (n == c->ways)       /* evict the least recently used */
-            i = 0;
-        else
-            i = n++;
-    }
-    memmove(lines + i, lines + i + 1, (size_t)(n - 1 - i) * sizeof(int64_t));
-    lines[n - 1] = line;
-    c->used[set] = n;
-    return hit;
-}
 
 static long long attr_int(PyObject *obj, const char *name, int *ok)
 {
@@ -161,48 +113,130 @@ static int fifo_push(TmuFifo *f, const uint32_t *values, int64_t ready)
     return 0;
 }
 
-static int cmp_u32(const void *a, const void *b)
+/* (line, bus alias, index into the request) of one element, for Tmu._lookup's line order */
+typedef struct {
+    uint32_t line, alias, lane;
+} LineOf;
+
+static int cmp_line(const void *a, const void *b)
 {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
+    const LineOf *x = a, *y = b;
+    if (x->line != y->line)
+        return x->line < y->line ? -1 : 1;
+    return x->lane < y->lane ? -1 : x->lane > y->lane;
 }
 
-/* Tmu._ready_time */
-static int ready_time(Machine *m, int slice, int physical, const uint32_t *addresses,
-                      int64_t now, int64_t *ready)
+/* MemoryBus.read_line: (arrives, epoch), in C when the bus is the C one */
+static int read_line(Machine *m, int64_t now, uint32_t address, long long nbytes,
+                     long long miss_latency, int64_t *arrives, int64_t *epoch)
 {
-    Tmu *t = &m->tmu_state;
-    Lru *cache = &t->caches[slice][physical];
-    int64_t begin = now > t->free_at[slice][physical] ? now : t->free_at[slice][physical];
-    t->free_at[slice][physical] = begin + t->request_clocks;
-    uint32_t lines[LANES];
-    for (int i = 0; i < LANES; i++)
-        lines[i] = (uint32_t)((addresses[i] & BUS_ADDRESS_MASK) / (uint64_t)cache->line);
-    qsort(lines, LANES, sizeof(uint32_t), cmp_u32);
-    *ready = begin + t->hit_latency;
-    for (int i = 0; i < LANES; i++) {
-        if (i && lines[i] == lines[i - 1])
-            continue;
-        if (lru_touch(cache, lines[i]))
-            continue;
-        PyObject *r = PyObject_CallMethod(m->bus, "read_line", "LLLL", (long long)begin,
-                                          (long long)lines[i] * cache->line, cache->line,
-                                          t->miss_latency);
-        if (!r)
-            return -1;
-        long long arrives = PyLong_AsLongLong(r);
-        Py_DECREF(r);
-        if (arrives == -1 && PyErr_Occurred())
-            return -1;
-        if (arrives > *ready)
-            *ready = arrives;
-    }
+    if (PyObject_TypeCheck(m->bus, &BusType))
+        return bus_read_line((Bus *)m->bus, now, address, nbytes, miss_latency, arrives, epoch);
+    PyObject *r = PyObject_CallMethod(m->bus, "read_line", "LkLL", (long long)now,
+                                      (unsigned long)address, nbytes, miss_latency);
+    if (!r)
+        return -1;
+    long long a = -1, e = -1;
+    int ok = PyArg_ParseTuple(r, "LL", &a, &e);
+    Py_DECREF(r);
+    if (!ok)
+        return -1;
+    *arrives = a;
+    *epoch = e;
     return 0;
 }
 
-static PyObject *address_array(const uint32_t *addresses)
+/* MemoryBus.write_epoch: how many DMA stores wrote memory so far */
+static int write_epoch(Machine *m, long long *epoch)
 {
-    return vec_to_array(addresses);
+    if (PyObject_TypeCheck(m->bus, &BusType)) {
+        *epoch = ((Bus *)m->bus)->write_epoch;
+        return 0;
+    }
+    PyObject *latest = PyObject_GetAttrString(m->bus, "write_epoch");
+    if (!latest)
+        return -1;
+    *epoch = PyLong_AsLongLong(latest);
+    Py_DECREF(latest);
+    return *epoch == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* Tmu._check_stale, called only when a line the request read dates from before the latest DMA
+ * store (no word can be newer than its line otherwise) */
+static int check_stale(Machine *m, int qpu, const uint32_t *bus_addresses, const LineOf *order,
+                       const int64_t *epochs, long long line_bytes)
+{
+    uint32_t lines[LANES];
+    for (int i = 0; i < LANES; i++)
+        lines[i] = (uint32_t)(bus_addresses[i] / (uint64_t)line_bytes);
+    PyObject *addresses = vec_to_array(bus_addresses), *line_array = vec_to_array(lines);
+    PyObject *by_line = PyDict_New(), *r = NULL;
+    int ok = addresses && line_array && by_line;
+    for (int i = 0, k = 0; ok && i < LANES; i++) {
+        if (i && order[i].line == order[i - 1].line)
+            continue;
+        PyObject *key = PyLong_FromUnsignedLong(order[i].line);
+        PyObject *value = PyLong_FromLongLong(epochs[k++]);
+        ok = key && value && PyDict_SetItem(by_line, key, value) == 0;
+        Py_XDECREF(key);
+        Py_XDECREF(value);
+    }
+    if (ok)
+        r = PyObject_CallMethod(m->tmu, "_check_stale", "iOOO", qpu, addresses, line_array,
+                                by_line);
+    Py_XDECREF(addresses);
+    Py_XDECREF(line_array);
+    Py_XDECREF(by_line);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+/* Tmu._lookup: when the request is ready; each cached line keeps the write epoch its data dates
+ * from, so a word a DMA store wrote after that is read stale */
+static int lookup(Machine *m, int qpu, int physical, const uint32_t *addresses, int64_t now,
+                  int64_t *ready)
+{
+    Tmu *t = &m->tmu_state;
+    int slice = qpu / QPUS_PER_SLICE;
+    Lru *cache = &t->caches[slice][physical];
+    int64_t begin = now > t->free_at[slice][physical] ? now : t->free_at[slice][physical];
+    t->free_at[slice][physical] = begin + t->request_clocks;
+    uint32_t bus_addresses[LANES];
+    LineOf order[LANES];
+    for (int i = 0; i < LANES; i++) {
+        bus_addresses[i] = addresses[i] & BUS_ADDRESS_MASK;
+        order[i].line = (uint32_t)(bus_addresses[i] / (uint64_t)cache->line);
+        order[i].alias = addresses[i] & BUS_ALIAS_MASK;
+        order[i].lane = (uint32_t)i;
+    }
+    qsort(order, LANES, sizeof(LineOf), cmp_line);   /* a line's first element comes first */
+    *ready = begin + t->hit_latency;
+    int64_t epochs[LANES], oldest = INT64_MAX;
+    int nlines = 0;
+    for (int i = 0; i < LANES; i++) {
+        if (i && order[i].line == order[i - 1].line)
+            continue;
+        int64_t epoch, unused;
+        if (!lru_get(cache, order[i].line, &epoch, &unused)) {
+            int64_t arrives;
+            uint32_t address = (uint32_t)((uint64_t)order[i].line * cache->line) | order[i].alias;
+            if (read_line(m, begin, address, cache->line, t->miss_latency, &arrives,
+                              &epoch) < 0)
+                return -1;
+            lru_put(cache, order[i].line, epoch, 0);
+            if (arrives > *ready)
+                *ready = arrives;
+        }
+        epochs[nlines++] = epoch;
+        if (epoch < oldest)
+            oldest = epoch;
+    }
+    long long latest;
+    if (write_epoch(m, &latest) < 0)
+        return -1;
+    if (oldest < latest)
+        return check_stale(m, qpu, bus_addresses, order, epochs, cache->line);
+    return 0;
 }
 
 /* Tmu.write for a tmuN_s write (unit_coord = 4 * unit + coordinate index) */
@@ -222,24 +256,8 @@ int tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v)
     int physical = physical_unit(t, qpu, unit);
     uint32_t addresses[LANES], data[LANES];
     int outside = 0;
-    for (int i = 0; i < LANES; i++)
-        addresses[i] = v[i] & ~3u;
-    PyObject *written = PyObject_GetAttrString(m->bus, "vdw_words");
-    if (!written)
-        return -1;
-    Py_ssize_t nwritten = PyObject_Length(written);
-    Py_DECREF(written);
-    if (nwritten < 0)
-        return -1;
-    if (nwritten) {                 /* the stale-read check, in Python */
-        PyObject *array = address_array(addresses);
-        PyObject *r = array ? PyObject_CallMethod(m->tmu, "_check_stale", "iO", qpu, array) : NULL;
-        Py_XDECREF(array);
-        if (!r)
-            return -1;
-        Py_DECREF(r);
-    }
     for (int i = 0; i < LANES; i++) {
+        addresses[i] = v[i] & ~3u;
         uint8_t *p = memory_at(m, addresses[i], 4);
         if (p)
             memcpy(&data[i], p, 4);
@@ -247,7 +265,7 @@ int tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v)
             outside = 1;
     }
     if (outside) {                  /* Tmu._gather raises the fault of the first bad element */
-        PyObject *array = address_array(addresses);
+        PyObject *array = vec_to_array(addresses);
         PyObject *r = array ? PyObject_CallMethod(m->tmu, "_gather", "Oi", array, qpu) : NULL;
         Py_XDECREF(array);
         if (!r)
@@ -258,7 +276,7 @@ int tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v)
             return -1;
     }
     int64_t ready;
-    if (ready_time(m, qpu / QPUS_PER_SLICE, physical, addresses, q->clock, &ready) < 0)
+    if (lookup(m, qpu, physical, addresses, q->clock, &ready) < 0)
         return -1;
     TmuFifo *fifo = &t->fifos[qpu][physical];
     if (fifo->count) {              /* results come back in order */

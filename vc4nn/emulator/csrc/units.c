@@ -165,6 +165,13 @@ int unit_vpm(Machine *m, Qpu *q, const char *method, int cause, const uint32_t *
 
 int unit_uniform_line(Machine *m, Qpu *q, uint32_t address)
 {
+    if (PyObject_TypeCheck(m->bus, &BusType)) {
+        int64_t ready = bus_uniform_line((Bus *)m->bus, q->clock, address);
+        if (ready < 0)
+            return -1;
+        qpu_wait(q, ready, STALL_UNIFORM);
+        return 0;
+    }
     return wait_answer(q, PyObject_CallMethod(m->bus, "uniform_line", "Lk",
                                               (long long)q->clock, (unsigned long)address),
                        STALL_UNIFORM, NULL);
