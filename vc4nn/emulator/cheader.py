@@ -73,6 +73,7 @@ def render():
         for name, (lsb, width) in table.items():
             lines.append(f"#define {prefix}_{_c_name(name)}_LSB {lsb}")
             lines.append(f"#define {prefix}_{_c_name(name)}_BITS {width}")
+        lines.append(f"#define {prefix}_UNUSED_BITS {isa.unused_bits(table):#010x}u")
     lines.append(f"#define VPM_GENERIC_ID {isa.VPM_GENERIC_ID}")
     lines += _defines("VPM_SIZE", {f"bytes{bits // 8}": code for bits, code in isa.VPM_SIZES.items()})
     lines.append("")

@@ -300,7 +300,8 @@ static PyObject *new_setup(Machine *m, uint32_t word, int is_read)
 }
 
 /* Vpm.write_vr_setup / write_vw_setup for a valid generic setup: 1 done, 0 take the Python
- * path (another kind of setup, a reserved SIZE, a full read queue: checks to report), -1 */
+ * path (another kind of setup, unused bits set, a reserved SIZE, a full read queue: checks
+ * to report), -1 */
 int vpm_fast_setup(Machine *m, Qpu *q, int is_read, const uint32_t *value)
 {
     uint32_t word = value[0];
@@ -308,6 +309,8 @@ int vpm_fast_setup(Machine *m, Qpu *q, int is_read, const uint32_t *value)
         return 0;
     if ((is_read ? FIELD(word, VPM_GENERIC_READ, ID) : FIELD(word, VPM_GENERIC_WRITE, ID)) != VPM_GENERIC_ID)
         return 0;
+    if (word & (is_read ? VPM_GENERIC_READ_UNUSED_BITS : VPM_GENERIC_WRITE_UNUSED_BITS))
+        return 0;   /* the Python path reports vpm_setup_unused_bits */
     PyObject *queue = NULL;
     if (is_read) {
         queue = PyList_GET_ITEM(m->vpm_reads, q->index);
