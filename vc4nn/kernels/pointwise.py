@@ -32,8 +32,9 @@ class PointwisePlan:
     """Everything the two launches of one pointwise layer depend on.
 
     ``transpose_input``, ``max_rows``: None follows the aliasing rule (``route``); a value
-    forces the route (a tuner's choice). The panel kernel's own tiling (rows per QPU, panel
-    width, chunk rows, passes) is derived in ``panel``.
+    forces the route (a tuner's choice). ``panel_vectors``: the panel width, None for the
+    cheapest of PANEL_WIDTHS (``vectors``). The panel kernel's own tiling (rows per QPU, chunk
+    rows, passes) is derived in ``panel``.
     """
 
     height: int
@@ -47,6 +48,7 @@ class PointwisePlan:
     storage: str = "f32"
     transpose_input: typing.Optional[bool] = None
     max_rows: typing.Optional[int] = None
+    panel_vectors: typing.Optional[int] = None
 
     def __post_init__(self):
         if self.storage not in STORAGE_BYTES:
@@ -64,12 +66,28 @@ class PointwisePlan:
     def epilogue(self):
         return Epilogue(self.bias, self.residual, self.activation)
 
-    def _panel(self, trans_a, max_rows=sgemm_panel.MAX_ROWS):
+    def _panel(self, trans_a, max_rows=sgemm_panel.MAX_ROWS, vectors=None):
+        vectors = vectors or self.vectors
         return sgemm_panel.PanelPlan(self.pixels, self.cout, self.cin, trans_a, self.num_qpus,
-                                     True, True, self.epilogue, max_rows)
+                                     True, True, self.epilogue, max_rows, vectors,
+                                     sgemm_panel.deepest_chunk(vectors, self.num_qpus))
+
+    @property
+    def vectors(self):
+        """The panel's width in vectors: ``panel_vectors``, else the width of PANEL_WIDTHS whose
+        panel kernel issues the fewest instructions (``sgemm_panel.issue_estimate``) on its route.
+        Wider panels spend fewer instructions per multiply-add on broadcasting A but hold fewer
+        rows per QPU and fewer k-rows per chunk (PanelPlan); edge panels waste lanes."""
+        if self.panel_vectors:
+            return self.panel_vectors
+        return min(PANEL_WIDTHS, key=lambda vectors: sgemm_panel.issue_estimate(
+            self._panel(*self._route(vectors), vectors)))
 
     @property
     def route(self):
+        return self._route(self.vectors)
+
+    def _route(self, vectors):
         """(transposed, rows per QPU at most): how the layer avoids gathers that alias in the
         TMU cache. SGEMM's rule for the rows of one QPU (``sgemm_panel.transpose_a_first``,
         with lines counted by ``lines_per_set``) transposes; on more than 8 QPUs, when the rows
@@ -85,14 +103,14 @@ class PointwisePlan:
         if self.transpose_input is not None or self.max_rows is not None:
             return bool(self.transpose_input) and fits, self.max_rows or sgemm_panel.MAX_ROWS
         ways = hardware.TMU_CACHE_WAYS
-        direct = self._panel(False)
+        direct = self._panel(False, vectors=vectors)
         own = lines_per_set(direct)
         if (direct.qpus > 4 and own > ways) or (direct.qpus > 2 and own >= 4 * ways):
             return fits, sgemm_panel.MAX_ROWS       # transpose_a_first's rule, lines counted
         if direct.qpus <= 8 or lines_per_set(direct, hardware.QPUS_PER_TMU) <= ways:
             return False, sgemm_panel.MAX_ROWS
         for rows in range(sgemm_panel.MAX_ROWS - 1, MIN_ROWS - 1, -1):
-            if lines_per_set(self._panel(False, rows), hardware.QPUS_PER_TMU) <= ways:
+            if lines_per_set(self._panel(False, rows, vectors), hardware.QPUS_PER_TMU) <= ways:
                 return False, rows
         return fits, sgemm_panel.MAX_ROWS
 
@@ -111,6 +129,9 @@ class PointwisePlan:
         return transpose.TransposePlan(self.pixels, self.cin, self.num_qpus) if self.transposed else None
 
 
+# Panel widths (vectors of 16 output channels) the default plan chooses from: 8 (128 channels,
+# no edge panel for MobileNet's multiples of 128), the SGEMM default 6, and 4 (Cout = 64).
+PANEL_WIDTHS = (8, 6, 4)
 MIN_ROWS = 4        # fewer rows per QPU re-read the weights too often to beat the transpose
 
 

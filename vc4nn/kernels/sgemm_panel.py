@@ -42,16 +42,17 @@ from .sgemm import SEMA_DONE, SEMA_GO
 # The barrier's other two semaphores (see boundary); sgemm.py uses only DONE and GO.
 SEMA_RELAY, SEMA_ARRIVED = SEMA_GO + 1, SEMA_GO + 2
 
-# A panel is 6 vectors (96 columns): 8 rows x 6 vectors = 48 accumulators per QPU, and with 12
-# QPUs the 96 rows of AlexNet conv1 in one pass (docs/sgemm.md: the bus table for W = 96).
+# By default a panel is 6 vectors (96 columns): 8 rows x 6 vectors = 48 accumulators per QPU,
+# and with 12 QPUs the 96 rows of AlexNet conv1 in one pass (docs/sgemm.md: the bus table for
+# W = 96). A plan may take another width (``panel_vectors``) and chunk depth (``chunk_depth``):
+# rows x vectors <= ACCUMULATORS, and both chunk buffers plus one staging row per QPU within the
+# VPM rows a QPU can read (isa.VPM_ROWS): 6 x 4, 8 x 3 (128 columns) or 12 x 2 k-rows.
 PANEL_VECTORS = 6
-MAX_ROWS = 8                    # rows of A (of C) per QPU: 8 x 6 accumulators + 16 bookkeeping
+ACCUMULATORS = 48               # registers for accumulators besides the 16 of bookkeeping
+MAX_ROWS = 8                    # rows of A (of C) per QPU: lanes 0-7 of a two-k gather
 CHUNK_ROWS = 4                  # k-rows per chunk: 2 x 4 x 6 = 48 VPM rows double-buffered
-STAGING_Y = 2 * CHUNK_ROWS * PANEL_VECTORS      # rows 48..59: QPU q stages C in row 48 + q
 ROW_BYTES = LANES * WORD
-# r3 during a chunk: the read setup of its k-row 1, so that every k-row's setup is r3 plus a
-# small immediate (-6, 0, 6, 12; small immediates reach -16..15).
-ROW_BASE = PANEL_VECTORS
+SMALL_IMMEDIATES = range(-16, 16)
 # A is gathered two k at a time when a chunk holds an even number of k-rows: lanes 0-7 hold
 # A[rows, k], lanes 8-15 A[rows, k+1] (a QPU has at most 8 rows), which halves the TMU requests
 # and the copies out of r4. A gather is asked for this many gathers ahead of its use: 4 k (or
@@ -104,18 +105,34 @@ class PanelPlan:
     # At most this many rows per QPU (1..MAX_ROWS): fewer keep the rows that the QPUs sharing a
     # TMU cache gather from aliasing (vc4nn/kernels/pointwise.py), at the price of more passes.
     max_rows: int = MAX_ROWS
+    # The panel's width in vectors of 16 columns and the k-rows per chunk (see PANEL_VECTORS).
+    panel_vectors: int = PANEL_VECTORS
+    chunk_depth: int = CHUNK_ROWS
 
     def __post_init__(self):
         if not 1 <= self.max_rows <= MAX_ROWS:
             raise ValueError(f"max_rows must be 1..{MAX_ROWS}")
+        if not 1 <= self.panel_vectors <= LANES:
+            raise ValueError(f"panel_vectors must be 1..{LANES}")
+        if self.chunk_depth < 1 or self.staging_y + self.num_qpus > isa.VPM_ROWS:
+            raise ValueError(f"chunk_depth {self.chunk_depth} x panel_vectors "
+                             f"{self.panel_vectors}, double-buffered, and {self.num_qpus} "
+                             f"staging rows exceed the {isa.VPM_ROWS} VPM rows")
+        offsets = [(row - 1) * self.panel_vectors for row in range(self.chunk_rows)]
+        if any(offset not in SMALL_IMMEDIATES for offset in offsets):
+            raise ValueError(f"chunk_depth {self.chunk_depth} x panel_vectors "
+                             f"{self.panel_vectors}: the k-rows' VPM read setups lie too far "
+                             f"apart for small-immediate offsets")
         if not self.epilogue.is_identity and not (self.alpha_one and self.beta_zero):
             raise ValueError("a panel plan with an epilogue takes alpha = 1 and beta = 0")
 
     # -- rows: R rows of C per QPU, in passes of (participating QPUs) x R rows ----------------
     @property
     def rows(self):
-        """R: as many as fit (8) unless fewer balance the QPUs better in the last pass."""
-        passes = ceil_div(self.m, self.max_rows * self.num_qpus)
+        """R: as many as fit (8, or fewer accumulators of wider panels) unless fewer balance the
+        QPUs better in the last pass."""
+        most = min(self.max_rows, ACCUMULATORS // self.panel_vectors)
+        passes = ceil_div(self.m, most * self.num_qpus)
         return ceil_div(self.m, self.num_qpus * passes)
 
     @property
@@ -135,7 +152,23 @@ class PanelPlan:
     # -- k: chunks of Kc k-rows, one k-row loaded by each of the first Kc QPUs ----------------
     @property
     def chunk_rows(self):
-        return min(CHUNK_ROWS, self.qpus)
+        return min(self.chunk_depth, self.qpus)
+
+    @property
+    def buffer_rows(self):
+        """VPM rows of one chunk buffer; buffer 1 follows buffer 0."""
+        return self.chunk_depth * self.panel_vectors
+
+    @property
+    def staging_y(self):
+        """QPU q stages C in VPM row staging_y + q, after both buffers."""
+        return 2 * self.buffer_rows
+
+    @property
+    def row_base(self):
+        """r3 during a chunk: the read setup of its k-row 1, so that every k-row's setup is r3
+        plus a small immediate (-6, 0, 6, 12 for 6-vector panels)."""
+        return self.panel_vectors
 
     @property
     def chunks(self):
@@ -162,12 +195,12 @@ class PanelPlan:
     # -- n: full panels, then one edge variant ------------------------------------------------
     @property
     def full_panels(self):
-        return self.n // (PANEL_VECTORS * LANES)
+        return self.n // (self.panel_vectors * LANES)
 
     @property
     def edge(self):
         """The variant of the last, narrower panel, or None when N is a multiple of 96."""
-        width = PANEL_VECTORS * LANES
+        width = self.panel_vectors * LANES
         rest = self.n % width
         if not rest:
             return None
@@ -182,12 +215,12 @@ class PanelPlan:
 
     @property
     def variants(self):
-        full = [PanelVariant(PANEL_VECTORS, 0)] if self.full_panels else []
+        full = [PanelVariant(self.panel_vectors, 0)] if self.full_panels else []
         return tuple(full + ([self.edge] if self.edge else []))
 
     def panel_starts(self):
         """(variant, first column) of every panel, in the order the kernel runs them."""
-        width = PANEL_VECTORS * LANES
+        width = self.panel_vectors * LANES
         out = [(self.variants[0], p * width) for p in range(self.full_panels)]
         if self.edge:
             out.append((self.edge, self.edge.start))
@@ -203,6 +236,34 @@ class PanelPlan:
     def a_k(self):
         """Bytes between k of op(A) (the gather address step)."""
         return self.m * WORD if self.trans_a else WORD
+
+
+def deepest_chunk(vectors, num_qpus):
+    """The most k-rows per chunk a panel of ``vectors`` can take on ``num_qpus`` QPUs (see
+    PanelPlan's checks: VPM rows and small-immediate read setups)."""
+    rows = (isa.VPM_ROWS - num_qpus) // (2 * vectors)
+    while rows > 2 and (rows - 2) * vectors not in SMALL_IMMEDIATES:
+        rows -= 1
+    return rows
+
+
+# What one chunk boundary costs besides its k-rows, in instructions' time (barrier, loads,
+# waits), and what a panel costs besides its chunks (bias, store): fitted to the cycle model
+# (pi_zero, 12 QPUs), 14x14x512->512 with 6- and 8-vector panels.
+BOUNDARY_COST = 40
+PANEL_COST = 30
+
+
+def issue_estimate(plan):
+    """Instructions' time one QPU spends on a plan, roughly: per k of each panel, R broadcasts
+    and R x V multiply-adds plus the gather's copy and request, per chunk BOUNDARY_COST, per
+    panel PANEL_COST plus its stores. For choosing a panel width, not for reporting."""
+    per_k_gather = 2 / plan.gather_k
+    total = 0
+    for variant, _ in plan.panel_starts():
+        k_loop = plan.k * (plan.rows * (variant.vectors + 1) + per_k_gather)
+        total += k_loop + plan.chunks * BOUNDARY_COST + PANEL_COST + 6 * plan.rows * variant.vectors
+    return total * plan.passes
 
 
 def a_rows_per_set(plan):
@@ -255,7 +316,7 @@ def transpose_a_first(plan):
 # ---------------------------------------------------------------------------------------------
 def dma_pieces(plan, variant, slot, buffer):
     """(vdr setup, column offset) of the loads that bring one k-row of a panel into ``slot``."""
-    y = buffer * CHUNK_ROWS * PANEL_VECTORS + slot * PANEL_VECTORS
+    y = buffer * plan.buffer_rows + slot * plan.panel_vectors
     pitch = ROW_BYTES
     if not variant.narrow:
         return [(vdr_setup(variant.vectors, LANES, y, pitch=pitch), 0)]
@@ -324,7 +385,7 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
         slot = plan.loader_slot(q)
         loader = slot is not None
         role = (ROLE_MASTER if q == 0 else 0) | (ROLE_LOADER if loader else 0)
-        y = STAGING_Y + q
+        y = plan.staging_y + q
         words = [1, role, vpm_write_setup(y), vdw_setup(units=1, depth=LANES, y=y),
                  vdw_setup(units=1, depth=partial[2], y=y, x=partial[1]) if partial else 0]
         if not plan.alpha_one:
@@ -441,9 +502,9 @@ def panel_kernel(a, plan):
     if plan.epilogue.residual:
         a.mov(regs["residual"], uniform)
     # The boundary before each chunk toggles the buffer first: start on buffer 1's setup.
-    a.ldi(regs["buffer"], vpm_read_setup(PANEL_VECTORS, CHUNK_ROWS * PANEL_VECTORS))
-    a.ldi(regs["toggle"], vpm_read_setup(PANEL_VECTORS, 0)
-          ^ vpm_read_setup(PANEL_VECTORS, CHUNK_ROWS * PANEL_VECTORS))
+    vectors = plan.panel_vectors
+    a.ldi(regs["buffer"], vpm_read_setup(vectors, plan.buffer_rows))
+    a.ldi(regs["toggle"], vpm_read_setup(vectors, 0) ^ vpm_read_setup(vectors, plan.buffer_rows))
     a.and_(null, regs["role"], ROLE_LOADER, sf=True)
     with a.scope("first_load"):
         issue_loads(a, plan)
@@ -454,7 +515,7 @@ def panel_kernel(a, plan):
     a.mov(regs["c_panel"], uniform)
     if plan.epilogue.bias:
         a.mov(regs["bias"], uniform)
-    panel_bytes = PANEL_VECTORS * LANES * WORD
+    panel_bytes = vectors * LANES * WORD
     if plan.full_panels:
         a.ldi(regs["panels_left"], plan.full_panels)
         a.label("panel")
@@ -563,7 +624,7 @@ def panel(a, plan, variant, masters):
         zero(a, [reg for row in acc for reg in row])
     # buffer holds the VPM read setup of a k-row of the panel: a narrower panel reads fewer
     # vectors (the NUM field; the toggle flips the address only).
-    delta = vpm_read_setup(variant.vectors, 0) - vpm_read_setup(PANEL_VECTORS, 0)
+    delta = vpm_read_setup(variant.vectors, 0) - vpm_read_setup(plan.panel_vectors, 0)
     if delta:
         a.ldi(r3, delta)
         a.add(regs["buffer"], regs["buffer"], r3)
@@ -646,7 +707,7 @@ def boundary(a, plan, masters):
         a.branch(f"master{number}", cond="all_ns")
         a.xor(regs["buffer"], regs["buffer"], regs["toggle"])   # delay slots: the next buffer
         a.nop()
-        a.add(r3, regs["buffer"], ROW_BASE)                     # and r3 for the k steps
+        a.add(r3, regs["buffer"], plan.row_base)                     # and r3 for the k steps
         if relays(plan):
             a.branch(f"relay{number}", cond="all_zc")
         # (delay slots of the relay branch) a relay's load of this chunk must be done before it
@@ -744,7 +805,7 @@ def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
 
     def setup(for_row):
         """(emit(sig), small) of an instruction that queues reads of ``for_row`` and multiplies."""
-        offset = for_row * PANEL_VECTORS - ROW_BASE
+        offset = for_row * plan.panel_vectors - plan.row_base
         if not offset:
             return lambda sig: a.mov(vr_setup, r3, sig=sig).fmul(r0, r5, vpm), False
         return lambda sig: a.add(vr_setup, r3, offset, sig=sig).fmul(r0, r5, vpm), True
@@ -754,7 +815,7 @@ def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
 
     def first(sig):         # group 0's reads or the loop count, and a new gather to r1
         if row == 0:
-            ins = a.add(vr_setup, r3, -ROW_BASE, sig=sig)
+            ins = a.add(vr_setup, r3, -plan.row_base, sig=sig)
         elif count_here:
             ins = count(sig)
         else:
