@@ -13,7 +13,6 @@ from .panel_plan import MAX_ROWS, ceil_div
 from .panel_registers import registers
 
 
-SMALL_IMMEDIATES = range(-16, 16)
 # A is gathered two k at a time when a chunk holds an even number of k-rows: lanes 0-7 hold
 # A[rows, k], lanes 8-15 A[rows, k+1] (a QPU has at most 8 rows), which halves the TMU requests
 # and the copies out of r4. A gather is asked for this many gathers ahead of its use: 4 k (or

@@ -22,29 +22,12 @@ from .epilogue import Epilogue
 # rows x vectors <= ACCUMULATORS, and both chunk buffers plus one staging row per QPU within the
 # VPM rows a QPU can read (isa.VPM_ROWS): 6 x 4, 8 x 3 (128 columns) or 12 x 2 k-rows.
 PANEL_VECTORS = 6
-
-
-PANEL_VECTORS = 6
-ACCUMULATORS = 48               # registers for accumulators besides the 16 of bookkeeping
-
-
 ACCUMULATORS = 48               # registers for accumulators besides the 16 of bookkeeping
 MAX_ROWS = 8                    # rows of A (of C) per QPU: lanes 0-7 of a two-k gather
-
-
-MAX_ROWS = 8                    # rows of A (of C) per QPU: lanes 0-7 of a two-k gather
 CHUNK_ROWS = 4                  # k-rows per chunk: 2 x 4 x 6 = 48 VPM rows double-buffered
-
-
-CHUNK_ROWS = 4                  # k-rows per chunk: 2 x 4 x 6 = 48 VPM rows double-buffered
-ROW_BYTES = LANES * WORD
-
-
 ROW_BYTES = LANES * WORD
 SMALL_IMMEDIATES = range(-16, 16)
 
-
-GATHERS_AHEAD = {1: 3, 2: 2}
 # ROLE word (first word after "participates"): bit 31 = barrier master (so the N flag of the
 # word tests it), bit 0 = loader. Any other QPU that does not load has role 0 (the Z flag).
 ROLE_MASTER, ROLE_LOADER = 1 << 31, 1
@@ -232,9 +215,6 @@ def deepest_chunk(vectors, num_qpus):
 # What one chunk boundary costs besides its k-rows, in instructions' time (barrier, loads,
 # waits), and what a panel costs besides its chunks (bias, store): fitted to the cycle model
 # (pi_zero, 12 QPUs), 14x14x512->512 with 6- and 8-vector panels.
-BOUNDARY_COST = 40
-
-
 BOUNDARY_COST = 40
 PANEL_COST = 30
 
