@@ -56,11 +56,3 @@ def test_calibration_table_stays_within_25_percent_of_the_published_figures(case
     assert rows and table["reduced"] == reduced
     for row in rows:
         assert abs(row["model"] / row["published"] - 1) <= 0.25, row
-
-
-def test_bench_gemm_layers_small():
-    out = run_tool("bench_gemm_layers.py", "--only", "pw1,pool", "--pixels", "16", "--alpha",
-                   "0.25", "--size", "128")
-    assert "ESTIMATES" in out
-    assert re.search(r"pw1 +1x16x8->16 .* D2 +12 +\d+ .*%", out)     # 16 pixels: 2 per QPU
-    assert re.search(r"pool +4x4x256->256 ", out)

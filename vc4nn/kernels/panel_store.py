@@ -6,10 +6,11 @@ on the VPM write (vc4nn/kernels/epilogue.py), one DMA store per 16-column vector
 
 import functools
 
-from asm import element_number, null, r0, r1, r2, r3, r4, tmu0_s, vpm, vw_addr, vw_setup, vw_wait
+from asm import (element_number, null, r0, r1, r2, r3, r4, r5, tmu0_s, vpm, vw_addr, vw_setup,
+                 vw_wait)
 
 from .common import GATHER_DEPTH, LANES, WORD
-from .epilogue import prepare_activation, write_vpm
+from .epilogue import activate, prepare_activation
 from .panel_registers import registers
 
 
@@ -86,7 +87,7 @@ def store_row(a, plan, variant, row, address, alpha):
         if scale:
             a.fmul(vpm, reg, alpha)
         else:
-            write_vpm(a, plan.epilogue, reg)
+            activate(a, vpm, reg, plan.epilogue.activation, r5)
         a.mov(vw_setup, regs["vdw_part"] if j == partial else regs["vdw_full"])
         # to the next vector; after the last, back to the first
         step = column_offset(variant, (j + 1) % len(row)) - column_offset(variant, j)
