@@ -1,17 +1,19 @@
 """The pointwise (1x1) convolution as the SGEMM panel kernel with a fused epilogue.
 
 A 1x1 convolution of an (H, W, Cin) activation is the product [H*W, Cin] x [Cin, Cout]. The
-activation plays A (each QPU gathers 8 pixels' channels through the TMU), the weights play B
-(the operand every QPU shares: one DMA per k-row of a panel into the VPM), so the weights are
-read once per pass of 96 pixels x 12 QPUs and the activation once per 96 output channels
-(docs/sgemm.md, "The panel kernel"). The bias is where the accumulators start, the residual is
-gathered and added before the store, the activation is applied on the VPM write
-(vc4nn/kernels/epilogue.py): no extra pass over the result.
+activation plays A (each QPU gathers up to 8 pixels' channels through the TMU), the weights play
+B (the operand every QPU shares: one DMA per k-row of a panel into the VPM), so the weights are
+read once per pass of (pixels per QPU) x 12 QPUs and the activation once per panel of 64, 96 or
+128 output channels (``PointwisePlan.vectors``; docs/sgemm.md, "The panel kernel"). The bias is
+where the accumulators start, the residual is gathered and added before the store, the
+activation is applied on the VPM write (vc4nn/kernels/epilogue.py): no extra pass over the
+result.
 
 When the pixels that share a TMU cache lie a multiple of 512 bytes apart (Cin a multiple of 128,
 and Cin = 384, 640, ...), they share sets of the direct-mapped cache and the gathers miss: then
 each QPU takes fewer pixels (4 for Cin = 128), or the activation is first transposed on the GPU
-([Cin, H*W], one extra launch) and the panel kernel's TN path reads it (``route``). The weights need no such care: B is only ever DMA'd.
+([Cin, H*W], one extra launch) and the panel kernel's TN path reads it (``route``). The
+weights need no such care: B is only ever DMA'd.
 """
 
 import dataclasses
