@@ -1,0 +1,379 @@
+#!/usr/bin/env python3
+"""A GPU_FFT-design FFT in the DSL: the calibration workload for GPU_FFT's published timings.
+
+    python tools/fft_design.py --log2n 10 --jobs 1      # run one size, check it against numpy
+
+GPU_FFT (Andrew Holme, release 2.0, 2014; raspberrypi/firmware opt/vc/src/hello_pi/hello_fft,
+gpu_fft.txt) published per-transform times on a Pi 1. This module is written for the calibration
+from the published facts of that design, not from its code:
+
+- 8 QPUs, one launch per batch of transforms (the jobs loop inside the program);
+- passes of radix 16 (one vector) or 32 (two vectors), as many passes as GPU_FFT uses for the
+  size (2 for 256..1024 points, 3 for 4096..32768); a radix-16 DFT is done ACROSS the 16 lanes of
+  a vector: 4 radix-2 stages, each a per-lane twiddle multiply and a butterfly whose partner comes
+  from a vector rotation by 2^t lanes;
+- the first pass reads its input through the TMU in bit-reversed order (16 single-lane gathers
+  per vector, re and im as two requests); later passes read 16 consecutive points per vector;
+- the twiddles between passes step by a complex multiply (a recurrence), not a table per group;
+- the output of the 8 QPUs is gathered in the VPM (each QPU writes its re/im vectors vertically
+  into its two columns) and one QPU, the master, stores it with one VDW of 16-word rows strided
+  N/R points apart; the others wait on semaphores, so the 8 QPUs move in lock step;
+- memory is allocated with the board's mailbox flags (0xC, L2-cached, on the Pi 1 as GPU_FFT);
+- the launch is by direct V3D register writes when jobs x N <= 20480 points (GPU_FFT's busy-wait
+  limit), through the mailbox otherwise.
+
+The decomposition (Stockham, decimation in time; verified against numpy.fft by the tests): after
+pass p of radix R (M = product of the radices so far, S = N / M), group G (0 <= G < N / R) with
+k1 = G // S reads the R points at R*G.. (pass 1: at bitrev(R*G + i)), multiplies point n2 by
+w_M^(n2*k1), takes their R-point DFT and writes output k2 to G + k2 * N / R.
+
+Sizes not covered: 2048 and >= 65536 points need radix-64 passes in GPU_FFT's pass counts
+(radix 64 takes all 64 VPM rows, no double buffer); this workload does not build them.
+It is a calibration workload, not a library FFT: forward transforms of the sizes above only.
+"""
+
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from asm import (element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb,  # noqa: E402
+                 tmu0_s, uniform, vdw_setup, vdw_stride, vpm, vpm_write_setup, vw_addr, vw_setup)
+from vc4nn.emulator import EmulatorDevice  # noqa: E402
+from vc4nn.emulator.timing import Timing  # noqa: E402
+
+QPUS = 8                            # GPU_FFT_QPUS
+LANES = 16
+BUSY_WAIT_LIMIT = 5 << 12           # GPU_FFT: direct launch when jobs * N is at most this
+# log2(N) -> radices of the passes, with GPU_FFT's pass counts (gpu_fft.txt: "log2_N=12...16 use
+# an odd number of passes"; 8..11 two passes).
+RADICES = {8: (16, 16), 9: (32, 16), 10: (32, 32),
+           12: (16, 16, 16), 13: (32, 16, 16), 14: (32, 32, 16), 15: (32, 32, 32)}
+SIZES = tuple(sorted(RADICES))
+DONE, GO = 0, (1, 2)                # semaphores: slaves -> master; master -> slaves per step parity
+
+# Registers (ra / rb pairs hold re / im of the same thing).
+Q, Q2 = ra[0], ra[1]                # QPU index, 2q (its VPM column)
+STAGE_TW = 2                        # ra/rb 2..5: lane twiddles of the 4 cross-lane stages
+W32 = 6                             # ra/rb 6: w_32^lane for the radix-32 combine
+OFFSET = 7                          # ra 7, 8: byte offsets of the lanes per vector
+TW, STEP = 9, 11                    # ra/rb 9, 10: group twiddles; 11, 12: their step
+HELD = 13                           # ra/rb 13: vector 0 while vector 1 is transformed
+OUT, FLAGS, ROW_BYTES = rb[14], ra[15], ra[16]  # master's store address; step flags; 64
+ADVANCE, RELEASE, MORE = 1, 2, 4    # step flags: next k1 (twiddles step), release the slaves,
+#                                     more steps follow in this pass
+
+
+def bitrev(value, bits):
+    return int(format(value, f"0{bits}b")[::-1], 2) if bits else 0
+
+
+def log2(n):
+    return int(math.log2(n))
+
+
+# -- the program ----------------------------------------------------------------------------------
+
+def load_rows(a, dsts):
+    """TMU-load consecutive 16-float rows of the table whose address is in r3 (r2 = 64) into
+    ``dsts``, at most 4 requests in flight (facts §5.13)."""
+    for start in range(0, len(dsts), 4):
+        batch = dsts[start:start + 4]
+        for _ in batch:
+            a.mov(tmu0_s, r3)
+            a.add(r3, r3, r2)
+        for dst in batch:
+            a.nop(sig="ldtmu0")
+            a.mov(dst, r4)
+
+
+def table_address(a):
+    """r3 = this QPU's lane of the table row 0 whose address is the next uniform; r2 = 64."""
+    a.shl(r2, element_number, 2)
+    a.add(r3, r2, uniform)
+    a.ldi(r2, 64)
+
+
+def complex_multiply(a, re, im, cond="always"):
+    """(r0, r1) *= (re, im) in the lanes ``cond`` selects; r2, r3 are scratch."""
+    a.fmul(r2, r0, re, cond=cond)
+    a.fmul(r3, r1, im, cond=cond)
+    a.fsub(r2, r2, r3, cond=cond).fmul(r3, r0, im, cond=cond)
+    a.mov(r0, r2, cond=cond).fmul(r1, r1, re, cond=cond)
+    a.fadd(r1, r1, r3, cond=cond)
+
+
+def dft16_across_lanes(a):
+    """(r0, r1): 16 points in bit-reversed lane order -> their DFT in natural order. Stage t pairs
+    lane l (bit t clear, 'top') with l + 2^t ('bottom'): bottom *= w_{2^(t+1)}^(l mod 2^t), then
+    top, bottom = top + bottom, top - bottom, the partner read through a vector rotation."""
+    for t in range(4):
+        d = 1 << t
+        a.and_(null, element_number, d, sf=True)            # Z: top lanes
+        if t:
+            complex_multiply(a, ra[STAGE_TW + t], rb[STAGE_TW + t], cond="zc")
+        a.v8min(r2, r0, r0, rotate=LANES - d)                 # lane l: r0[l + d]
+        a.v8min(r3, r0, r0, rotate=d)                         # lane l: r0[l - d]
+        a.fadd(r0, r0, r2, cond="zs").v8min(r2, r1, r1, rotate=LANES - d)
+        a.fsub(r0, r3, r0, cond="zc").v8min(r3, r1, r1, rotate=d)
+        a.fadd(r1, r1, r2, cond="zs")
+        a.fsub(r1, r3, r1, cond="zc")
+
+
+def step(a, master, parity, first_pass, vectors, row_stride):
+    """One group per QPU: load, twiddle, DFT, write the VPM; the master stores all 8 groups."""
+    if not master:
+        a.sema_acquire(GO[parity])
+    a.mov(r2, uniform)                                   # the group's first point
+    a.add(r3, r2, 4)
+    for v in range(vectors):
+        a.add(tmu0_s, r2, ra[OFFSET + v])
+        a.add(tmu0_s, r3, ra[OFFSET + v])
+    a.mov(FLAGS, uniform)
+    y = parity * LANES * vectors
+    for v in range(vectors):
+        a.nop(sig="ldtmu0")
+        a.mov(r0, r4)
+        a.nop(sig="ldtmu0")
+        a.mov(r1, r4)
+        if not first_pass:
+            complex_multiply(a, ra[TW + v], rb[TW + v])
+        dft16_across_lanes(a)
+        if v + 1 < vectors:
+            a.mov(ra[HELD], r0)
+            a.mov(rb[HELD], r1)
+    if vectors == 1:
+        a.ldi(r2, vpm_write_setup(y, horizontal=False))
+        a.add(vw_setup, r2, Q2)
+        a.mov(vpm, r0)
+        a.mov(vpm, r1)
+    else:                                                # radix 32: the last radix-2 stage
+        complex_multiply(a, ra[W32], rb[W32])
+        for v, combine in enumerate((a.fadd, a.fsub)):
+            a.ldi(r2, vpm_write_setup(y + LANES * v, horizontal=False))
+            a.add(vw_setup, r2, Q2)
+            combine(vpm, ra[HELD], r0)
+            combine(vpm, rb[HELD], r1)
+    if master:
+        for _ in range(QPUS - 1):
+            a.sema_acquire(DONE)
+        a.wait_dma_store()
+        a.ldi(vw_setup, vdw_setup(LANES * vectors, LANES, y))
+        a.ldi(vw_setup, vdw_stride(row_stride - 4 * LANES))
+        a.mov(vw_addr, OUT)
+        a.add(OUT, OUT, ROW_BYTES)                       # the next 8 groups' outputs
+    else:
+        a.sema_release(DONE)
+    if not first_pass:                                   # next k1: twiddles *= step
+        a.and_(null, FLAGS, ADVANCE, sf=True)
+        for v in range(vectors):
+            a.mov(r0, ra[TW + v])
+            a.mov(r1, rb[TW + v])
+            complex_multiply(a, ra[STEP + v], rb[STEP + v])
+            a.mov(ra[TW + v], r0, cond="zc")
+            a.mov(rb[TW + v], r1, cond="zc")
+    if parity and master:
+        a.and_(null, FLAGS, MORE, sf=True)
+        with a.scope():
+            a.branch("more", cond="all_zc")
+            a.nop()
+            a.nop()
+            a.nop()
+            a.wait_dma_store()                           # the pass is in memory for the next
+            a.label("more")
+    if master:
+        with a.scope():
+            a.and_(null, FLAGS, RELEASE, sf=True)
+            a.branch("last", cond="all_zs")
+            a.nop()
+            a.nop()
+            a.nop()
+            for _ in range(QPUS - 1):
+                a.sema_release(GO[1 - parity])
+            a.label("last")
+
+
+def role(a, master, radices, n):
+    """The program of the master (QPU 0) or of a slave: jobs x passes x steps."""
+    if master:
+        a.ldi(ROW_BYTES, 4 * LANES)
+        for _ in range(QPUS - 1):
+            a.sema_release(GO[0])
+    a.label("job")
+    a.mov(null, uniform, sf=True)                         # 0: no more jobs
+    a.branch("end", cond="all_zs")
+    a.nop()
+    a.nop()
+    a.nop()
+    for p, radix in enumerate(radices):
+        vectors = radix // LANES
+        table_address(a)
+        rows = [ra[OFFSET + v] for v in range(vectors)]
+        if p:
+            for v in range(vectors):
+                rows += [ra[TW + v], rb[TW + v], ra[STEP + v], rb[STEP + v]]
+        load_rows(a, rows)
+        a.mov(OUT, uniform)                               # the pass's output buffer
+        a.label(f"pass{p}")
+        step(a, master, 0, p == 0, vectors, n // radix * 8)
+        step(a, master, 1, p == 0, vectors, n // radix * 8)
+        a.and_(null, FLAGS, MORE, sf=True)
+        a.branch(f"pass{p}", cond="all_zc")
+        a.nop()
+        a.nop()
+        a.nop()
+    a.branch("job")
+    a.nop()
+    a.nop()
+    a.nop()
+    a.label("end")
+
+
+@kernel
+def fft_design(a, log2n):
+    radices, n = RADICES[log2n], 1 << log2n
+    a.mov(Q, uniform)
+    table_address(a)
+    load_rows(a, [ra[STAGE_TW + t] for t in range(4)] + [rb[STAGE_TW + t] for t in range(4)]
+              + [ra[W32], rb[W32]])
+    a.shl(Q2, Q, 1)
+    a.mov(null, Q, sf=True)
+    a.branch("master", cond="all_zs")
+    a.nop()
+    a.nop()
+    a.nop()
+    with a.scope():
+        role(a, False, radices, n)
+    a.exit()
+    a.label("master")
+    with a.scope():
+        role(a, True, radices, n)
+    a.exit()
+
+
+# -- the host side: tables and uniform streams ---------------------------------------------------
+
+def _w(exponent, m):
+    return np.exp(-2j * np.pi * exponent / m)
+
+
+def constants_table():
+    """Rows: stage twiddle re (t = 0..3), im (t = 0..3), w_32^lane re, im."""
+    lanes = np.arange(LANES)
+    stage = [_w(lanes % (1 << t), 2 << t) for t in range(4)]
+    rows = [s.real for s in stage] + [s.imag for s in stage] + [_w(lanes, 32).real,
+                                                                  _w(lanes, 32).imag]
+    return np.array(rows, np.float32)
+
+
+def pass_plan(n, radices):
+    """Per pass: (radix, M, S, lane positions n2 per vector)."""
+    plan, m = [], 1
+    for radix in radices:
+        m *= radix
+        bits = log2(radix)
+        n2 = np.array([[bitrev(LANES * v + lane, bits) for lane in range(LANES)]
+                       for v in range(radix // LANES)])
+        plan.append((radix, m, n // m, n2))
+    return plan
+
+
+def pass_table(n, p, radix, m, s, n2, q):
+    """This QPU's table for pass p: lane byte offsets per vector, then (pass > 0) per vector the
+    twiddles of its first group and their step (re, im, step re, step im)."""
+    log2n, bits = log2(n), log2(radix)
+    vectors = radix // LANES
+    pos = np.arange(radix).reshape(vectors, LANES)
+    if p == 0:
+        offsets = 8 * np.array([[bitrev(int(i), bits) << (log2n - bits) for i in row]
+                                for row in pos])
+    else:
+        offsets = 8 * pos
+    rows = [offsets.astype(np.uint32)]
+    if p:
+        k1, delta = q // s, ((q + QPUS) // s) - q // s if s < QPUS else 1
+        for v in range(vectors):
+            tw, stepw = _w(n2[v] * k1, m), _w(n2[v] * delta, m)
+            rows.append(np.array([tw.real, tw.imag, stepw.real, stepw.imag],
+                                 np.float32).view(np.uint32))
+    return np.vstack(rows)
+
+
+def uniform_streams(n, radices, jobs, consts_addr, tables, buffers):
+    """Per QPU, its uniform stream (see step() for the per-step words)."""
+    plan, log2n = pass_plan(n, radices), log2(n)
+    streams = []
+    for q in range(QPUS):
+        words = [q, consts_addr]
+        for job in range(jobs):
+            words.append(1)
+            for p, (radix, m, s, _n2) in enumerate(plan):
+                src, dst = buffers[job][p % 2], buffers[job][(p + 1) % 2]
+                words += [tables[p][q], dst]
+                steps = n // radix // QPUS
+                bits = log2(radix)
+                for t in range(steps):
+                    g = QPUS * t + q
+                    base = (src + 8 * bitrev(g, log2n - bits) if p == 0 else src + 8 * radix * g)
+                    final = job == jobs - 1 and p == len(plan) - 1 and t == steps - 1
+                    flags = ((ADVANCE if g // s != (g + QPUS) // s else 0)
+                             | (0 if final else RELEASE) | (MORE if t < steps - 1 else 0))
+                    words += [base, flags]
+        words.append(0)
+        streams.append(words)
+    return streams
+
+
+def launch_path(n, jobs):
+    """GPU_FFT's choice: direct register writes for short batches, the mailbox otherwise."""
+    return "direct" if jobs * n <= BUSY_WAIT_LIMIT else "mailbox"
+
+
+def run_fft(x, board="pi1", overrides=None, checks=None):
+    """Forward FFT of each row of ``x`` (jobs x N complex) on the emulated 8 QPUs in one launch.
+    Returns (result, run, seconds per transform including the launch path's overhead)."""
+    x = np.atleast_2d(np.asarray(x, np.complex64))
+    jobs, n = x.shape
+    log2n = log2(n)
+    if n != 1 << log2n or log2n not in RADICES:
+        raise SystemExit(f"N={n}: this workload builds N = 2^k for k in {SIZES}")
+    radices = RADICES[log2n]
+    path = launch_path(n, jobs)
+    with EmulatorDevice(board=board, checks=checks) as device:
+        device.machine.timing = Timing(board, launch_path=path, **(overrides or {}))
+        consts = device.array(constants_table())
+        plan = pass_plan(n, radices)
+        tables = [[device.array(pass_table(n, p, *plan[p], q)).address for q in range(QPUS)]
+                  for p in range(len(plan))]
+        data = [(device.array(row.view(np.float32)), device.alloc(2 * n, np.float32))
+                for row in x]
+        buffers = [(a.address, b.address) for a, b in data]
+        streams = uniform_streams(n, radices, jobs, consts.address, tables, buffers)
+        run = device.execute(fft_design.assemble(log2n), QPUS, streams)
+        out = np.array([np.asarray(pair[len(radices) % 2]).view(np.complex64) for pair in data])
+    return out, run, (run.cycles / run.clock_hz + device.machine.timing.launch_overhead) / jobs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--log2n", type=int, choices=SIZES, default=8)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--board", default="pi1")
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((args.jobs, 1 << args.log2n))
+         + 1j * rng.standard_normal((args.jobs, 1 << args.log2n))).astype(np.complex64)
+    out, run, seconds = run_fft(x, args.board)
+    ref = np.fft.fft(x.astype(np.complex128), axis=1)
+    err = np.sqrt(np.mean(np.abs(out - ref) ** 2) / np.mean(np.abs(ref) ** 2))
+    print(f"N={1 << args.log2n} jobs={args.jobs} ({launch_path(1 << args.log2n, args.jobs)} launch):"
+          f" rel rms error {err:.2g}; {run.cycles:,} clocks; {seconds * 1e6:.1f} us per transform"
+          f" (estimate, {args.board})")
+
+
+if __name__ == "__main__":
+    main()
