@@ -42,6 +42,8 @@ from vc4nn.emulator import EmulatorDevice  # noqa: E402
 from vc4nn.kernels.common import each_record  # noqa: E402
 from vc4nn.emulator.timing import BOARDS, PARAMETERS, Timing  # noqa: E402
 
+import fft_design  # noqa: E402  (tools/, next to this file)
+
 M, K = 96, 363                       # the published shape; N is a command-line choice
 TILE_ROWS, TILE_COLS = 16, 64
 WORD = 4
@@ -252,11 +254,19 @@ SGEMM_PUBLISHED = (
     ("sgemm12", "pi3", 12, 6.7, "py-videocore issue 5 (Pi 3) (facts §4)"),
 )
 DMA_SOURCE = "facts §4 (VC4CL wiki, Performance)"
+# GPU_FFT release 2.0 (gpu_fft.txt, "Throughput"; Pi 1, 700 MHz ARM): per-transform times in
+# microseconds for batches of 1 and 10 (launch included: direct register writes when jobs x N
+# <= 20480 points, else the mailbox). 2048 and >= 65536 points need radix-64 passes, not built.
+FFT_PUBLISHED = {(8, 1): 36, (9, 1): 51, (10, 1): 70, (12, 1): 240, (13, 1): 580, (14, 1): 1200,
+                 (15, 1): 3300, (8, 10): 16, (9, 10): 27, (10, 10): 45, (12, 10): 250,
+                 (13, 10): 610, (14, 10): 1200, (15, 10): 3200}
+FFT_REDUCED = ((8, 1), (10, 1), (8, 10), (12, 1), (13, 1))
+FFT_SOURCE = "GPU_FFT 2.0 gpu_fft.txt (raspberrypi/firmware hello_fft), Pi 1"
 TOLERANCE = 0.25
 FULL_N, REDUCED_N = {1: 3072, 12: 3072}, {1: 64, 12: 384}
 
 
-def calibration_rows(overrides=None, reduced=False, cases=("sgemm1", "sgemm12", "dma"),
+def calibration_rows(overrides=None, reduced=False, cases=("sgemm1", "sgemm12", "dma", "fft"),
                      progress=None, boards=None):
     """The model against every published figure: a list of dicts (case, board, published,
     model, unit, ratio, within, source, detail)."""
@@ -282,7 +292,27 @@ def calibration_rows(overrides=None, reduced=False, cases=("sgemm1", "sgemm12", 
                              DMA_SOURCE, f"{blocks} DMAs of 4 rows per QPU"))
             if progress:
                 progress(rows[-1])
+    if "fft" in cases:
+        for log2n, jobs in (FFT_REDUCED if reduced else FFT_PUBLISHED):
+            rows.append(fft_row(overrides, log2n, jobs, rng))
+            if progress:
+                progress(rows[-1])
     return rows
+
+
+def fft_row(overrides, log2n, jobs, rng):
+    n = 1 << log2n
+    x = (rng.standard_normal((jobs, n)) + 1j * rng.standard_normal((jobs, n))).astype(np.complex64)
+    start = time.perf_counter()
+    out, run, seconds = fft_design.run_fft(x, "pi1", overrides)
+    host = time.perf_counter() - start
+    ref = np.fft.fft(x.astype(np.complex128), axis=1)
+    assert np.sqrt(np.mean(np.abs(out - ref) ** 2) / np.mean(np.abs(ref) ** 2)) < 1e-5, "wrong FFT"
+    path = fft_design.launch_path(n, jobs)
+    detail = (f"{run.cycles:,} clocks + {path} launch; {stall_shares(run)}; "
+              f"{host:.0f} s host time")
+    return _row(f"FFT {n} points, batch {jobs}, 8 QPUs", "pi1", FFT_PUBLISHED[log2n, jobs],
+                seconds * 1e6, "us", FFT_SOURCE, detail)
 
 
 def _row(case, board, published, model, unit, source, detail):
@@ -313,7 +343,8 @@ def table_markdown(rows):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", choices=("sgemm1", "sgemm12", "dma", "all"), default="all")
+    parser.add_argument("--case", choices=("sgemm1", "sgemm12", "dma", "fft", "all"),
+                        default="all")
     parser.add_argument("--reduced", action="store_true",
                         help="smaller SGEMM shapes (1 QPU N=64, 12 QPUs N=384) and fewer DMAs")
     parser.add_argument("--board", action="append", choices=sorted(BOARDS),
@@ -324,7 +355,7 @@ def main():
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
     overrides = parse_overrides(args.set)
-    cases = ("sgemm1", "sgemm12", "dma") if args.case == "all" else (args.case,)
+    cases = ("sgemm1", "sgemm12", "dma", "fft") if args.case == "all" else (args.case,)
     quiet = args.json or args.markdown
 
     def progress(row):

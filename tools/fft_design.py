@@ -60,10 +60,10 @@ DONE, GO = 0, (1, 2)                # semaphores: slaves -> master; master -> sl
 Q, Q2 = ra[0], ra[1]                # QPU index, 2q (its VPM column)
 STAGE_TW = 2                        # ra/rb 2..5: lane twiddles of the 4 cross-lane stages
 W32 = 6                             # ra/rb 6: w_32^lane for the radix-32 combine
-OFFSET = 7                          # ra 7, 8: byte offsets of the lanes per vector
-TW, STEP = 9, 11                    # ra/rb 9, 10: group twiddles; 11, 12: their step
-HELD = 13                           # ra/rb 13: vector 0 while vector 1 is transformed
-OUT, FLAGS, ROW_BYTES = rb[14], ra[15], ra[16]  # master's store address; step flags; 64
+OFFSET = 7                          # ra 7..10: lane byte offsets of the 2 requests per vector
+TW, STEP = 11, 13                   # ra/rb 11, 12: group twiddles; 13, 14: their step
+HELD = 15                           # ra/rb 15: vector 0 while vector 1 is transformed
+OUT, FLAGS, ROW_BYTES = rb[16], ra[16], ra[17]  # master's store address; step flags; 64
 ADVANCE, RELEASE, MORE = 1, 2, 4    # step flags: next k1 (twiddles step), release the slaves,
 #                                     more steps follow in this pass
 
@@ -98,6 +98,20 @@ def table_address(a):
     a.ldi(r2, 64)
 
 
+def deinterleave(a):
+    """Pop a vector's two TMU requests into (r0, r1) = (re, im). Each request reads whole points:
+    request A gives even lanes the re of their point and odd lanes the im of the point before,
+    B the re of the point after (even lanes) and the im of their own (odd lanes), so the two
+    touch each point's line once, not twice (GPU_FFT reads this way, gpu_fft.txt's design)."""
+    a.nop(sig="ldtmu0")
+    a.mov(r2, r4, sig="ldtmu0")
+    a.mov(r3, r4)
+    a.and_(null, element_number, 1, sf=True)              # Z: even lanes
+    a.v8min(r0, r3, r3, rotate=1)                         # lane l: B[l - 1], the re of point l
+    a.mov(r0, r2, cond="zs").v8min(r1, r2, r2, rotate=LANES - 1)   # A[l + 1]: im of point l
+    a.mov(r1, r3, cond="zc")
+
+
 def complex_multiply(a, re, im, cond="always"):
     """(r0, r1) *= (re, im) in the lanes ``cond`` selects; r2, r3 are scratch."""
     a.fmul(r2, r0, re, cond=cond)
@@ -129,17 +143,12 @@ def step(a, master, parity, first_pass, vectors, row_stride):
     if not master:
         a.sema_acquire(GO[parity])
     a.mov(r2, uniform)                                   # the group's first point
-    a.add(r3, r2, 4)
-    for v in range(vectors):
-        a.add(tmu0_s, r2, ra[OFFSET + v])
-        a.add(tmu0_s, r3, ra[OFFSET + v])
+    for request in range(2 * vectors):
+        a.add(tmu0_s, r2, ra[OFFSET + request])
     a.mov(FLAGS, uniform)
     y = parity * LANES * vectors
     for v in range(vectors):
-        a.nop(sig="ldtmu0")
-        a.mov(r0, r4)
-        a.nop(sig="ldtmu0")
-        a.mov(r1, r4)
+        deinterleave(a)
         if not first_pass:
             complex_multiply(a, ra[TW + v], rb[TW + v])
         dft16_across_lanes(a)
@@ -212,7 +221,7 @@ def role(a, master, radices, n):
     for p, radix in enumerate(radices):
         vectors = radix // LANES
         table_address(a)
-        rows = [ra[OFFSET + v] for v in range(vectors)]
+        rows = [ra[OFFSET + request] for request in range(2 * vectors)]
         if p:
             for v in range(vectors):
                 rows += [ra[TW + v], rb[TW + v], ra[STEP + v], rb[STEP + v]]
@@ -289,11 +298,14 @@ def pass_table(n, p, radix, m, s, n2, q):
     vectors = radix // LANES
     pos = np.arange(radix).reshape(vectors, LANES)
     if p == 0:
-        offsets = 8 * np.array([[bitrev(int(i), bits) << (log2n - bits) for i in row]
-                                for row in pos])
+        points = 8 * np.array([[bitrev(int(i), bits) << (log2n - bits) for i in row]
+                               for row in pos])
     else:
-        offsets = 8 * pos
-    rows = [offsets.astype(np.uint32)]
+        points = 8 * pos
+    lane = np.arange(LANES)
+    odd = 4 * (lane & 1)
+    rows = [np.array([points[v][lane & ~1] + odd, points[v][lane | 1] + odd], np.uint32)
+            for v in range(vectors)]
     if p:
         k1, delta = q // s, ((q + QPUS) // s) - q // s if s < QPUS else 1
         for v in range(vectors):
