@@ -42,13 +42,15 @@ def test_profile_emulator_alu_loop():
     assert re.search(r"instructions/s; fingerprint [0-9a-f]{16}", out)
 
 
-@pytest.mark.parametrize("case, reduced", [("sgemm1", True), ("dma", True),
+@pytest.mark.parametrize("case, reduced", [("sgemm1", True), ("dma", True), ("fft", True),
+                                            pytest.param("fft", False, marks=pytest.mark.slow),
                                             pytest.param("sgemm12", False, marks=pytest.mark.slow)])
 def test_calibration_table_stays_within_25_percent_of_the_published_figures(case, reduced):
     """tools/calibrate.py's table: a change to the timing table that moves a modelled figure more
     than 25% off its published hardware figure fails here. The 12-QPU SGEMM runs at its published
     shape: at the reduced N = 384 the model is ~55% above it (the shape dependence issue 11
-    found), and the full shape takes seconds on the C core."""
+    found), and the full shape takes seconds on the C core. The reduced FFT case runs GPU_FFT's
+    256/1024/4096/8192-point rows (batch 1 and 10), the full one every published size."""
     import json
     table = json.loads(run_tool("calibrate.py", *(["--reduced"] if reduced else []),
                                 "--case", case, "--json"))
