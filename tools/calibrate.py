@@ -19,7 +19,9 @@ changes.
 
 Published (facts §4): 96x363 x 363x3072, 0.80 GFLOPS on 1 QPU; on 12 QPUs ~8 (py-videocore
 README), 6.7 (Pi 3, issue 5), 9.6 (qmkl, a different kernel); VPM DMA ~700 / 200 MB/s read and
-~1000 / 300 MB/s write for 16-word rows / single words. GFLOPS count 2*M*K*N + 3*M*N flops as
+~1000 / 300 MB/s write for 16-word rows / single words; GPU_FFT 2.0's per-transform times
+(gpu_fft.txt, Pi 1, batches of 1 and 10) for tools/fft_design.py, a GPU_FFT-design FFT, with
+the launch overhead of the path GPU_FFT takes. GFLOPS count 2*M*K*N + 3*M*N flops as
 py-videocore does, over the modelled run time without the launch overhead. Every modelled
 figure is an ESTIMATE (docs/cycle-model.md).
 """
@@ -302,12 +304,11 @@ def calibration_rows(overrides=None, reduced=False, cases=("sgemm1", "sgemm12", 
 
 def fft_row(overrides, log2n, jobs, rng):
     n = 1 << log2n
-    x = (rng.standard_normal((jobs, n)) + 1j * rng.standard_normal((jobs, n))).astype(np.complex64)
+    x = fft_design.random_signal(jobs, n, rng)
     start = time.perf_counter()
     out, run, seconds = fft_design.run_fft(x, "pi1", overrides)
     host = time.perf_counter() - start
-    ref = np.fft.fft(x.astype(np.complex128), axis=1)
-    assert np.sqrt(np.mean(np.abs(out - ref) ** 2) / np.mean(np.abs(ref) ** 2)) < 1e-5, "wrong FFT"
+    assert fft_design.relative_rms_error(out, x) < 1e-5, "wrong FFT"
     path = fft_design.launch_path(n, jobs)
     detail = (f"{run.cycles:,} clocks + {path} launch; {stall_shares(run)}; "
               f"{host:.0f} s host time")
@@ -346,7 +347,8 @@ def main():
     parser.add_argument("--case", choices=("sgemm1", "sgemm12", "dma", "fft", "all"),
                         default="all")
     parser.add_argument("--reduced", action="store_true",
-                        help="smaller SGEMM shapes (1 QPU N=64, 12 QPUs N=384) and fewer DMAs")
+                        help="smaller SGEMM shapes (1 QPU N=64, 12 QPUs N=384), fewer DMAs and "
+                             "five of the FFT rows")
     parser.add_argument("--board", action="append", choices=sorted(BOARDS),
                         help="only the SGEMM rows of this board (repeatable)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",

@@ -370,21 +370,28 @@ def run_fft(x, board="pi1", overrides=None, checks=None):
     return out, run, (run.cycles / run.clock_hz + device.machine.timing.launch_overhead) / jobs
 
 
+def random_signal(jobs, n, rng):
+    return (rng.standard_normal((jobs, n)) + 1j * rng.standard_normal((jobs, n))).astype(np.complex64)
+
+
+def relative_rms_error(out, x):
+    """Of ``out`` against numpy's double-precision FFT of ``x`` (GPU_FFT's accuracy measure)."""
+    ref = np.fft.fft(x.astype(np.complex128), axis=1)
+    return float(np.sqrt(np.mean(np.abs(out - ref) ** 2) / np.mean(np.abs(ref) ** 2)))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log2n", type=int, choices=SIZES, default=8)
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--board", default="pi1")
     args = parser.parse_args()
-    rng = np.random.default_rng(0)
-    x = (rng.standard_normal((args.jobs, 1 << args.log2n))
-         + 1j * rng.standard_normal((args.jobs, 1 << args.log2n))).astype(np.complex64)
+    n = 1 << args.log2n
+    x = random_signal(args.jobs, n, np.random.default_rng(0))
     out, run, seconds = run_fft(x, args.board)
-    ref = np.fft.fft(x.astype(np.complex128), axis=1)
-    err = np.sqrt(np.mean(np.abs(out - ref) ** 2) / np.mean(np.abs(ref) ** 2))
-    print(f"N={1 << args.log2n} jobs={args.jobs} ({launch_path(1 << args.log2n, args.jobs)} launch):"
-          f" rel rms error {err:.2g}; {run.cycles:,} clocks; {seconds * 1e6:.1f} us per transform"
-          f" (estimate, {args.board})")
+    print(f"N={n} jobs={args.jobs} ({launch_path(n, args.jobs)} launch): rel rms error "
+          f"{relative_rms_error(out, x):.2g}; {run.cycles:,} clocks; {seconds * 1e6:.1f} us per "
+          f"transform (estimate, {args.board})")
 
 
 if __name__ == "__main__":

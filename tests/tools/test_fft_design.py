@@ -1,4 +1,4 @@
-"""tools/fft_design.py, the GPU_FFT-design calibration workload: its transforms against numpy.fft."""
+"""tools/fft_design.py, the GPU_FFT-design calibration workload: transforms against numpy.fft."""
 
 import os
 import sys
@@ -14,7 +14,8 @@ import fft_design  # noqa: E402
 
 def signal(jobs, n, seed=0):
     rng = np.random.default_rng(seed)
-    return (rng.standard_normal((jobs, n)) + 1j * rng.standard_normal((jobs, n))).astype(np.complex64)
+    x = rng.standard_normal((jobs, n)) + 1j * rng.standard_normal((jobs, n))
+    return x.astype(np.complex64)
 
 
 def relative_rms_error(out, x):
