@@ -8,8 +8,9 @@ gpu_fft.txt) published per-transform times on a Pi 1. This module is written for
 from the published facts of that design, not from its code:
 
 - 8 QPUs, one launch per batch of transforms (the jobs loop inside the program);
-- passes of radix 16 (one vector) or 32 (two vectors), as many passes as GPU_FFT uses for the
-  size (2 for 256..1024 points, 3 for 4096..32768); a radix-16 DFT is done ACROSS the 16 lanes of
+- passes of radix 16, 32 or 64 (one, two or four vectors; radix 64 fills the 64 VPM rows, so
+  it has no double buffer), as many passes as GPU_FFT uses for the size (2 for 256..2048
+  points, 3 for 4096..65536); a radix-16 DFT is done ACROSS the 16 lanes of
   a vector: 4 radix-2 stages, each a per-lane twiddle multiply and a butterfly whose partner comes
   from a vector rotation by 2^t lanes;
 - the first pass reads its input through the TMU in bit-reversed order (16 single-lane gathers
@@ -27,8 +28,7 @@ pass p of radix R (M = product of the radices so far, S = N / M), group G (0 <= 
 k1 = G // S reads the R points at R*G.. (pass 1: at bitrev(R*G + i)), multiplies point n2 by
 w_M^(n2*k1), takes their R-point DFT and writes output k2 to G + k2 * N / R.
 
-Sizes not covered: 2048 and >= 65536 points need radix-64 passes in GPU_FFT's pass counts
-(radix 64 takes all 64 VPM rows, no double buffer); this workload does not build them.
+Sizes 2^8..2^16 are built (GPU_FFT's batch-1 table goes on to 2^21 with 4 passes; not built).
 It is a calibration workload, not a library FFT: forward transforms of the sizes above only.
 """
 
@@ -51,19 +51,22 @@ LANES = 16
 BUSY_WAIT_LIMIT = 5 << 12           # GPU_FFT: direct launch when jobs * N is at most this
 # log2(N) -> radices of the passes, with GPU_FFT's pass counts (gpu_fft.txt: "log2_N=12...16 use
 # an odd number of passes"; 8..11 two passes).
-RADICES = {8: (16, 16), 9: (32, 16), 10: (32, 32),
-           12: (16, 16, 16), 13: (32, 16, 16), 14: (32, 32, 16), 15: (32, 32, 32)}
+RADICES = {8: (16, 16), 9: (32, 16), 10: (32, 32), 11: (64, 32),
+           12: (16, 16, 16), 13: (32, 16, 16), 14: (32, 32, 16), 15: (32, 32, 32),
+           16: (64, 32, 32)}
 SIZES = tuple(sorted(RADICES))
 DONE, GO = 0, (1, 2)                # semaphores: slaves -> master; master -> slaves per step parity
 
-# Registers (ra / rb pairs hold re / im of the same thing).
+# Registers (ra / rb pairs hold re / im of the same thing, except H1: im in ra, re in rb, so
+# that H0 + H1 reads one register of each file).
 Q, Q2 = ra[0], ra[1]                # QPU index, 2q (its VPM column)
 STAGE_TW = 2                        # ra/rb 2..5: lane twiddles of the 4 cross-lane stages
-W32 = 6                             # ra/rb 6: w_32^lane for the radix-32 combine
-OFFSET = 7                          # ra 7..10: lane byte offsets of the 2 requests per vector
-TW, STEP = 11, 13                   # ra/rb 11, 12: group twiddles; 13, 14: their step
-HELD = 15                           # ra/rb 15: vector 0 while vector 1 is transformed
-OUT, FLAGS, ROW_BYTES = rb[16], ra[16], ra[17]  # master's store address; step flags; 64
+W32, W64, W64_HI = 6, 7, 8          # w_32^l, w_64^l, w_64^(l+16): the radix-32/64 combines
+OFFSET = 9                          # ra 9..16: lane byte offsets of the 2 requests per vector
+TW, STEP = 17, 21                   # ra/rb 17..20: group twiddles per vector; 21..24: their step
+HELD = 25                           # ra/rb 25..28: transformed vectors waiting for the combine
+OUT, BASE, FLAGS, ROW_BYTES = rb[16], rb[29], ra[29], ra[30]  # store address (master), the
+#                                     group's first point, step flags, 64
 ADVANCE, RELEASE, MORE = 1, 2, 4    # step flags: next k1 (twiddles step), release the slaves,
 #                                     more steps follow in this pass
 
@@ -138,35 +141,85 @@ def dft16_across_lanes(a):
         a.fsub(r1, r3, r1, cond="zc")
 
 
-def step(a, master, parity, first_pass, vectors, row_stride):
-    """One group per QPU: load, twiddle, DFT, write the VPM; the master stores all 8 groups."""
-    if not master:
-        a.sema_acquire(GO[parity])
+def vpm_rows(a, y):
+    """Point the VPM writes at this QPU's two columns of rows y..y+15 (re, then im)."""
+    a.ldi(r2, vpm_write_setup(y, horizontal=False))
+    a.add(vw_setup, r2, Q2)
+
+
+def held(v):
+    """(re, im) registers of held vector v (H1 swapped, see the register table)."""
+    return (rb[HELD + v], ra[HELD + v]) if v == 1 else (ra[HELD + v], rb[HELD + v])
+
+
+def load_and_transform(a, first_pass, vectors):
+    """TMU-gather the group's vectors (at most 4 requests in flight), twiddle each (after pass
+    1) and take its 16-point DFT; all but the last are left in the held registers."""
     a.mov(r2, uniform)                                   # the group's first point
-    for request in range(2 * vectors):
+    requests = 2 * vectors
+    for request in range(min(requests, 4)):
         a.add(tmu0_s, r2, ra[OFFSET + request])
+    if requests > 4:
+        a.mov(BASE, r2)
     a.mov(FLAGS, uniform)
-    y = parity * LANES * vectors
     for v in range(vectors):
         deinterleave(a)
+        for request in range(2 * v + 4, min(2 * v + 6, requests)):
+            a.add(tmu0_s, BASE, ra[OFFSET + request])
         if not first_pass:
             complex_multiply(a, ra[TW + v], rb[TW + v])
         dft16_across_lanes(a)
+        if vectors == 4 and v % 2:                       # E2, E3 *= w_32^l (radix-64 stage 1)
+            complex_multiply(a, ra[W32], rb[W32])
         if v + 1 < vectors:
-            a.mov(ra[HELD], r0)
-            a.mov(rb[HELD], r1)
+            re, im = held(v)
+            a.mov(re, r0)
+            a.mov(im, r1)
+
+
+def write_outputs(a, y, vectors):
+    """The group's outputs k = l + 16h into VPM rows y + 16h (h = 0..vectors-1)."""
     if vectors == 1:
-        a.ldi(r2, vpm_write_setup(y, horizontal=False))
-        a.add(vw_setup, r2, Q2)
+        vpm_rows(a, y)
         a.mov(vpm, r0)
         a.mov(vpm, r1)
-    else:                                                # radix 32: the last radix-2 stage
+    elif vectors == 2:                                   # radix 32: the last radix-2 stage
         complex_multiply(a, ra[W32], rb[W32])
-        for v, combine in enumerate((a.fadd, a.fsub)):
-            a.ldi(r2, vpm_write_setup(y + LANES * v, horizontal=False))
-            a.add(vw_setup, r2, Q2)
+        for h, combine in enumerate((a.fadd, a.fsub)):
+            vpm_rows(a, y + LANES * h)
             combine(vpm, ra[HELD], r0)
             combine(vpm, rb[HELD], r1)
+    else:
+        # Radix 64. Held: E0, w E2, E1 (the vectors hold n2 = 0, 2, 1, 3 mod 4); (r0, r1) = w E3.
+        # G1 = E1 +- w E3, G0 = E0 +- w E2 (lo, hi); X[h] = G0 +- w_64 G1 (h = 0, 2; 1, 3).
+        a.fsub(ra[HELD + 3], ra[HELD + 2], r0)           # G1 hi
+        a.fsub(rb[HELD + 3], rb[HELD + 2], r1)
+        a.fadd(r0, ra[HELD + 2], r0)                     # G1 lo
+        a.fadd(r1, rb[HELD + 2], r1)
+        w_e2_re, w_e2_im = held(1)
+        a.fadd(ra[HELD + 2], ra[HELD], w_e2_re)          # G0 lo
+        a.fadd(rb[HELD + 2], rb[HELD], w_e2_im)
+        a.fsub(ra[HELD], ra[HELD], w_e2_re)              # G0 hi
+        a.fsub(rb[HELD], rb[HELD], w_e2_im)
+        for half, w, g0 in ((0, W64, HELD + 2), (1, W64_HI, HELD)):
+            if half:
+                a.mov(r0, ra[HELD + 3])
+                a.mov(r1, rb[HELD + 3])
+            complex_multiply(a, ra[w], rb[w])
+            for h, combine in ((half, a.fadd), (half + 2, a.fsub)):
+                vpm_rows(a, y + LANES * h)
+                combine(vpm, ra[g0], r0)
+                combine(vpm, rb[g0], r1)
+
+
+def step(a, master, parity, first_pass, vectors, row_stride):
+    """One group per QPU: load, twiddle, DFT, write the VPM; the master stores all 8 groups.
+    Radix 64 fills all 64 VPM rows: one buffer, so the master waits for each store."""
+    if not master:
+        a.sema_acquire(GO[parity])
+    load_and_transform(a, first_pass, vectors)
+    y = 0 if vectors == 4 else parity * LANES * vectors
+    write_outputs(a, y, vectors)
     if master:
         for _ in range(QPUS - 1):
             a.sema_acquire(DONE)
@@ -175,6 +228,8 @@ def step(a, master, parity, first_pass, vectors, row_stride):
         a.ldi(vw_setup, vdw_stride(row_stride - 4 * LANES))
         a.mov(vw_addr, OUT)
         a.add(OUT, OUT, ROW_BYTES)                       # the next 8 groups' outputs
+        if vectors == 4:
+            a.wait_dma_store()                           # the VPM is free for the next group
     else:
         a.sema_release(DONE)
     if not first_pass:                                   # next k1: twiddles *= step
@@ -248,7 +303,7 @@ def fft_design(a, log2n):
     a.mov(Q, uniform)
     table_address(a)
     load_rows(a, [ra[STAGE_TW + t] for t in range(4)] + [rb[STAGE_TW + t] for t in range(4)]
-              + [ra[W32], rb[W32]])
+              + [reg for w in (W32, W64, W64_HI) for reg in (ra[w], rb[w])])
     a.shl(Q2, Q, 1)
     a.mov(null, Q, sf=True)
     a.branch("master", cond="all_zs")
@@ -271,11 +326,12 @@ def _w(exponent, m):
 
 
 def constants_table():
-    """Rows: stage twiddle re (t = 0..3), im (t = 0..3), w_32^lane re, im."""
+    """Rows: stage twiddle re (t = 0..3), im (t = 0..3); re, im of w_32^l, w_64^l, w_64^(l+16)."""
     lanes = np.arange(LANES)
     stage = [_w(lanes % (1 << t), 2 << t) for t in range(4)]
-    rows = [s.real for s in stage] + [s.imag for s in stage] + [_w(lanes, 32).real,
-                                                                  _w(lanes, 32).imag]
+    rows = [s.real for s in stage] + [s.imag for s in stage]
+    for combine in (_w(lanes, 32), _w(lanes, 64), _w(lanes + LANES, 64)):
+        rows += [combine.real, combine.imag]
     return np.array(rows, np.float32)
 
 
