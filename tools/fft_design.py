@@ -28,7 +28,8 @@ pass p of radix R (M = product of the radices so far, S = N / M), group G (0 <= 
 k1 = G // S reads the R points at R*G.. (pass 1: at bitrev(R*G + i)), multiplies point n2 by
 w_M^(n2*k1), takes their R-point DFT and writes output k2 to G + k2 * N / R.
 
-Sizes 2^8..2^16 are built (GPU_FFT's batch-1 table goes on to 2^21 with 4 passes; not built).
+Sizes 2^8..2^17 are built; GPU_FFT's batch-1 table goes on to 2^21, whose passes would store
+rows further apart than the VDW's 16-bit stride allows in this design (RADICES).
 It is a calibration workload, not a library FFT: forward transforms of the sizes above only.
 """
 
@@ -50,10 +51,11 @@ QPUS = 8                            # GPU_FFT_QPUS
 LANES = 16
 BUSY_WAIT_LIMIT = 5 << 12           # GPU_FFT: direct launch when jobs * N is at most this
 # log2(N) -> radices of the passes, with GPU_FFT's pass counts (gpu_fft.txt: "log2_N=12...16 use
-# an odd number of passes"; 8..11 two passes).
+# an odd number of passes"; 8..11 two passes, 17 four). From 2^18 points on, a pass of radix R
+# would store rows N/R points apart, beyond the VDW's 16-bit stride (facts §5.14): not built.
 RADICES = {8: (16, 16), 9: (32, 16), 10: (32, 32), 11: (64, 32),
            12: (16, 16, 16), 13: (32, 16, 16), 14: (32, 32, 16), 15: (32, 32, 32),
-           16: (64, 32, 32)}
+           16: (64, 32, 32), 17: (32, 16, 16, 16)}
 SIZES = tuple(sorted(RADICES))
 DONE, GO = 0, (1, 2)                # semaphores: slaves -> master; master -> slaves per step parity
 

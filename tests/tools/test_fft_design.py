@@ -52,7 +52,7 @@ def test_launch_path_follows_gpu_fft_busy_wait_limit():
 
 
 def test_unsupported_sizes_are_refused():
-    with pytest.raises(SystemExit, match="N=131072"):
-        fft_design.run_fft(signal(1, 1 << 17))
+    with pytest.raises(SystemExit, match="N=262144"):
+        fft_design.run_fft(signal(1, 1 << 18))
     with pytest.raises(SystemExit, match="N=1000"):
         fft_design.run_fft(signal(1, 1000))
