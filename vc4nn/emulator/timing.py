@@ -128,7 +128,7 @@ PARAMETERS = MappingProxyType({
         "SRQCS polls), as GPU_FFT launches batches of at most 20480 points. GPU_FFT's published "
         "per-transform times for batches of 1 and 10 at 256..2048 points differ by 0.9 x the "
         "launch cost: (T1 - T10) x 10/9 = 22, 27, 28, 17 us; with 20 us the model's 256..1024-"
-        "point batch-1 rows are 0.94-1.02x the published times. Was 5 us (an assumption) "
+        "point batch-1 rows are 0.95-1.03x the published times. Was 5 us (an assumption) "
         "(docs/hardware-choices.md 'Launch paths')"),
 })
 
