@@ -5,7 +5,9 @@
 
 GPU_FFT (Andrew Holme, release 2.0, 2014; raspberrypi/firmware opt/vc/src/hello_pi/hello_fft,
 gpu_fft.txt) published per-transform times on a Pi 1. This module is written for the calibration
-from the published facts of that design, not from its code:
+from the facts of that design (its gpu_fft.txt, its host code's launch and allocation choices,
+the structure of its shaders: passes, codelets, reads, writes, handshakes); none of its code is
+copied, and the decomposition, register use and loop control here are this module's own:
 
 - 8 QPUs, one launch per batch of transforms (the jobs loop inside the program);
 - passes of radix 16, 32 or 64 (one, two or four vectors; radix 64 fills the 64 VPM rows, so
@@ -83,6 +85,13 @@ def log2(n):
 
 # -- the program ----------------------------------------------------------------------------------
 
+def jump(a, label, cond="always"):
+    """Branch, with its 3 delay slots empty."""
+    a.branch(label, cond=cond)
+    for _ in range(3):
+        a.nop()
+
+
 def load_rows(a, dsts):
     """TMU-load consecutive 16-float rows of the table whose address is in r3 (r2 = 64) into
     ``dsts``, at most 4 requests in flight (facts §5.13)."""
@@ -107,7 +116,7 @@ def deinterleave(a):
     """Pop a vector's two TMU requests into (r0, r1) = (re, im). Each request reads whole points:
     request A gives even lanes the re of their point and odd lanes the im of the point before,
     B the re of the point after (even lanes) and the im of their own (odd lanes), so the two
-    touch each point's line once, not twice (GPU_FFT reads this way, gpu_fft.txt's design)."""
+    touch each point's line once, not twice (GPU_FFT's shaders read in the same way)."""
     a.nop(sig="ldtmu0")
     a.mov(r2, r4, sig="ldtmu0")
     a.mov(r3, r4)
@@ -223,15 +232,7 @@ def step(a, master, parity, first_pass, vectors, row_stride):
     y = 0 if vectors == 4 else parity * LANES * vectors
     write_outputs(a, y, vectors)
     if master:
-        for _ in range(QPUS - 1):
-            a.sema_acquire(DONE)
-        a.wait_dma_store()
-        a.ldi(vw_setup, vdw_setup(LANES * vectors, LANES, y))
-        a.ldi(vw_setup, vdw_stride(row_stride - 4 * LANES))
-        a.mov(vw_addr, OUT)
-        a.add(OUT, OUT, ROW_BYTES)                       # the next 8 groups' outputs
-        if vectors == 4:
-            a.wait_dma_store()                           # the VPM is free for the next group
+        master_store(a, y, vectors, row_stride)
     else:
         a.sema_release(DONE)
     if not first_pass:                                   # next k1: twiddles *= step
@@ -242,25 +243,39 @@ def step(a, master, parity, first_pass, vectors, row_stride):
             complex_multiply(a, ra[STEP + v], rb[STEP + v])
             a.mov(ra[TW + v], r0, cond="zc")
             a.mov(rb[TW + v], r1, cond="zc")
-    if parity and master:
-        a.and_(null, FLAGS, MORE, sf=True)
-        with a.scope():
-            a.branch("more", cond="all_zc")
-            a.nop()
-            a.nop()
-            a.nop()
-            a.wait_dma_store()                           # the pass is in memory for the next
-            a.label("more")
     if master:
+        hand_over(a, parity)
+
+
+def master_store(a, y, vectors, row_stride):
+    """When the 7 slaves have written their columns: store the 8 groups' outputs, one VDW of
+    16-word rows ``row_stride`` bytes apart (the previous store must have read the VPM)."""
+    for _ in range(QPUS - 1):
+        a.sema_acquire(DONE)
+    a.wait_dma_store()
+    a.ldi(vw_setup, vdw_setup(LANES * vectors, LANES, y))
+    a.ldi(vw_setup, vdw_stride(row_stride - 4 * LANES))
+    a.mov(vw_addr, OUT)
+    a.add(OUT, OUT, ROW_BYTES)                           # the next 8 groups' outputs
+    if vectors == 4:
+        a.wait_dma_store()                               # the VPM is free for the next group
+
+
+def hand_over(a, parity):
+    """The master lets the slaves start the next step; after a pass's last step only once its
+    store is in memory (the next pass reads it), and not at all after the very last step."""
+    if parity:
         with a.scope():
-            a.and_(null, FLAGS, RELEASE, sf=True)
-            a.branch("last", cond="all_zs")
-            a.nop()
-            a.nop()
-            a.nop()
-            for _ in range(QPUS - 1):
-                a.sema_release(GO[1 - parity])
-            a.label("last")
+            a.and_(null, FLAGS, MORE, sf=True)
+            jump(a, "more", "all_zc")
+            a.wait_dma_store()
+            a.label("more")
+    with a.scope():
+        a.and_(null, FLAGS, RELEASE, sf=True)
+        jump(a, "last", "all_zs")
+        for _ in range(QPUS - 1):
+            a.sema_release(GO[1 - parity])
+        a.label("last")
 
 
 def role(a, master, radices, n):
@@ -271,10 +286,7 @@ def role(a, master, radices, n):
             a.sema_release(GO[0])
     a.label("job")
     a.mov(null, uniform, sf=True)                         # 0: no more jobs
-    a.branch("end", cond="all_zs")
-    a.nop()
-    a.nop()
-    a.nop()
+    jump(a, "end", "all_zs")
     for p, radix in enumerate(radices):
         vectors = radix // LANES
         table_address(a)
@@ -288,14 +300,8 @@ def role(a, master, radices, n):
         step(a, master, 0, p == 0, vectors, n // radix * 8)
         step(a, master, 1, p == 0, vectors, n // radix * 8)
         a.and_(null, FLAGS, MORE, sf=True)
-        a.branch(f"pass{p}", cond="all_zc")
-        a.nop()
-        a.nop()
-        a.nop()
-    a.branch("job")
-    a.nop()
-    a.nop()
-    a.nop()
+        jump(a, f"pass{p}", "all_zc")
+    jump(a, "job")
     a.label("end")
 
 
@@ -308,10 +314,7 @@ def fft_design(a, log2n):
               + [reg for w in (W32, W64, W64_HI) for reg in (ra[w], rb[w])])
     a.shl(Q2, Q, 1)
     a.mov(null, Q, sf=True)
-    a.branch("master", cond="all_zs")
-    a.nop()
-    a.nop()
-    a.nop()
+    jump(a, "master", "all_zs")
     with a.scope():
         role(a, False, radices, n)
     a.exit()
