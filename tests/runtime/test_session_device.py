@@ -92,3 +92,69 @@ def test_memory_budget_limits_recorded_launches(tmp_path, device):
         assert sess.memory()["total_bytes"] <= budget
     np.testing.assert_array_equal(first, expected)
     np.testing.assert_array_equal(second, expected)
+
+
+def tiny_v1(tmp_path):
+    path = str(tmp_path / "m.onnx")
+    onnx.save(onnx_models.mobilenet_v1(32, 0.25), path)
+    return path
+
+
+def test_weights_in_one_allocation_and_layers_recorded_at_load(tmp_path, device):
+    """All weights share one device allocation; the load assembles and records every layer
+    without launching anything; the first run is already a replay and matches onnxruntime."""
+    path = tiny_v1(tmp_path)
+    launched = []
+    launch = device._launch
+    device._launch = lambda *args: launched.append(args) or launch(*args)
+    try:
+        with InferenceSession(path, device=device, replay=False) as sess:
+            assert len(device._allocations) == 2          # activation arena + weight arena
+        with InferenceSession(path, device=device) as sess:
+            assert launched == []
+            weights = sess._weights.buffer.allocation
+            prepared = [arg for _, call in sess.steps if call is not None
+                        for arg in call.args if hasattr(arg, "free")]
+            buffers = [getattr(p, name) for p in prepared
+                       for name in ("buffer", "weights", "bias") if getattr(p, name, None)
+                       is not None]
+            assert len(prepared) == 28                    # conv, 13 dw, 13 pw, fc
+            assert all(b.allocation is weights for b in buffers)
+            assert sess.memory()["weight_bytes"] == weights.size
+            assert all(r.launches and r.packed is not None for r in sess._recordings.values())
+            x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+            (got,) = sess.run(None, {"input": x})
+            assert len(launched) == sum(len(r.launches) for r in sess._recordings.values())
+    finally:
+        del device._launch
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    expected = ref.run(None, {"input": x})[0]
+    assert rel_error(got, expected) <= 1e-3 and top(got, 1) == top(expected, 1)
+    assert device._allocations == []
+
+
+@pytest.mark.parametrize("stage", ["weights", "recording"])
+def test_a_failed_load_leaves_no_device_memory(tmp_path, device, monkeypatch, stage):
+    """A load that fails once the arenas (and some recordings) are allocated frees them all."""
+    from vc4nn.nn import layer_call
+    from vc4nn.runtime import replay
+
+    class Boom(RuntimeError):
+        pass
+    calls = []
+
+    def fail_late(original):
+        def wrapped(self, *args):
+            calls.append(1)
+            if len(calls) > 3:
+                raise Boom(stage)
+            return original(self, *args)
+        return wrapped
+    if stage == "weights":
+        monkeypatch.setattr(layer_call.WeightArena, "array",
+                            fail_late(layer_call.WeightArena.array))
+    else:
+        monkeypatch.setattr(replay.Recording, "pack", fail_late(replay.Recording.pack))
+    with pytest.raises(Boom):
+        InferenceSession(tiny_v1(tmp_path), device=device)
+    assert len(calls) == 4 and device._allocations == []

@@ -8,6 +8,11 @@ call returns a host array when the input activation was a host array (contract: 
 import numpy as np
 
 from ..device import Buffer
+from ..errors import DeviceError
+
+# Every layout in a weight arena starts on a 64-byte boundary: one TMU cache line, a whole number
+# of 16-lane float32 rows (as the activation arena, vc4nn/runtime/planner.py).
+WEIGHT_ALIGN = 64
 
 
 class LayerCall:
@@ -66,13 +71,78 @@ def chain(runs):
     return total
 
 
-class PreparedWeights:
-    """A layer's weights (and bias) in its kernel's layout in device memory, laid out once."""
+def upload(device, data, placement=None):
+    """``data`` (a kernel layout) in device memory: a buffer of its own, or placed in
+    ``placement`` (a WeightArena, or WeightLayouts while an arena is being sized)."""
+    return device.array(data) if placement is None else placement.array(data)
 
-    def __init__(self, device, weights, bias):
+
+def release(device, buf, placement):
+    """Free a buffer made by ``upload``; one placed in an arena goes with the arena."""
+    if buf is not None and placement is None:
+        device.free(buf)
+
+
+def _aligned(nbytes):
+    return -(-nbytes // WEIGHT_ALIGN) * WEIGHT_ALIGN
+
+
+class WeightLayouts:
+    """The first pass of filling a WeightArena: layouts stay in host memory and are counted, so
+    that the arena is one allocation of the right size."""
+
+    def __init__(self):
+        self.nbytes = 0
+
+    def array(self, data):
+        data = np.array(data)
+        self.nbytes += _aligned(data.nbytes)
+        return data
+
+
+class WeightArena:
+    """One device allocation holding many layers' weights in their kernels' layouts.
+
+    Give it as ``placement=`` to the ``prepare_*`` functions, in the order of the sizing pass
+    (WeightLayouts): each layout lands at the next 64-byte boundary. Prepared objects placed
+    here free nothing themselves; ``free()`` gives the whole arena back.
+    """
+
+    def __init__(self, device, nbytes):
+        self.device = device
+        self.buffer = device.alloc(max(int(nbytes), 1), np.uint8)
+        self.used = 0
+
+    @property
+    def nbytes(self):
+        return 0 if self.buffer is None else int(self.buffer.nbytes)
+
+    def array(self, data):
+        data = np.asarray(data)
+        end = self.used + data.nbytes
+        if end > self.nbytes:
+            raise DeviceError(f"weight arena of {self.nbytes} bytes is full: a {data.shape} "
+                              f"{data.dtype} layout needs bytes {self.used}..{end}")
+        view = Buffer(self.device, self.buffer.allocation, data.shape, data.dtype, self.used)
+        view[...] = data
+        self.used = _aligned(end)
+        return view
+
+    def free(self):
+        if self.buffer is not None:
+            self.device.free(self.buffer)
+            self.buffer = None
+
+
+class PreparedWeights:
+    """A layer's weights (and bias) in its kernel's layout in device memory, laid out once
+    (in buffers of their own, or in ``placement``, a WeightArena)."""
+
+    def __init__(self, device, weights, bias, placement=None):
         self.device = device
         self.weights = weights
         self.bias = bias
+        self.placement = placement
 
     @property
     def nbytes(self):
@@ -80,5 +150,4 @@ class PreparedWeights:
 
     def free(self):
         for buf in (self.weights, self.bias):
-            if buf is not None:
-                self.device.free(buf)
+            release(self.device, buf, self.placement)
