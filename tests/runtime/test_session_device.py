@@ -158,3 +158,32 @@ def test_a_failed_load_leaves_no_device_memory(tmp_path, device, monkeypatch, st
     with pytest.raises(Boom):
         InferenceSession(tiny_v1(tmp_path), device=device)
     assert len(calls) == 4 and device._allocations == []
+
+
+def test_workspaces_come_from_the_lent_scratch_region(device):
+    """nn.pointwise's transpose workspace lands in a ``scratch`` region when it fits there (a
+    region full of garbage: the kernel writes it before reading), else in its own buffer."""
+    from vc4nn.nn.layer_call import scratch
+    rng = np.random.default_rng(1)
+    x = device.array(rng.standard_normal((7, 7, 64)).astype(np.float32))
+    w = rng.standard_normal((64, 32)).astype(np.float32)
+    prepared = vc4nn.nn.prepare_pointwise(w, device=device)
+    out = device.alloc((7, 7, 32), np.float32)
+    tiling = {"transpose_input": True}
+    expected = np.asarray(x, np.float64).reshape(-1, 64) @ w
+    region = device.array(np.full(64 * 64 * 4 + 100, 0xFF, np.uint8))   # NaN bit patterns
+    for lent, fits in ((region, True), (region[:64], False)):
+        allocated = []
+        alloc = device.alloc
+        device.alloc = lambda *a, **k: allocated.append(a) or alloc(*a, **k)
+        try:
+            with scratch(lent):
+                vc4nn.nn.pointwise(x, prepared, out=out, device=device, tiling=tiling)
+        finally:
+            del device.alloc
+        np.testing.assert_allclose(np.asarray(out).reshape(-1, 32), expected, rtol=1e-4,
+                                   atol=1e-4)
+        workspaces = [a for a in allocated if np.dtype(a[1]) == np.float32]  # code, uniforms:
+        assert (workspaces == []) == fits                                    # uint8
+        if fits:
+            assert not (np.asarray(region[:64 * 49 * 4]) == 0xFF).all()   # it was written

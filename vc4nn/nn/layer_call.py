@@ -5,6 +5,8 @@ the call, device buffers are used in place, the result lands in ``out=`` or a ne
 call returns a host array when the input activation was a host array (contract: NN-CONTRACT.md).
 """
 
+import contextlib
+
 import numpy as np
 
 from ..device import Buffer
@@ -13,6 +15,24 @@ from ..errors import DeviceError
 # Every layout in a weight arena starts on a 64-byte boundary: one TMU cache line, a whole number
 # of 16-lane float32 rows (as the activation arena, vc4nn/runtime/planner.py).
 WEIGHT_ALIGN = 64
+
+
+# Device memory a caller lends to layer calls for their workspaces (see ``scratch``): None, or
+# [uint8 device buffer, bytes used].
+_scratch = None
+
+
+@contextlib.contextmanager
+def scratch(region):
+    """Inside the block, layer calls take their workspaces from ``region`` (a uint8 device
+    buffer, e.g. the part of an activation arena free at this layer; None: their own
+    allocations). A workspace that does not fit gets its own allocation."""
+    global _scratch
+    before, _scratch = _scratch, None if region is None else [region, 0]
+    try:
+        yield
+    finally:
+        _scratch = before
 
 
 class LayerCall:
@@ -42,9 +62,22 @@ class LayerCall:
         return buf
 
     def temporary(self, shape, dtype=np.float32):
+        """A zero-filled buffer for this call."""
         buf = self.device.alloc(shape, dtype)
         self.temporaries.append(buf)
         return buf
+
+    def workspace(self, shape, dtype=np.float32):
+        """A buffer for this call that its kernels write before they read it (so not zeroed):
+        taken from the ``scratch`` region when one is lent and it fits there."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        if _scratch is not None:
+            region, used = _scratch
+            if region.device is self.device and used + nbytes <= region.nbytes:
+                _scratch[1] = _aligned(used + nbytes)
+                return region[used:used + nbytes].view(dtype).reshape(shape)
+        return self.temporary(shape, dtype)
 
     def result_buffer(self, out, shape, dtype=np.float32):
         """``out`` if given, else a new buffer (a temporary when the result goes to the host)."""

@@ -108,7 +108,7 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
         bias_buf = prepared.bias if bias is None else call.on_device(bias)
         res_buf = call.on_device(residual)
         y = call.result_buffer(out, shape)
-        workspace = call.temporary((cin, plan.pixels)) if plan.transposed else None
+        workspace = call.workspace((cin, plan.pixels)) if plan.transposed else None
         runs = [device.execute(program, qpus, streams)
                 for program, qpus, streams in kernel.launches(
                     plan, x_buf.address, prepared.weights.address, y.address,

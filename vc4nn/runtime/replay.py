@@ -23,6 +23,8 @@ import numpy as np
 
 from ..device import CONTROL_ENTRY_WORDS, RunResult
 
+# A control list entry is (uniforms address, code address).
+CODE_WORD = 1
 # Code, uniform streams and control lists start on 64-byte boundaries in a packed layer: whole
 # uniform-cache and TMU lines (code needs 8).
 PACK_ALIGN = 64
@@ -45,6 +47,35 @@ def patched(obj, name, replacement):
 
 def _align(n):
     return -(-n // PACK_ALIGN) * PACK_ALIGN
+
+
+class CodePool:
+    """The programs of a session's recordings, each distinct program once in device memory."""
+
+    def __init__(self, device):
+        self.device = device
+        self.programs = {}                  # code bytes -> device buffer
+
+    def address(self, code):
+        key = np.asarray(code).tobytes()
+        buf = self.programs.get(key)
+        if buf is None:
+            buf = self.programs[key] = self.device.array(np.frombuffer(key, np.uint8))
+        return buf.address
+
+    @property
+    def nbytes(self):
+        return sum(int(buf.allocation.size) for buf in self.programs.values())
+
+    def keep_first(self, count):
+        """Free the programs added after the first ``count`` (those of a forgotten recording)."""
+        for key in list(self.programs)[count:]:
+            self.device.free(self.programs.pop(key))
+
+    def free(self):
+        programs, self.programs = self.programs, {}
+        for buf in programs.values():
+            self.device.free(buf)
 
 
 class Recording:
@@ -81,8 +112,9 @@ class Recording:
                 patched(device, "_place", recorded_place):
             yield self
 
-    def pack(self):
-        """Move what Device.execute placed into one allocation; launches point there."""
+    def pack(self, code_pool=None):
+        """Move what Device.execute placed into one allocation (programs into ``code_pool``, a
+        CodePool, if given); launches point there."""
         if not self.launches or self.packed is not None:
             return
         blobs, where = [], {}               # old address -> offset in the packed allocation
@@ -101,7 +133,14 @@ class Recording:
         for num_qpus, control, timeout in self.launches:
             entries = np.asarray(self.placed[control]).view("<u4")[:num_qpus * CONTROL_ENTRY_WORDS]
             # A uniforms address the layer gave as its own buffer stays as it is.
-            words = [(add(w), True) if w in self.placed else (w, False) for w in map(int, entries)]
+            words = []
+            for index, word in enumerate(map(int, entries)):
+                if word not in self.placed:
+                    words.append((word, False))
+                elif code_pool is not None and index % CONTROL_ENTRY_WORDS == CODE_WORD:
+                    words.append((code_pool.address(self.placed[word]), False))
+                else:
+                    words.append((add(word), True))
             lists.append((size, words))
             size = _align(size + 4 * len(words))
         packed = self.device.alloc(max(size, 1), np.uint8)

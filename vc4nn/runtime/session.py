@@ -22,12 +22,12 @@ import numpy as np
 
 from .errors import InputError, UnsupportedModelError
 from .image import Normalization, normalization_for
-from ..nn.layer_call import WeightArena, WeightLayouts
+from ..nn.layer_call import WeightArena, WeightLayouts, scratch
 from .loader import load_graph
 from .planner import plan_memory
 from .profile import layer_record
 from . import program_cache
-from .replay import Recording
+from .replay import CodePool, Recording
 
 NodeArg = collections.namedtuple("NodeArg", "name shape type")
 # Device bytes a session may hold with its recorded launches: a Pi's GPU memory split is often
@@ -62,7 +62,7 @@ class InferenceSession:
         self._normalization = self._pick_normalization(image_input)
         self._stem = self._foldable_stem()
         self._own_device = device is None
-        self._weights, self._arena = None, None
+        self._weights, self._arena, self._code = None, None, None
         self.program_cache_stats = None     # {"hits", "misses", "folder"} of the load
         self.last_runs = []
         if device is None:
@@ -145,7 +145,15 @@ class InferenceSession:
         self._weights = WeightArena(self.device, sizing.nbytes)
         self.steps = [(node, self._bind(node, self._weights)) for node in bar]
         self.host_steps = [n for n in g.nodes if n.op == "softmax"]
+        # A layer's workspace (the pointwise transpose) shares the arena with the values that
+        # are dead while it runs.
+        arena_bytes = self._arena.view(np.uint8)
+        self._scratch = {}
+        for step, node in enumerate(nodes):
+            offset, size = self.plan.free_span(step)
+            self._scratch[node.name] = arena_bytes[offset:offset + size]
         if self.replay:
+            self._code = CodePool(self.device)
             with program_cache.active() as store:
                 for node, call in _progress(self.steps, progress, "assembling layers"):
                     self._record(node, call)
@@ -160,10 +168,12 @@ class InferenceSession:
             return
         recording = self._recordings[node.name] = Recording(self.device)
         with recording.capture(run=False):
-            call()
-        recording.pack()
+            self._invoke(node, call)
+        programs = len(self._code.programs)
+        recording.pack(self._code)
         if self.memory_budget is not None and self.memory()["total_bytes"] > self.memory_budget:
             recording.forget()      # over the budget: this layer is called every run
+            self._code.keep_first(programs)
 
     def _view(self, name, shape=None):
         owner = self.plan.storage[name]
@@ -281,7 +291,11 @@ class InferenceSession:
         recording = self._recordings.get(node.name)
         if recording is not None and recording.launches:
             return recording.replay()
-        return call()[1]                # replay off, not replayable, or not kept
+        return self._invoke(node, call)[1]      # replay off, not replayable, or not kept
+
+    def _invoke(self, node, call):
+        with scratch(self._scratch[node.name]):
+            return call()
 
     def _output(self, name, values):
         y = values[name] if name in values else np.array(self._view(name))
@@ -305,7 +319,8 @@ class InferenceSession:
         """Device bytes this session holds: the activation arena and the prepared weights."""
         weights = 0 if self._weights is None else self._weights.nbytes
         arena = 0 if self._arena is None else int(self._arena.nbytes)
-        recorded = sum(r.nbytes for r in self._recordings.values())
+        recorded = sum(r.nbytes for r in self._recordings.values()) + \
+            (0 if self._code is None else self._code.nbytes)
         return {"arena_bytes": arena, "weight_bytes": weights, "recorded_bytes": recorded,
                 "total_bytes": arena + weights + recorded,
                 "peak_live_activation_bytes": self.plan.peak_live_bytes}
@@ -314,6 +329,9 @@ class InferenceSession:
         for recording in self._recordings.values():
             recording.free()
         self._recordings = {}
+        if self._code is not None:
+            self._code.free()
+            self._code = None
         if self._weights is not None:
             self._weights.free()
             self._weights = None
