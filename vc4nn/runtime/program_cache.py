@@ -26,6 +26,8 @@ import warnings
 import asm
 from asm.program import Program
 
+from ..user_cache import user_cache_path
+
 # The module, not the decorator ``asm.kernel`` that the package exports under the same name.
 asm_kernel = importlib.import_module("asm.kernel")
 
@@ -35,13 +37,7 @@ FORMAT = 1
 
 def cache_dir(path=None):
     """The cache directory to use, or None when the cache is off (VC4NN_PROGRAM_CACHE=off)."""
-    if path is not None:
-        return os.fspath(path)
-    env = os.environ.get(ENV_VAR)
-    if env:
-        return None if env.lower() == "off" else env
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "vc4nn", "programs")
+    return user_cache_path(path, ENV_VAR, "programs")
 
 
 def source_digest(folders):
