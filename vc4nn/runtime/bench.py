@@ -90,13 +90,15 @@ def bench(sess, runs=None):
               "host_seconds_this_machine": host,
               "host_seconds_outside_launches": statistics.median(outside), "runs": runs,
               "load_seconds": getattr(sess, "load_seconds", None),
+              "load_cpu_seconds": getattr(sess, "load_cpu_seconds", None),
               "program_cache": getattr(sess, "program_cache_stats", None),
               "memory": sess.memory()}
     lines = [f"{sess.path}: {total['layers']} layers, {total['launches']} launches, "
              f"{total['flops'] / 1e6:.1f} MFLOP"]
     if report["load_seconds"] is not None:
         cache = report["program_cache"]
-        lines.append(f"load: {report['load_seconds']:.2f} s" + (
+        lines.append(f"load: {report['load_seconds']:.2f} s wall, "
+                     f"{report['load_cpu_seconds']:.2f} s CPU" + (
             "" if cache is None else f" (programs: {cache['hits']} from the disk cache, "
                                      f"{cache['misses']} assembled; {cache['folder']})"))
     probe_device, probe_host = launch_probe(sess.device, sess.num_qpus)
