@@ -71,8 +71,8 @@ def test_the_launch_path_picks_the_launch_overhead():
     with EmulatorDevice(board="pi1") as dev:
         dev.machine.timing = Timing("pi1", launch_path="direct")
         result = dev.execute(nothing.assemble())
-    # host_int + thrend + 2 delay slots = 16 clocks; facts §3 / timing.py: 100 us vs 5 us
-    assert result.seconds == pytest.approx(16 / 250e6 + 5e-6)
+    # host_int + thrend + 2 delay slots = 16 clocks; facts §3 / timing.py: 100 us vs 20 us
+    assert result.seconds == pytest.approx(16 / 250e6 + 20e-6)
     assert Timing("pi1").launch_overhead == 100e-6
     with pytest.raises(DeviceError, match="launch path"):
         Timing("pi1", launch_path="doorbell")
