@@ -140,28 +140,38 @@ class InferenceSession:
             t, b, l, r = self._stem.attrs["pads"]
             self._interior = self._input_view[t:t + h, l:l + w]
             self._border = np.asarray(self._normalization.mean, np.float32)
-        # Weights go into one arena; its size is known once every layout is made (host pass).
+        self._place_weights(nodes, bar)
+        self.host_steps = [n for n in g.nodes if n.op == "softmax"]
+        self._lend_workspaces(nodes)
+        if self.replay:
+            self._record_all(progress)
+
+    def _place_weights(self, nodes, bar):
+        """Bind every layer, its weights in one arena; the arena's size is known once every
+        layout is made, so a first pass makes them in host memory."""
         sizing = WeightLayouts()
         for node in nodes:
             self._bind(node, sizing)
         self._weights = WeightArena(self.device, sizing.nbytes)
         self.steps = [(node, self._bind(node, self._weights)) for node in bar]
-        self.host_steps = [n for n in g.nodes if n.op == "softmax"]
-        # A layer's workspace (the pointwise transpose) shares the arena with the values that
-        # are dead while it runs.
+
+    def _lend_workspaces(self, nodes):
+        """A layer's workspace (the pointwise transpose) shares the activation arena with the
+        values that are dead while it runs."""
         arena_bytes = self._arena.view(np.uint8)
         self._scratch = {}
         for step, node in enumerate(nodes):
             offset, size = self.plan.free_span(step)
             self._scratch[node.name] = arena_bytes[offset:offset + size]
-        if self.replay:
-            self._code = CodePool(self.device)
-            with program_cache.active() as store:
-                for node, call in _progress(self.steps, progress, "assembling layers"):
-                    self._record(node, call)
-            if store is not None:
-                self.program_cache_stats = {"hits": store.hits, "misses": store.misses,
-                                            "folder": store.folder}
+
+    def _record_all(self, progress):
+        self._code = CodePool(self.device)
+        with program_cache.active() as store:
+            for node, call in _progress(self.steps, progress, "assembling layers"):
+                self._record(node, call)
+        if store is not None:
+            self.program_cache_stats = {"hits": store.hits, "misses": store.misses,
+                                        "folder": store.folder}
 
     def _record(self, node, call):
         """Record the layer's launches without running them (its program assembled, its
@@ -183,12 +193,11 @@ class InferenceSession:
         start = self.plan.offsets[owner] // 4
         return self._arena[start:start + int(np.prod(shape))].reshape(shape)
 
-    def _prepare(self, fn, *args):
-        return fn(*args, device=self.device, placement=self._placement)
+    def _prepare(self, placement, fn, *args):
+        return fn(*args, device=self.device, placement=placement)
 
     def _bind(self, node, placement):
         """The layer call of ``node``, its weights laid out into ``placement``."""
-        self._placement = placement
         nn, g, a = self.nn, self.graph, node.attrs
         common = dict(device=self.device, num_qpus=self.num_qpus, return_run=True)
         if node.op == "reshape":
@@ -205,20 +214,20 @@ class InferenceSession:
                 x, padding = self._input_view, (0, 0, 0, 0)
                 if self._normalization is not None:
                     w, bias = _fold_normalization(w, bias, self._normalization)
-            prepared = self._prepare(nn.prepare_conv2d, w, bias)
+            prepared = self._prepare(placement, nn.prepare_conv2d, w, bias)
             return functools.partial(nn.conv2d, x, prepared, stride=stride, padding=padding,
                                      activation=a.get("activation"), out=out, **common)
         if node.op == "depthwise":
-            prepared = self._prepare(nn.prepare_depthwise, w, bias)
+            prepared = self._prepare(placement, nn.prepare_depthwise, w, bias)
             return functools.partial(nn.depthwise, x, prepared, stride=stride, padding=padding,
                                      activation=a.get("activation"), out=out, **common)
         if node.op == "pointwise":
-            prepared = self._prepare(nn.prepare_pointwise, w, bias)
+            prepared = self._prepare(placement, nn.prepare_pointwise, w, bias)
             residual = self._view(node.inputs[3]) if len(node.inputs) > 3 else None
             return functools.partial(nn.pointwise, x, prepared, activation=a.get("activation"),
                                      residual=residual, out=out, **common)
         if node.op == "fully_connected":
-            prepared = self._prepare(nn.prepare_fully_connected, w, bias)
+            prepared = self._prepare(placement, nn.prepare_fully_connected, w, bias)
             return functools.partial(nn.fully_connected, x.reshape(-1), prepared,
                                      activation=a.get("activation"), out=out.reshape(-1),
                                      **common)
