@@ -235,3 +235,17 @@ def test_num_qpus_must_be_a_whole_number_of_qpus(num_qpus):
     from vc4nn.emulator import EmulatorDevice
     with EmulatorDevice() as device, pytest.raises(DeviceError, match="num_qpus must be an int 1..12"):
         device.execute(np.zeros(2, dtype=np.uint64), num_qpus=num_qpus)
+
+
+def test_uniform_words_of_ints_match_the_bit_patterns_and_keep_the_range_check():
+    """Int streams take a vectorised path: same words as packing each value by hand, and a value
+    out of 32 bits is still an error naming it."""
+    import struct
+    from vc4nn.errors import DeviceError
+    values = [0, 1, -1, 2 ** 31 - 1, -2 ** 31, 2 ** 32 - 1, 0xC0001000, 12345]
+    expected = b"".join(struct.pack("<I", v & 0xFFFFFFFF) for v in values)
+    assert uniform_words(values) == expected == uniform_words(tuple(values))
+    assert uniform_words([1, 2.5]) == struct.pack("<I", 1) + struct.pack("<f", 2.5)
+    for bad in (2 ** 32, -2 ** 31 - 1, 2 ** 70):
+        with pytest.raises(DeviceError, match=f"value 1 of QPU 3 = {bad} does not fit"):
+            uniform_words([7, bad], qpu=3)
