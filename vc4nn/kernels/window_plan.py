@@ -33,7 +33,7 @@ ACCUMULATOR_REGISTERS = 28          # ra0..ra27; ra28..ra31 hold the bias and sp
 MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (16)
 # For the tile-height choice (cycle model, docs/kernels.md): a 64-byte store row costs 0.7 of a
 # load row (the DMA row models of docs/cycle-model.md), and one QPU alone keeps about 2/3 of the
-# bus busy (tools/bench_spatial.py --qpus 1).
+# bus busy (vc4nn bench-layers --kind spatial --qpus 1).
 STORE_ROW_COST = 0.7
 ONE_QPU_BUS_SHARE = 0.66
 
