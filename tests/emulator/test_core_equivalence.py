@@ -215,10 +215,11 @@ alu_words_pm = st.builds(
     op_mul=st.integers(0, 7), raddr_a=st.sampled_from(fuzz._READS),
     raddr_b=st.sampled_from(fuzz._READS), add_a=st.integers(0, 7), add_b=st.integers(0, 7),
     mul_a=st.integers(0, 7), mul_b=st.integers(0, 7), **fuzz._common)
-words = st.one_of(fuzz.plausible_word, alu_words_pm.map(encode), fuzz.any_word)
+words = st.one_of(fuzz.plausible_word, alu_words_pm.map(encode), fuzz.any_word, fuzz.vpm_word,
+                  fuzz.vpm_word)
 programs = st.lists(words, min_size=1, max_size=16)
 interesting_uniforms = st.one_of(
-    st.integers(min_value=0, max_value=0xFFFFFFFF), st.just("buffer"),
+    st.integers(min_value=0, max_value=0xFFFFFFFF), fuzz.buffer_addresses,
     st.sampled_from([0, 1, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001,
                      0x00000001, 0x807FFFFF, 0x3F800000, 0xBF800000, 0x477FE000, 0x33800000]))
 uniform_lists = st.lists(interesting_uniforms, min_size=0, max_size=8)
@@ -229,8 +230,7 @@ def _random_scenario(program_words, uniforms, num_qpus):
         scratch = device.alloc(4096, np.uint8)
         scratch[:] = np.arange(4096) * 7 % 256
         code = np.array(list(program_words) + fuzz.EXIT, dtype=np.uint64)
-        per_qpu = [[scratch.address if u == "buffer" else u for u in uniforms] or None] \
-            * num_qpus
+        per_qpu = [[fuzz.uniform_value(u, scratch) for u in uniforms] or None] * num_qpus
         device.execute(code, num_qpus, per_qpu, timeout=0.01)
     return scenario
 
@@ -242,6 +242,21 @@ def _random_scenario(program_words, uniforms, num_qpus):
 # found by CI: a generic write setup with an unused bit set took the C fast path unchecked
 @example(program_words=[0xe000403100041c00], uniforms=[], num_qpus=1, mode="error", seed=None)
 def test_random_programs(program_words, uniforms, num_qpus, mode, seed):
+    assert_equivalent(_random_scenario(program_words, uniforms, num_qpus), checks=mode,
+                      seed=seed, max_instructions=3000)
+
+
+# Whole VPM transfers (fuzz.dma_programs) between random words, on uniforms that are mostly
+# addresses in the scratch buffer: the DMA engines and generic VPM access past their setup
+# checks, with races, ranges and faults. Fewer examples than above: each runs longer.
+@settings(max_examples=int(os.environ.get("VC4NN_EQUIVALENCE_EXAMPLES", 2000)) // 2,
+          deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program_words=fuzz.dma_programs,
+       uniforms=st.lists(st.one_of(fuzz.buffer_addresses, fuzz.buffer_addresses,
+                                   interesting_uniforms), min_size=1, max_size=8),
+       num_qpus=st.integers(1, 6), mode=st.sampled_from(["error", "warn", "off"]),
+       seed=st.sampled_from([None, None, 5]))
+def test_random_dma_programs(program_words, uniforms, num_qpus, mode, seed):
     assert_equivalent(_random_scenario(program_words, uniforms, num_qpus), checks=mode,
                       seed=seed, max_instructions=3000)
 

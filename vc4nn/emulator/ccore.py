@@ -22,7 +22,7 @@ from asm import isa
 from ..errors import DeviceError
 from . import sync
 from .lowering import ENUMS, RECORD_WORDS, lower_word
-from .vpm import GenericSetup
+from .vpm import MESSAGES, GenericSetup, _Dma
 from .qpu import STALL_CAUSES, r4_early_message, r4_overwritten_message, \
     regfile_hazard_message, uniform_early_message, uniform_word
 
@@ -89,7 +89,6 @@ class _Glue:
             machine.bus
         self.rng = machine._rng
         self.timeout = None
-        self.generic_setup_class = GenericSetup
         self.tmu_in_c = TMU_IN_C
 
     def fetch(self, pc, qpu):
@@ -140,6 +139,22 @@ class _Glue:
                             if kind == _BLOCKED_SEMAPHORE else sync.mutex_blocked_reason(a))
                       for qpu, (kind, a, b, c) in blocked.items()}
 
+    def vpm_report(self, rule, qpu, key, args):
+        self.machine.checks.report(rule, MESSAGES[key](*args), qpu)
+
+    def vpm_import(self, qpus, unsettled):
+        """Put the C core's VPM state (csrc/vpm.c vpm_export) into the Python Vpm: its finish
+        makes the end-of-run checks from it."""
+        vpm = self.vpm
+        for qpu, (reads, last, write, vdr, pitch, vdw, stride, load, store) in enumerate(qpus):
+            vpm._reads[qpu].extend(_setup(s) for s in reads)
+            vpm._last_read[qpu], vpm._write[qpu] = _setup(last), _setup(write)
+            vpm._vdr[qpu], vpm._vdr_pitch[qpu], vpm._vdw[qpu], vpm._vdw_stride[qpu] = \
+                vdr, pitch, vdw, stride
+            vpm._load[qpu], vpm._store[qpu] = _dma(qpu, "load", load), _dma(qpu, "store", store)
+        slots = (vpm._load, vpm._store)
+        vpm._unsettled = [slots[kind][qpu] for qpu, kind in unsettled]
+
     def uniform_word(self, address, qpu, pc):
         return uniform_word(self.machine.memory, address, qpu, pc)[0]
 
@@ -159,6 +174,26 @@ def memory_bus(timing):
     """The C core's memory bus: vpm.MemoryBus in C (csrc/bus.c), with the same methods and
     statistics, which the Python DMA engines use as they use the Python bus."""
     return _ccore.MemoryBus(timing)
+
+
+def _setup(fields):
+    if fields is None:
+        return None
+    setup = GenericSetup.__new__(GenericSetup)
+    (setup.horizontal, setup.laned, setup.width, setup.stride, setup.addr, setup.remaining,
+     setup.ready) = fields
+    if setup.remaining < 0:         # a write setup counts no vectors
+        setup.remaining = None
+    return setup
+
+
+def _dma(qpu, kind, fields):
+    if fields is None:
+        return None
+    complete, settled, words = fields
+    dma = _Dma(qpu, kind, np.frombuffer(words, dtype=bool).copy(), complete)
+    dma.settled = settled
+    return dma
 
 
 def _where(positions):

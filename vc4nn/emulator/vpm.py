@@ -92,6 +92,59 @@ CHECK_RULES = MappingProxyType({
 })
 
 
+def _whose(issuer, qpu):
+    return "its own" if issuer == qpu else f"QPU {issuer}'s"
+
+
+# The messages of those checks, by key: the Python Vpm below and the C core (csrc/vpm.c,
+# csrc/dma.c, through ccore's glue) both report with these.
+MESSAGES = MappingProxyType({
+    "setup_unused_bits": lambda what, word, unused: (
+        f"{what} {word:#010x} sets bits {unused:#010x} that no field uses (the emulator "
+        f"ignores them)"),
+    "pitch_out_of_range": lambda word: (
+        f"extended DMA load pitch word {word:#010x} asks for a pitch of {word & 0x0FFFFFFF} "
+        f"bytes; the hardware honours 14 bits (pitches below 16384, facts §5.18) and rows 16 KB "
+        f"or more apart load wrongly on a Pi"),
+    "selects_no_setup": lambda register, word: (
+        f"{register} {word:#010x} selects no setup (bits 31:30 = 01)"),
+    "reserved_size": lambda register, word: f"{register} {word:#010x} has the reserved SIZE 3",
+    "unused_modew": lambda word: f"DMA store setup {word:#010x} has the unused MODEW 1",
+    "read_queue_overflow": lambda queued, unread, limit: (
+        f"a third VPM read setup while {queued} are queued with {unread} vectors unread "
+        f"(facts §3: at most {limit})"),
+    "read_missing_setup": lambda: "VPM read with no read setup (hangs on a Pi)",
+    "read_past_setup": lambda: "VPM read past the count NUM of its setup (hangs on a Pi)",
+    "write_missing_setup": lambda: "VPM write with no write setup",
+    "load_missing_setup": lambda: "vr_addr written with no DMA load setup",
+    "store_missing_setup": lambda: "vw_addr written with no DMA store setup",
+    "store_laned": lambda word: (
+        f"DMA store setup {word:#010x} sets LANED, which the guide says to write as 0"),
+    "store_vertical_blockmode": lambda: (
+        "BLOCKMODE with a vertical DMA store is not modelled (docs/hardware-choices.md)"),
+    "store_columns_past_row": lambda units, x: (
+        f"DMA store of {units} columns from column {x} runs past column {ROW_WORDS - 1}"),
+    "generic_out_of_range": lambda what, addr: (
+        f"generic VPM {what} at ADDR {addr} reaches past row {isa.VPM_ROWS - 1}, the generic "
+        f"access range (facts §3); the emulator wraps it"),
+    "dma_beyond_user_rows": lambda what, row: (
+        f"{what} reaches VPM row {row}; rows {isa.VPM_ROWS}..{isa.VPM_DMA_ROWS - 1} are "
+        f"reachable only by DMA and may not belong to user programs (facts §5.15)"),
+    "dma_row_past_end": lambda what: f"{what} row runs past the end of its VPM row (64 bytes)",
+    "dma_race": lambda what, issuer, qpu, kind: (
+        f"{what} touches VPM words of {_whose(issuer, qpu)} DMA {kind} that has not been waited "
+        f"for (vr_wait/vw_wait)"),
+    "dma_alignment": lambda kind, address, width: (
+        f"DMA {kind} memory address {address:#010x} is not a multiple of the element size "
+        f"({width} bytes); the low bits are dropped"),
+    "store_in_flight": lambda: (
+        "the program ended without waiting for its last DMA store (read vw_wait): the host "
+        "may read memory before it lands"),
+    "read_pending": lambda unread: (
+        f"the program ended with {unread} VPM vectors of its read setups unread"),
+})
+
+
 class MemoryBus:
     """The memory path the DMA engines, the TMUs and the uniform fetches share, with the V3D L2.
 
@@ -354,16 +407,12 @@ class Vpm:
             self._queue_read(qpu, word, now)
         elif isa.field_get(word, isa.VDR_EXTENDED["id"]) == isa.VDR_EXTENDED_ID:
             if word & isa.unused_bits(isa.VDR_EXTENDED):
-                self._report("dma_pitch_out_of_range", f"extended DMA load pitch word {word:#010x} "
-                             f"asks for a pitch of {word & 0x0FFFFFFF} bytes; the hardware "
-                             f"honours 14 bits (pitches below 16384, facts §5.18) and rows 16 KB "
-                             f"or more apart load wrongly on a Pi", qpu)
+                self._report("dma_pitch_out_of_range", qpu, "pitch_out_of_range", word)
             self._vdr_pitch[qpu] = isa.field_get(word, isa.VDR_EXTENDED["mpitchb"])
         elif isa.field_get(word, isa.VDR_SETUP["id"]) == isa.VDR_SETUP_ID:
             self._vdr[qpu] = word
         else:
-            self._report("vpm_setup_invalid", f"vr_setup {word:#010x} selects no setup "
-                         f"(bits 31:30 = 01)", qpu)
+            self._report("vpm_setup_invalid", qpu, "selects_no_setup", "vr_setup", word)
         return now
 
     def write_vw_setup(self, qpu, value, now):
@@ -381,20 +430,17 @@ class Vpm:
             self._vdw_stride[qpu] = (isa.field_get(word, isa.VDW_STRIDE["stride"]),
                                      bool(isa.field_get(word, isa.VDW_STRIDE["blockmode"])))
         else:
-            self._report("vpm_setup_invalid", f"vw_setup {word:#010x} selects no setup "
-                         f"(bits 31:30 = 01)", qpu)
+            self._report("vpm_setup_invalid", qpu, "selects_no_setup", "vw_setup", word)
         return now
 
     def _unused_bits(self, word, table, what, qpu):
         unused = word & isa.unused_bits(table)
         if unused:
-            self._report("vpm_setup_unused_bits", f"{what} {word:#010x} sets bits {unused:#010x} "
-                         f"that no field uses (the emulator ignores them)", qpu)
+            self._report("vpm_setup_unused_bits", qpu, "setup_unused_bits", what, word, unused)
 
     def _valid_generic(self, setup, word, register, qpu):
         if setup.width is None:
-            self._report("vpm_setup_invalid", f"{register} {word:#010x} has the reserved SIZE 3",
-                         qpu)
+            self._report("vpm_setup_invalid", qpu, "reserved_size", register, word)
             return False
         return True
 
@@ -404,10 +450,8 @@ class Vpm:
             return
         queue = self._reads[qpu]
         if len(queue) >= self.timing.vpm_read_queue:
-            self._report("vpm_read_queue_overflow",
-                         f"a third VPM read setup while {len(queue)} are queued with "
-                         f"{sum(s.remaining for s in queue)} vectors unread (facts §3: at most "
-                         f"{self.timing.vpm_read_queue})", qpu)
+            self._report("vpm_read_queue_overflow", qpu, "read_queue_overflow", len(queue),
+                         sum(s.remaining for s in queue), self.timing.vpm_read_queue)
         setup.ready = now + self.timing.vpm_read_latency
         queue.append(setup)
 
@@ -422,11 +466,9 @@ class Vpm:
         else:
             setup = self._last_read[qpu]
             if setup is None:
-                self._report("vpm_missing_setup",
-                             "VPM read with no read setup (hangs on a Pi)", qpu)
+                self._report("vpm_missing_setup", qpu, "read_missing_setup")
                 return _ZEROS.copy(), now
-            self._report("vpm_read_past_setup", "VPM read past the count NUM of its setup "
-                         "(hangs on a Pi)", qpu)
+            self._report("vpm_read_past_setup", qpu, "read_past_setup")
         index, words = self._generic_positions(setup, "read", qpu)
         self._check_race(qpu, words, False, "a generic VPM read")
         raw = self.bytes[index]
@@ -440,7 +482,7 @@ class Vpm:
     def write(self, qpu, values, now):
         setup = self._write[qpu]
         if setup is None:
-            self._report("vpm_missing_setup", "VPM write with no write setup", qpu)
+            self._report("vpm_missing_setup", qpu, "write_missing_setup")
             return now
         index, words = self._generic_positions(setup, "write", qpu)
         self._check_race(qpu, words, True, "a generic VPM write")
@@ -455,7 +497,7 @@ class Vpm:
         now = self._retire(self._load, qpu, now)
         word = self._vdr[qpu]
         if word is None:
-            self._report("vpm_missing_setup", "vr_addr written with no DMA load setup", qpu)
+            self._report("vpm_missing_setup", qpu, "load_missing_setup")
             return now
         table = isa.VDR_SETUP
         # MODEW 1 cannot occur here: id bits 1001 make the word an extended-pitch setup.
@@ -490,17 +532,15 @@ class Vpm:
         now = self._retire(self._store, qpu, now)
         word = self._vdw[qpu]
         if word is None:
-            self._report("vpm_missing_setup", "vw_addr written with no DMA store setup", qpu)
+            self._report("vpm_missing_setup", qpu, "store_missing_setup")
             return now
         table = isa.VDW_SETUP
         decoded = dma_width(isa.field_get(word, table["modew"]))
         if decoded is None:
-            self._report("vpm_setup_invalid", f"DMA store setup {word:#010x} has the unused "
-                         f"MODEW 1", qpu)
+            self._report("vpm_setup_invalid", qpu, "unused_modew", word)
             return now
         if isa.field_get(word, table["laned"]):
-            self._report("dma_unsupported", f"DMA store setup {word:#010x} sets LANED, which the "
-                         f"guide says to write as 0", qpu)
+            self._report("dma_unsupported", qpu, "store_laned", word)
             return now
         width, sel = decoded
         units, depth = field_count(word, table["units"]), field_count(word, table["depth"])
@@ -509,15 +549,13 @@ class Vpm:
         stride, blockmode = self._vdw_stride[qpu]
         nbytes = depth * width
         if blockmode and vertical:
-            self._report("dma_unsupported", "BLOCKMODE with a vertical DMA store is not "
-                         "modelled (docs/hardware-choices.md)", qpu)
+            self._report("dma_unsupported", qpu, "store_vertical_blockmode")
             return now
         if blockmode:       # memory rows taken one after another from a linear VPM stream
             index = line_bytes(False, y, x, sel * width, units * nbytes).reshape(units, nbytes)
         elif vertical:
             if x + units > ROW_WORDS:
-                self._report("vpm_out_of_range", f"DMA store of {units} columns from column {x} runs "
-                             f"past column {ROW_WORDS - 1}", qpu)
+                self._report("vpm_out_of_range", qpu, "store_columns_past_row", units, x)
             index = np.stack([line_bytes(True, y, (x + u) % ROW_WORDS, sel * width, nbytes)
                               for u in range(units)])
         else:
@@ -558,30 +596,25 @@ class Vpm:
         for qpu in qpus:
             store = self._store[qpu]
             if store is not None and not store.settled:
-                problems.append(("dma_in_flight_at_end", "the program ended without waiting for "
-                                 "its last DMA store (read vw_wait): the host may read memory "
-                                 "before it lands", qpu))
+                problems.append(("dma_in_flight_at_end", qpu, "store_in_flight"))
             unread = sum(s.remaining for s in self._reads[qpu])
             if unread:
-                problems.append(("vpm_read_pending_at_end", f"the program ended with {unread} VPM "
-                                 f"vectors of its read setups unread", qpu))
+                problems.append(("vpm_read_pending_at_end", qpu, "read_pending", unread))
             self._reads[qpu].clear()
             self._load[qpu] = self._store[qpu] = None
         self._unsettled = [d for d in self._unsettled if d.qpu not in qpus]
-        for rule, message, qpu in problems:
-            self._report(rule, message, qpu)
+        for problem in problems:
+            self._report(*problem)
 
     # -- helpers --------------------------------------------------------------------------------
     def _generic_positions(self, setup, what, qpu):
         line = setup.addr // (WORD_BYTES // setup.width)
         if line >= isa.VPM_ROWS:      # Y (horizontal) or {Y[5:4], X} (vertical) past 6 bits
-            self._report("vpm_out_of_range", f"generic VPM {what} at ADDR {setup.addr} reaches "
-                         f"past row {isa.VPM_ROWS - 1}, the generic access range (facts §3); "
-                         f"the emulator wraps it", qpu)
+            self._report("vpm_out_of_range", qpu, "generic_out_of_range", what, setup.addr)
         return setup.positions()
 
-    def _report(self, rule, message, qpu):
-        self.checks.report(rule, message, qpu)
+    def _report(self, rule, qpu, key, *args):
+        self.checks.report(rule, MESSAGES[key](*args), qpu)
 
     def _retire(self, slots, qpu, now):
         """Wait for this QPU's DMA in ``slots`` to finish; the QPU has now observed it."""
@@ -608,9 +641,7 @@ class Vpm:
 
     def _dma_address(self, address, width, kind, qpu):
         if address % width:
-            self._report("dma_alignment", f"DMA {kind} memory address {address:#010x} is not a "
-                         f"multiple of the element size ({width} bytes); the low bits are "
-                         f"dropped", qpu)
+            self._report("dma_alignment", qpu, "dma_alignment", kind, address, width)
         return address - address % width
 
     def _wrap(self, index, vertical, blockmode, what, qpu):
@@ -618,12 +649,9 @@ class Vpm:
         and wrap them into it."""
         rows = index // ROW_BYTES
         if rows.max() >= isa.VPM_ROWS:
-            self._report("vpm_out_of_range", f"{what} reaches VPM row {int(rows.max())}; rows "
-                         f"{isa.VPM_ROWS}..{self.TOTAL_ROWS - 1} are reachable only by DMA and "
-                         f"may not belong to user programs (facts §5.15)", qpu)
+            self._report("vpm_out_of_range", qpu, "dma_beyond_user_rows", what, int(rows.max()))
         if not vertical and not blockmode and (rows != rows[:, :1]).any():
-            self._report("vpm_out_of_range", f"{what} row runs past the end of its VPM row (64 bytes)",
-                         qpu)
+            self._report("vpm_out_of_range", qpu, "dma_row_past_end", what)
         return index % (self.TOTAL_ROWS * ROW_BYTES)
 
     def _mask(self, index):
@@ -636,7 +664,5 @@ class Vpm:
         real Pi, unless both only read the VPM (rule vpm_dma_race, docs/cycle-model.md)."""
         for dma in self._unsettled:
             if (writes_vpm or dma.kind == "load") and dma.words[words].any():
-                who = "its own" if dma.qpu == qpu else f"QPU {dma.qpu}'s"
-                self._report("vpm_dma_race", f"{what} touches VPM words of {who} DMA {dma.kind} "
-                             f"that has not been waited for (vr_wait/vw_wait)", qpu)
+                self._report("vpm_dma_race", qpu, "dma_race", what, dma.qpu, qpu, dma.kind)
                 return

@@ -82,7 +82,7 @@ static PyObject *run(PyObject *self, PyObject *args)
     memcpy(m->rule_off, off, sizeof(off));
     if (get_unit(glue, "tmu", &m->tmu) || get_unit(glue, "vpm", &m->vpm)
         || get_unit(glue, "sync", &m->sync) || get_unit(glue, "bus", &m->bus)
-        || vpm_fast_init(m) < 0 || tmu_init(m) < 0 || memory_load(m, allocations) < 0)
+        || vpm_init(m) < 0 || tmu_init(m) < 0 || memory_load(m, allocations) < 0)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned long unif, code;
@@ -91,7 +91,16 @@ static PyObject *run(PyObject *self, PyObject *args)
         qpu_init(m, &m->qpus[i], (int)i, (uint32_t)unif, (uint32_t)code);
     }
     executed = schedule(m, deadline, budget, progress);
-    if (!executed)
+    /* the VPM's state goes back to the Python Vpm whether the run ended or failed, as the
+     * Python core leaves it in both cases */
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    int exported = vpm_export(m);
+    if (type) {
+        PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
+    }
+    if (!executed || exported < 0)
         goto done;
     PyObject *qpus = PyList_New(n);
     if (!qpus)
@@ -112,7 +121,7 @@ done:
     Py_XDECREF(m->sync);
     Py_XDECREF(m->bus);
     memory_release(m);
-    vpm_fast_release(m);
+    vpm_release(m);
     tmu_release(m);
     plans_clear(m);
     free(m);
