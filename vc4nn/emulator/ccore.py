@@ -39,11 +39,11 @@ BUILD_HINT = ("install a C compiler (Raspberry Pi OS / Debian: sudo apt install 
 CORE_RULES = ("regfile_read_after_write", "r4_read_before_sfu_result",
               "r4_overwritten_during_sfu", "uniform_read_after_address_write")
 _SFU_NAMES = ("recip", "recipsqrt", "exp", "log")
+# Lowered instructions a machine keeps (csrc/plans.c; the cache starts again when full).
 RECORD_CACHE_LIMIT = 1 << 16
 # The TMU runs in C (csrc/tmu.c); False sends every TMU operation to the Python Tmu instead
 # (slower, and always what tmu.py says: the switch for a tmu.py change not yet ported to C).
 TMU_IN_C = True
-_SIG_SHIFT = isa.ALU_FIELDS["sig"][0]
 _BLOCKED_SEMAPHORE = ENUMS["BLOCKED"].index("semaphore")
 # The core of machines made with core=None when set ("c" or "python"); the tests run the
 # emulator suite once per core through it.
@@ -92,22 +92,13 @@ class _Glue:
         self.tmu_in_c = TMU_IN_C
 
     def fetch(self, pc, qpu):
-        """The record of the instruction at ``pc`` (Machine.plan_at's fetch and faults)."""
+        """The record of the instruction at ``pc`` (Machine.plan_at's fetch and faults), for a
+        word the machine's record cache (csrc/plans.c) does not hold."""
         machine = self.machine
         if pc & 7:
             machine.plan_at(pc, types.SimpleNamespace(index=qpu))    # raises the fault
         low, high = machine.memory.read_words(pc, 2, "fetch", qpu, pc)
-        word = int(low) | int(high) << 32
-        # Only a branch's record depends on its address (target, link): the others are cached
-        # by content, so a program loaded at a new address is not lowered again.
-        key = (pc, word) if word >> _SIG_SHIFT == isa.SIG_BRANCH else word
-        cache = machine._record_cache
-        record = cache.get(key)
-        if record is None:
-            if len(cache) >= RECORD_CACHE_LIMIT:
-                cache.clear()
-            record = cache[key] = lower_word(word, pc)
-        return record
+        return lower_word(int(low) | int(high) << 32, pc)
 
     def report(self, rule, qpu, pc, a, b):
         if rule == 0:
@@ -220,7 +211,7 @@ def run(machine, entries, deadline, budget, timeout):
     """Run a launch on the C core; per-QPU summaries with the attributes Machine._result and
     the end-of-run checks read from a Qpu."""
     if not hasattr(machine, "_record_cache"):
-        machine._record_cache = {}
+        machine._record_cache = _ccore.record_cache()
     glue = _Glue(machine)
     glue.timeout = timeout
     timing, checks = machine.timing, machine.checks
@@ -229,7 +220,7 @@ def run(machine, entries, deadline, budget, timeout):
         glue, list(entries), float(deadline), float(budget), machine.progress,
         (timing.issue_clocks, timing.sfu_latency, timing.uniform_line_bytes,
          timing.semaphore_clocks, timing.mutex_clocks),
-        _allocations(machine.memory), off, machine.keep_final_state)
+        _allocations(machine.memory), off, machine.keep_final_state, machine._record_cache)
     qpus = []
     for s in summaries:
         qpus.append(types.SimpleNamespace(

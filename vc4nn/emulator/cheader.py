@@ -18,6 +18,7 @@ from asm import isa
 from ..device import BUS_ADDRESS_MASK, BUS_ALIAS_MASK
 from ..hardware import BUS_ALIAS_SHIFT, VC_L2_ALLOCATING_ALIASES, VC_L2_CACHED_ALIASES
 from . import lowering
+from .ccore import RECORD_CACHE_LIMIT
 from .machine import JITTER_CLOCKS, PROGRESS_INTERVAL
 from .vpm import WORD_BYTES, MemoryBus
 from .qpu import STALL_CAUSES
@@ -55,6 +56,8 @@ def render():
         "VC_L2_ALLOCATING_ALIAS_BITS": sum(1 << a for a in VC_L2_ALLOCATING_ALIASES),
         "BUS_HISTORY_CLOCKS": MemoryBus.HISTORY_CLOCKS,
         "BUS_HISTORY_BOOKINGS": MemoryBus.HISTORY_BOOKINGS,
+        "SIG_SHIFT": isa.ALU_FIELDS["sig"][0], "SIG_BRANCH": isa.SIG_BRANCH,
+        "RECORD_CACHE_LIMIT": RECORD_CACHE_LIMIT,
     }
     lines += [f"#define {name} {value}" for name, value in constants.items()]
     lines.append(f"#define BUS_ADDRESS_MASK {BUS_ADDRESS_MASK:#x}u")

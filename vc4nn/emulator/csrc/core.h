@@ -138,7 +138,9 @@ enum { DMA_LOAD, DMA_STORE };
 typedef struct {
     int active, settled;        /* active: issued this run; settled: its issuer observed the end */
     int64_t complete;
-    uint8_t words[VPM_WORDS];   /* the VPM words it touches */
+    uint8_t words[VPM_WORDS];   /* the VPM words it touches, as a mask */
+    uint16_t word_list[VPM_WORDS];      /* ... and as a list */
+    int nwords;
 } Dma;
 
 typedef struct {
@@ -153,6 +155,7 @@ typedef struct {
     int vdw_blockmode[NUM_QPUS];
     Dma dmas[NUM_QPUS][2];      /* each QPU's latest load and store */
     int unsettled[2 * NUM_QPUS], nunsettled;    /* 2 * qpu + kind, oldest first */
+    uint8_t cover[2][VPM_WORDS];    /* per kind, how many unsettled DMAs touch each word */
     long long read_queue, read_latency, load_latency, store_latency;
     struct { int64_t key, clocks; } clock_cache[256];   /* timing.dma_*_clocks answers */
     struct {                    /* of one DMA: the VPM byte of each memory byte, row after row */
@@ -188,6 +191,7 @@ struct Machine {
     Py_ssize_t nslots, nused;
     Record *records;
     Py_ssize_t nrecords, records_cap;
+    struct RecordCache *record_cache;   /* the machine's, across launches (plans.c) */
     /* Python side: the glue object (fetch, units, checks, rng) */
     PyObject *glue;
     PyObject *tmu, *vpm, *sync, *bus, *checks;
@@ -269,6 +273,8 @@ int qpu_step(Machine *m, Qpu *q);      /* 1 done, 0 blocked, -1 error (Python ex
 
 /* plans.c */
 const Record *plan_at(Machine *m, Qpu *q, uint32_t pc);
+PyObject *record_cache_new(PyObject *self, PyObject *unused);
+struct RecordCache *record_cache_of(PyObject *capsule);
 void plans_clear(Machine *m);
 
 /* scheduler.c */

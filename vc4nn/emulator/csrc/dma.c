@@ -88,6 +88,8 @@ static void retire(Machine *m, Qpu *q, int kind)
     if (!d->active || d->settled)
         return;
     d->settled = 1;
+    for (int i = 0; i < d->nwords; i++)
+        v->cover[kind][d->word_list[i]]--;
     int id = 2 * q->index + kind, k = 0;
     for (int i = 0; i < v->nunsettled; i++)
         if (v->unsettled[i] != id)
@@ -97,7 +99,8 @@ static void retire(Machine *m, Qpu *q, int kind)
 }
 
 /* Vpm._transfer: book the DMA on the bus; it completes ``latency`` after its slot ends */
-static int transfer(Machine *m, Qpu *q, int kind, int64_t occupancy, long long latency)
+static int transfer(Machine *m, Qpu *q, int kind, int nwords, int64_t occupancy,
+                    long long latency)
 {
     Vpm *v = &m->vpm_state;
     int64_t begin = bus_book(m, q->clock, occupancy);
@@ -108,6 +111,11 @@ static int transfer(Machine *m, Qpu *q, int kind, int64_t occupancy, long long l
     d->settled = 0;
     d->complete = begin + occupancy + latency;
     memcpy(d->words, v->scratch.words, sizeof(v->scratch.words));
+    d->nwords = nwords;
+    for (int i = 0; i < nwords; i++) {
+        d->word_list[i] = (uint16_t)v->scratch.word_list[i];
+        v->cover[kind][d->word_list[i]]++;
+    }
     v->unsettled[v->nunsettled++] = 2 * q->index + kind;
     return 0;
 }
@@ -296,7 +304,7 @@ int dma_load(Machine *m, Qpu *q, uint32_t value)
     int64_t occupancy = dma_clocks(m, DMA_LOAD, nrows, row_bytes);
     if (occupancy < 0)
         return -1;
-    return transfer(m, q, DMA_LOAD, occupancy, v->load_latency);
+    return transfer(m, q, DMA_LOAD, nwords, occupancy, v->load_latency);
 }
 
 /* Vpm.write_vw_addr: start a DMA store, after this QPU's previous store has finished */
@@ -360,7 +368,7 @@ int dma_store(Machine *m, Qpu *q, uint32_t value)
     int64_t occupancy = dma_clocks(m, DMA_STORE, units, nbytes);
     if (occupancy < 0)
         return -1;
-    return transfer(m, q, DMA_STORE, occupancy, v->store_latency);
+    return transfer(m, q, DMA_STORE, nwords, occupancy, v->store_latency);
 }
 
 /* Vpm.read_vr_wait / read_vw_wait (the value read is 0) */

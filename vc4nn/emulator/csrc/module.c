@@ -45,7 +45,8 @@ static int get_unit(PyObject *glue, const char *name, PyObject **out)
     return *out ? 0 : -1;
 }
 
-/* run(glue, control, deadline, budget, progress, timing, allocations, rules_off, with_state)
+/* run(glue, control, deadline, budget, progress, timing, allocations, rules_off, with_state,
+ *     record_cache)
  *   control: list of (uniforms address, code address), one per QPU
  *   timing: (issue_clocks, sfu_latency, uniform_line_bytes, semaphore_clocks, mutex_clocks)
  *   rules_off: 4 bools, the QPU core's rules in mode "off" (order of the RULE_* enum)
@@ -57,10 +58,14 @@ static PyObject *run(PyObject *self, PyObject *args)
     long long issue, sfu, line, semaphore, mutex;
     int off[4], with_state;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OO!ddO(LLLLL)O!(pppp)p", &glue, &PyList_Type, &control,
+    PyObject *cache;
+    if (!PyArg_ParseTuple(args, "OO!ddO(LLLLL)O!(pppp)pO", &glue, &PyList_Type, &control,
                           &deadline, &budget, &progress, &issue, &sfu, &line, &semaphore, &mutex,
                           &PyList_Type,
-                          &allocations, &off[0], &off[1], &off[2], &off[3], &with_state))
+                          &allocations, &off[0], &off[1], &off[2], &off[3], &with_state, &cache))
+        return NULL;
+    struct RecordCache *records = record_cache_of(cache);
+    if (!records)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(control);
     if (n < 1 || n > NUM_QPUS) {
@@ -72,6 +77,7 @@ static PyObject *run(PyObject *self, PyObject *args)
         return PyErr_NoMemory();
     PyObject *result = NULL, *executed = NULL;
     m->glue = glue;
+    m->record_cache = records;
     m->num_qpus = (int)n;
     m->issue_clocks = issue;
     m->sfu_latency = sfu;
@@ -130,6 +136,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, "Run a launch on the C core (see vc4nn/emulator/ccore.py)."},
+    {"record_cache", record_cache_new, METH_NOARGS,
+     "A new cache of lowered instructions, for one machine's launches."},
     {NULL, NULL, 0, NULL},
 };
 

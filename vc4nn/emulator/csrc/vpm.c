@@ -97,6 +97,11 @@ int vpm_check_race(Machine *m, int qpu, const int *words, int nwords, int writes
                    const char *what)
 {
     Vpm *v = &m->vpm_state;
+    int touched = 0;        /* by an unsettled DMA it races with: then find the first one */
+    for (int w = 0; w < nwords && !touched; w++)
+        touched = v->cover[DMA_LOAD][words[w]] || (writes_vpm && v->cover[DMA_STORE][words[w]]);
+    if (!touched)
+        return 0;
     for (int i = 0; i < v->nunsettled; i++) {
         int issuer = v->unsettled[i] / 2, kind = v->unsettled[i] % 2;
         if (!writes_vpm && kind != DMA_LOAD)
@@ -194,12 +199,20 @@ int vpm_read(Machine *m, Qpu *q, uint32_t *out)
     if (positions(m, q->index, s, "read", first, words) < 0
         || vpm_check_race(m, q->index, words, LANES, 0, "a generic VPM read") < 0)
         return -1;
-    for (int i = 0; i < LANES; i++) {
-        const uint8_t *p = v->bytes + first[i];
-        uint32_t value = 0;     /* 8/16-bit reads are zero-extended */
-        for (int k = 0; k < s->width; k++)
-            value |= (uint32_t)p[k] << (8 * k);
-        out[i] = value;
+    const uint8_t *b = v->bytes;
+    switch (s->width) {     /* little-endian elements; 8/16-bit reads are zero-extended */
+    case 4:
+        for (int i = 0; i < LANES; i++)
+            out[i] = b[first[i]] | b[first[i] + 1] << 8 | b[first[i] + 2] << 16
+                     | (uint32_t)b[first[i] + 3] << 24;
+        break;
+    case 2:
+        for (int i = 0; i < LANES; i++)
+            out[i] = b[first[i]] | b[first[i] + 1] << 8;
+        break;
+    default:
+        for (int i = 0; i < LANES; i++)
+            out[i] = b[first[i]];
     }
     advance(s);
     qpu_wait(q, s->ready, STALL_VPM);
@@ -217,9 +230,26 @@ int vpm_write(Machine *m, Qpu *q, const uint32_t *values)
     if (positions(m, q->index, s, "write", first, words) < 0
         || vpm_check_race(m, q->index, words, LANES, 1, "a generic VPM write") < 0)
         return -1;
-    for (int i = 0; i < LANES; i++)
-        for (int k = 0; k < s->width; k++)
-            v->bytes[first[i] + k] = (uint8_t)(values[i] >> (8 * k));
+    uint8_t *b = v->bytes;
+    switch (s->width) {     /* the low bytes of each value, little-endian */
+    case 4:
+        for (int i = 0; i < LANES; i++) {
+            b[first[i]] = (uint8_t)values[i];
+            b[first[i] + 1] = (uint8_t)(values[i] >> 8);
+            b[first[i] + 2] = (uint8_t)(values[i] >> 16);
+            b[first[i] + 3] = (uint8_t)(values[i] >> 24);
+        }
+        break;
+    case 2:
+        for (int i = 0; i < LANES; i++) {
+            b[first[i]] = (uint8_t)values[i];
+            b[first[i] + 1] = (uint8_t)(values[i] >> 8);
+        }
+        break;
+    default:
+        for (int i = 0; i < LANES; i++)
+            b[first[i]] = (uint8_t)values[i];
+    }
     advance(s);
     return 0;
 }
