@@ -4,9 +4,9 @@
 ``scenario(device)`` and returns, per launch: the RunResult (cycles, per-QPU instructions,
 cycles and stall counters, warnings) or the error (type, message, rule, QPU, PC, unit,
 address), the final registers and flags of every QPU, the memory bus's statistics (busy
-clocks, V3D and VideoCore L2 hits and misses, write epoch), the VPM (its bytes, setups, read queues and DMAs) and the bytes of every
-allocation. Two
-cores are equivalent on a scenario when the two observations are equal.
+clocks, V3D and VideoCore L2 hits and misses, write epoch), the VPM (its bytes, setups, read
+queues and DMAs) and the bytes of every allocation. Two cores are equivalent on a scenario
+when the two observations are equal.
 """
 
 import dataclasses

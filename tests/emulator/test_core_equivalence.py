@@ -1,7 +1,8 @@
 """The C core against the Python core (the specification): the same launches must leave the
-same memory, registers, flags, cycles, stall counters, warnings and errors. Every library
+same memory, VPM, registers, flags, cycles, stall counters, warnings and errors. Every library
 kernel (SGEMM, transposes, the NN layers), the examples, the seeded scheduler, the ends of a
-run and thousands of random programs (VC4NN_EQUIVALENCE_EXAMPLES, default 2000)."""
+run, float sums of hard operands and thousands of random programs and random VPM transfers
+(VC4NN_EQUIVALENCE_EXAMPLES, default 2000)."""
 
 import os
 import sys
@@ -140,6 +141,76 @@ def _sweep_scenario(lines):
 def test_tmu_sweeps_through_both_l2s(board):
     observed = assert_equivalent(_sweep_scenario(1024), board=board)
     assert (observed["launches"][0]["bus"]["vc_l2_hits"] > 0) == (board == "pi1")
+
+
+# --- float additions: the C core's float32 shortcut (csrc/alu.c fadd_toward_zero) ------------
+
+def _float_pairs(rng, n):
+    """n pairs of float32 bit patterns, most of them hard for a round-toward-zero sum: equal and
+    nearby exponents, cancellation, results near the smallest normal and near overflow, Inf,
+    NaN, denormals."""
+    a = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    b = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    kind = rng.integers(0, 6, n)
+    shift = rng.integers(-30, 31, n)
+    exponent = ((a >> 23) & 0xFF).astype(np.int64) + shift
+    near = (b & 0x807FFFFF) | ((exponent & 0xFF).astype(np.uint32) << 23)
+    b = np.where(kind == 1, near, b)
+    b = np.where(kind == 2, (b & 0x807FFFFF) | (a & 0x7F800000), b)                 # same exponent
+    b = np.where(kind == 3, a ^ 0x80000000 ^ (b & 0xF), b)                          # cancellation
+    tiny = (b & 0x80FFFFFF) | ((b >> 24) % 4 << 23).astype(np.uint32)
+    b = np.where(kind == 4, tiny, b)
+    a = np.where(kind == 4, (a & 0x80FFFFFF) | ((a >> 24) % 4 << 23).astype(np.uint32), a)
+    huge = (b & 0x80FFFFFF) | ((0xFC + (b >> 24) % 4) << 23).astype(np.uint32)
+    b = np.where(kind == 5, huge, b)
+    a = np.where(kind == 5, (a & 0x80FFFFFF) | ((0xFC + (a >> 24) % 4) << 23).astype(np.uint32), a)
+    return a.astype(np.uint32), b.astype(np.uint32)
+
+
+def _fadd_scenario(seed, rows=32):
+    from asm import element_number, kernel, r0, r1, r2, r3, r4, ra, rb, tmu0_s, tmu1_s, uniform, \
+        vpm, vw_setup
+    from asm.vpm import vdw_setup, vdw_stride, vpm_write_setup
+
+    @kernel
+    def sums(a):
+        """Uniforms: A, B, out addresses. out rows 2k, 2k+1 = A[k] + B[k], A[k] - B[k]."""
+        a.mov(r0, uniform)
+        a.mov(r1, uniform)
+        a.mov(ra[1], uniform)
+        a.ldi(rb[2], 64)
+        a.ldi(vw_setup, vpm_write_setup(y=0))
+        a.mov(r2, element_number)
+        a.shl(r2, r2, 2)
+        a.add(r0, r0, r2)
+        a.add(r1, r1, r2)
+        for _ in range(rows):
+            a.add(tmu0_s, r0, 0)
+            a.add(tmu1_s, r1, 0)
+            a.add(r0, r0, rb[2])
+            a.add(r1, r1, rb[2], sig="ldtmu0")
+            a.mov(r3, r4, sig="ldtmu1")
+            a.fadd(vpm, r3, r4)
+            a.fsub(vpm, r3, r4)
+        a.ldi(vw_setup, vdw_setup(2 * rows, 16, y=0))
+        a.ldi(vw_setup, vdw_stride(0))
+        a.start_dma_store(ra[1])
+        a.wait_dma_store()
+        a.exit()
+
+    def scenario(device):
+        x, y = _float_pairs(np.random.default_rng(seed), rows * 16)
+        a, b = device.array(x.reshape(rows, 16)), device.array(y.reshape(rows, 16))
+        out = device.alloc((2 * rows, 16), np.uint32)
+        device.execute(sums.assemble(), 1, [[a.address, b.address, out.address]])
+        return np.asarray(out).tobytes()
+    return scenario
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_float_sums_of_hard_operands(seed):
+    observed = assert_equivalent(_fadd_scenario(seed))
+    assert observed["outcome"][0] == "returned"
 
 
 # --- NN layers (vc4nn.nn) -------------------------------------------------------------------

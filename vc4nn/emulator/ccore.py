@@ -2,13 +2,14 @@
 
 Two cores run the same launches with the same results (docs/design.md "Two cores"): the
 pure-Python core (qpu.py, plan.py, machine.py), which is the specification, and a C core
-(csrc/). The C core runs the scheduler, the QPUs and the ALUs, generic VPM access, the TMU
-requests and caches, semaphores and the mutex, and the memory bus with both L2s and the
-uniform line timing (``memory_bus``: vpm.MemoryBus in C); decoding stays in Python
-(``lowering.py`` turns each instruction into a compact record), and the DMA engines are the
-Python units themselves, called from C when an instruction uses them, so their checks, errors
-and timing are the specification's by construction. Rare paths (check reports, faults, the seeded scheduler's draws) call back into
-Python, into the same helpers the Python core uses.
+(csrc/). The C core runs the scheduler, the QPUs and the ALUs, the VPM with its generic
+access and its DMA engines, the TMU requests and caches, semaphores and the mutex, and the
+memory bus with both L2s and the uniform line timing (``memory_bus``: bus.MemoryBus in C);
+decoding stays in Python (``lowering.py`` turns each instruction into a compact record, which
+the machine's record cache keeps across launches). Rare paths (check reports, whose messages
+are the Python units' own, faults, the seeded scheduler's draws) call back into Python, into
+the same helpers the Python core uses; at the end of a run the units' state goes back into the
+Python units, whose end-of-run checks are the specification's.
 """
 
 import os
@@ -17,14 +18,14 @@ import types
 
 import numpy as np
 
-from asm import isa
-
 from ..errors import DeviceError
 from . import sync
+from .dma import Dma
 from .lowering import ENUMS, RECORD_WORDS, lower_word
-from .vpm import MESSAGES, GenericSetup, _Dma
 from .qpu import STALL_CAUSES, r4_early_message, r4_overwritten_message, \
     regfile_hazard_message, uniform_early_message, uniform_word
+from .vpm import GenericSetup
+from .vpm_checks import MESSAGES
 
 try:
     from . import _ccore
@@ -162,8 +163,8 @@ class _Glue:
 
 
 def memory_bus(timing):
-    """The C core's memory bus: vpm.MemoryBus in C (csrc/bus.c), with the same methods and
-    statistics, which the Python DMA engines use as they use the Python bus."""
+    """The C core's memory bus: bus.MemoryBus in C (csrc/bus.c), with the same methods and
+    statistics, which the Python Tmu uses as it uses the Python bus."""
     return _ccore.MemoryBus(timing)
 
 
@@ -182,7 +183,7 @@ def _dma(qpu, kind, fields):
     if fields is None:
         return None
     complete, settled, words = fields
-    dma = _Dma(qpu, kind, np.frombuffer(words, dtype=bool).copy(), complete)
+    dma = Dma(qpu, kind, np.frombuffer(words, dtype=bool).copy(), complete)
     dma.settled = settled
     return dma
 

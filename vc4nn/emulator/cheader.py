@@ -18,11 +18,12 @@ from asm import isa
 from ..device import BUS_ADDRESS_MASK, BUS_ALIAS_MASK
 from ..hardware import BUS_ALIAS_SHIFT, VC_L2_ALLOCATING_ALIASES, VC_L2_CACHED_ALIASES
 from . import lowering
+from .bus import MemoryBus
 from .ccore import RECORD_CACHE_LIMIT
 from .machine import JITTER_CLOCKS, PROGRESS_INTERVAL
-from .vpm import WORD_BYTES, MemoryBus
 from .qpu import STALL_CAUSES
 from .sfu import FRACTION_BITS
+from .vpm_layout import WORD_BYTES
 
 HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "isa_gen.h")
 

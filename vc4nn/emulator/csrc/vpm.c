@@ -151,14 +151,12 @@ static int positions(Machine *m, int qpu, const GenericSetup *s, const char *wha
     /* the line is Y (horizontal) or {Y[5:4], X} (vertical), wrapped into the generic rows */
     int row = ROW_BYTES * (line % VPM_ROWS), column = WORD_BYTES * (line % LANES);
     int base = LANES * ((line / LANES) % (VPM_ROWS / LANES));
+    /* element i starts at byte start + step * i along the line: 32-bit, line word i; laned,
+     * sub-word sel of line word i; packed, consecutive sub-words from group sel of 16 */
+    int start = s->width == WORD_BYTES ? 0 : s->laned ? s->width * sel : LANES * s->width * sel;
+    int step = s->width == WORD_BYTES || s->laned ? WORD_BYTES : s->width;
     for (int i = 0; i < LANES; i++) {
-        int along;          /* the element's first byte along the line */
-        if (s->width == WORD_BYTES)
-            along = WORD_BYTES * i;
-        else if (s->laned)
-            along = WORD_BYTES * i + s->width * sel;
-        else
-            along = LANES * s->width * sel + s->width * i;
+        int along = start + step * i;
         first[i] = s->horizontal ? row + along
                                  : ROW_BYTES * (base + along / WORD_BYTES) + column
                                    + along % WORD_BYTES;
