@@ -327,7 +327,7 @@ def test_random_programs(program_words, uniforms, num_qpus, mode, seed):
                                    interesting_uniforms), min_size=1, max_size=8),
        num_qpus=st.integers(1, 6), mode=st.sampled_from(["error", "warn", "off"]),
        seed=st.sampled_from([None, None, 5]))
-def test_random_dma_programs(program_words, uniforms, num_qpus, mode, seed):
+def test_random_programs_with_vpm_transfers(program_words, uniforms, num_qpus, mode, seed):
     assert_equivalent(_random_scenario(program_words, uniforms, num_qpus), checks=mode,
                       seed=seed, max_instructions=3000)
 
