@@ -17,13 +17,12 @@
 
 static const char *const KIND_NAME[] = {"load", "store"};
 
-
 /* dma_width: element bytes and sub-word index of a MODEW code; 0 bytes for an unused code */
 static int dma_width(int modew, int *sel)
 {
     static const int widths[] = DMA_MODEW_WIDTHS, bases[] = DMA_MODEW_BASES;
     for (size_t i = 0; i < sizeof(widths) / sizeof(widths[0]); i++)
-        if (bases[i] <= modew && modew < bases[i] + 32 / widths[i]) {
+        if (bases[i] <= modew && modew < bases[i] + 8 * WORD_BYTES / widths[i]) {
             *sel = modew - bases[i];
             return widths[i] / 8;
         }
