@@ -9,7 +9,7 @@ from ..device import Buffer, qpu_count
 from ..kernels import gemv as kernel
 from .layer_args import (LayerArgumentError, ShapeError, check_activation, check_on_device,
                          check_out, check_tensor, pick_device)
-from .layer_call import LayerCall, PreparedWeights
+from .layer_call import LayerCall, PreparedWeights, upload
 
 LAYER = "fully_connected"
 
@@ -17,13 +17,14 @@ LAYER = "fully_connected"
 class PreparedFullyConnected(PreparedWeights):
     """Weights and bias in the GEMV kernel's padded layout in device memory (laid out once)."""
 
-    def __init__(self, device, cin, cout, weights, bias):
-        super().__init__(device, weights, bias)
+    def __init__(self, device, cin, cout, weights, bias, placement=None):
+        super().__init__(device, weights, bias, placement)
         self.cin, self.cout = cin, cout
 
 
-def prepare_fully_connected(w, bias=None, device=None):
-    """Lay out weights (Cin, Cout) and bias (Cout,) once, in ``device``'s memory."""
+def prepare_fully_connected(w, bias=None, device=None, placement=None):
+    """Lay out weights (Cin, Cout) and bias (Cout,) once, in ``device``'s memory (in
+    ``placement``, a layer_call.WeightArena, if given)."""
     device = pick_device(device, w, bias)
     check_tensor(LAYER, "w", w, 2)
     cin, cout = w.shape
@@ -34,8 +35,9 @@ def prepare_fully_connected(w, bias=None, device=None):
                              f"so it must be ({cout},)")
     layout = kernel.FullyConnectedPlan(cin, cout, 1)
     weights, padded = kernel.prepare(layout, np.asarray(w), None if bias is None else np.asarray(bias))
-    return PreparedFullyConnected(device, cin, cout, device.array(weights),
-                                  None if padded is None else device.array(padded))
+    return PreparedFullyConnected(device, cin, cout, upload(device, weights, placement),
+                                  None if padded is None else upload(device, padded, placement),
+                                  placement)
 
 
 def fully_connected(x, w, bias=None, activation=None, out=None, device=None, num_qpus=12,

@@ -5,6 +5,7 @@
     vc4nn bench MODEL [--runs N]                           time per inference
     vc4nn ops                                              supported operators
     vc4nn export-mobilenet-v2 OUT.onnx [--weights PTH]     torchvision's MobileNetV2 as ONNX
+    vc4nn demo [--image FILE]                              the cat, real MobileNetV2 (demo.py)
 
 Every command that runs a model takes --device emulator|pi, --qpus N and --board (emulator).
 Times from the emulator are cycle-model estimates at the board's V3D clock; on a Pi they are
@@ -20,7 +21,7 @@ import numpy as np
 
 from ..errors import Vc4nnError
 
-COMMANDS = ("classify", "profile", "bench", "ops", "export-mobilenet-v2")
+COMMANDS = ("classify", "profile", "bench", "ops", "export-mobilenet-v2", "demo")
 
 
 def _device_args(parser):
@@ -209,8 +210,13 @@ def export_main(argv):
     return 0
 
 
+def demo_main(argv):
+    from .demo import demo_main as main
+    return main(argv)
+
+
 HANDLERS = {"classify": classify_main, "profile": profile_main, "bench": bench_main,
-            "ops": ops_main, "export-mobilenet-v2": export_main}
+            "ops": ops_main, "export-mobilenet-v2": export_main, "demo": demo_main}
 
 
 def main(command, argv):
