@@ -25,9 +25,9 @@ from asm import vdw_setup, vdw_stride, element_number, kernel, null, r0, r1, r2,
 from asm import isa
 
 from . import dma
-from .common import LANES, each_record
+from .common import LANES, WORD, each_record
 from .epilogue import activate
-from .spatial import STORAGE_BITS, PlanError, SpatialShape
+from .spatial import PlanError, SpatialShape, check_storage
 
 # Regfile A: the taps gathered at once from ra0 up, the group's input row addresses (one per
 # kernel row) at the top.
@@ -55,7 +55,8 @@ class Conv2dPlan(SpatialShape):
     pads: tuple
     activation: object = None
     num_qpus: int = 12
-    storage: str = "float32"
+    in_storage: str = "fp32"
+    out_storage: str = "fp32"
     taps_per_pass: int = 0      # taps gathered at once; 0: all that fit (32 - kernel_h)
 
     @property
@@ -99,8 +100,8 @@ class Conv2dPlan(SpatialShape):
         return len(range(slot, self.qpus, self.slots))
 
     def check(self):
-        if self.storage not in STORAGE_BITS:
-            raise PlanError(f"storage {self.storage!r}: conv2d stores {', '.join(STORAGE_BITS)}")
+        check_storage("in_storage", self.in_storage, ("fp32",))
+        check_storage("out_storage", self.out_storage, ("fp32",))
         if self.kernel_h > MAX_KERNEL_H or self.kernel_w > len(OFFSETS):
             raise PlanError(f"conv2d: a {self.kernel_h}x{self.kernel_w} kernel needs more row "
                             f"and column registers than the kernel has (at most "
@@ -131,7 +132,7 @@ class Conv2dPlan(SpatialShape):
         output column, return address, then per block: store setup, store stride, address].
         ``stream_addresses[q]`` is where QPU q's stream will live (the return addresses point
         into it)."""
-        esz, groups, qpus = self.elem_bytes, self.groups, self.qpus
+        esz, groups, qpus = self.in_bytes, self.groups, self.qpus
         bounds = [len(groups) * q // qpus for q in range(qpus + 1)]
         out = []
         for q in range(qpus):
@@ -148,9 +149,9 @@ class Conv2dPlan(SpatialShape):
                 units = min(LANES, self.out_w - j0)
                 for c0, n in self.blocks:
                     words += [vdw_setup(units, n, SLOT_ROWS * slot,
-                                        size=STORAGE_BITS[self.storage]),
-                              vdw_stride((self.cout - n) * esz),
-                              y_addr + ((i * self.out_w + j0) * self.cout + c0) * esz]
+                                        size=self.out_bits),
+                              vdw_stride((self.cout - n) * self.out_bytes),
+                              y_addr + ((i * self.out_w + j0) * self.cout + c0) * self.out_bytes]
             out.append(words + [0])
         return out
 
@@ -172,7 +173,7 @@ def column_offsets(a, plan):
         a.sub(null, r2, r0, sf=True)             # Z where the column was in the image
         a.ldi(MASKS[kw], 0.0)
         a.mov(MASKS[kw], 1.0, cond="zs")
-        a.ldi(r2, plan.cin * plan.elem_bytes)
+        a.ldi(r2, plan.cin * plan.in_bytes)
         a.mul24(OFFSETS[kw], r0, r2)
 
 
@@ -183,7 +184,7 @@ def gather(a, plan, t0, t1, depth=4):
     def request(t):
         kh, kw, ci = taps[t]
         a.add(r1, plan.rows[kh], OFFSETS[kw])
-        dma.add_constant(a, tmu0_s, r1, ci * plan.elem_bytes, scratch=r2)
+        dma.add_constant(a, tmu0_s, r1, ci * plan.in_bytes, scratch=r2)
 
     for t in range(min(depth, len(taps))):
         request(t)
@@ -220,7 +221,7 @@ def group(a, plan):
     offset = 0
     for b, (c0, n) in enumerate(plan.blocks):
         pending_gather = b == 0 or len(passes) > 1     # one pass: the taps stay in registers
-        dma.add_constant(a, unif_addr, WEIGHTS, offset * plan.elem_bytes, scratch=r0)
+        dma.add_constant(a, unif_addr, WEIGHTS, offset * WORD, scratch=r0)
         for p, (t0, t1) in enumerate(passes):
             if pending_gather:
                 gather(a, plan, t0, t1)
@@ -269,7 +270,7 @@ def stage_and_store(a, plan, slot, channels):
     and store it, holding the slot's semaphore."""
     a.sema_acquire(slot)
     a.ldi(vw_setup, vpm_write_setup(y=SLOT_ROWS * slot, horizontal=False,
-                                    size=STORAGE_BITS[plan.storage]))
+                                    size=plan.out_bits))
     for co in range(channels):
         a.mov(vpm, OUT[co])
     setup, stride, address = STORE_WORDS

@@ -60,15 +60,20 @@ def write_vpm(a, epilogue, reg, dst=vpm):
         a.fmax(dst, r0, 0)                  # the small immediate 0 is the float +0.0
 
 
-def activate(a, dst, src, activation, six, scratch=r0):
+def activate(a, dst, src, activation, six, scratch=r0, pack=None):
     """dst = activation(src): None copies, relu = max(x, 0), relu6 = min(max(x, 0), 6) with
-    ``six`` a register holding 6.0 (not a small immediate)."""
+    ``six`` a register holding 6.0 (not a small immediate). ``pack`` ("16a"/"16b", dst in
+    regfile A) converts the result to a half: the last op is then a float op (a mov is an int
+    op and would keep the float's low bits)."""
     if activation is None:
-        a.mov(dst, src)
+        if pack:
+            a.fmax(dst, src, src, pack=pack)
+        else:
+            a.mov(dst, src)
     elif activation == "relu":
-        a.fmax(dst, src, 0)
+        a.fmax(dst, src, 0, pack=pack)
     elif activation == "relu6":
         a.fmax(scratch, src, 0)
-        a.fmin(dst, scratch, six)
+        a.fmin(dst, scratch, six, pack=pack)
     else:
         raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS}")

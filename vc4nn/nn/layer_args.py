@@ -46,6 +46,43 @@ def check_tensor(layer, name, x, ndim, dtype=np.float32):
     return x
 
 
+# Storage types of tensors in device memory by numpy dtype: the kernels compute in float32 and
+# keep activations and weights in memory as float32 or as IEEE halves (docs/kernels.md "fp16
+# storage").
+STORAGE_OF_DTYPE = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16"}
+DTYPE_OF_STORAGE = {storage: dtype for dtype, storage in STORAGE_OF_DTYPE.items()}
+
+
+def check_stored_tensor(layer, name, x, ndim):
+    """(x, storage): ``x`` a float32 or float16 tensor (check_tensor's other rules)."""
+    dtype = getattr(x, "dtype", None)
+    if isinstance(x, np.ndarray) and dtype not in STORAGE_OF_DTYPE:
+        raise DtypeError(f"{layer}: {name} has dtype {dtype}; it must be float32 or float16 "
+                         f"(fp16 storage)")
+    x = check_tensor(layer, name, x, ndim, dtype if dtype in STORAGE_OF_DTYPE else np.float32)
+    return x, STORAGE_OF_DTYPE[x.dtype]
+
+
+def result_storage(layer, dtype, out, default):
+    """The storage of a layer's result: ``out``'s dtype if ``out`` is given, else ``dtype``
+    (np.float32 / np.float16 or "fp32" / "fp16"), else ``default`` (the input's)."""
+    if dtype is not None:
+        try:
+            storage = dtype if dtype in DTYPE_OF_STORAGE else STORAGE_OF_DTYPE.get(np.dtype(dtype))
+        except TypeError:
+            storage = None
+        if storage is None:
+            raise DtypeError(f"{layer}: dtype={dtype!r}; give float32 or float16 (or 'fp32', "
+                             f"'fp16')")
+        if out is not None and STORAGE_OF_DTYPE.get(out.dtype) != storage:
+            raise DtypeError(f"{layer}: dtype={dtype!r} but out has dtype {out.dtype}; give one "
+                             f"of them")
+        return storage
+    if out is not None and getattr(out, "dtype", None) in STORAGE_OF_DTYPE:
+        return STORAGE_OF_DTYPE[out.dtype]
+    return default
+
+
 def check_int(layer, name, value, low=1):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
         raise LayerArgumentError(f"{layer}: {name} must be an int >= {low}, got {value!r}")

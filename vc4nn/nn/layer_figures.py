@@ -24,6 +24,7 @@ from .conv2d import conv2d
 from .depthwise import depthwise
 from .fully_connected import fully_connected, prepare_fully_connected
 from .global_pool import global_avg_pool
+from .layer_args import DTYPE_OF_STORAGE
 from .layer_plans import plan_for, resolved_tiling
 from .pointwise import pointwise, prepare_pointwise
 
@@ -33,6 +34,9 @@ DMA_ROW_BYTES = LANES * 4   # the longest DMA row (16 words): the roofline moves
 BOUND_GROUPS = (("issue", ("issue",)), ("memory", ("dma", "vpm", "uniform")), ("TMU", ("tmu",)),
                 ("semaphores", ("semaphore", "mutex")), ("SFU", ("sfu",)), ("imbalance", ("idle",)))
 KINDS = ("conv2d", "depthwise", "pointwise", "global_avg_pool", "fully_connected")
+# Kinds whose kernels store activations and weights as halves (fp16 storage); the others run
+# in float32 when fp16 is asked for, and their record says so.
+FP16_KINDS = ("depthwise",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +78,7 @@ class LayerFigures:
     shares: dict                # share of QPU time per cause (issue, tmu, dma, ..., idle)
     tiling: dict                # the plan's tiling fields as run
     plan: str = "default"       # "default", "tuned" (from the cache) or "explicit"
+    storage: str = "fp32"       # of activations and weights as run
 
     @property
     def full_clocks(self):
@@ -179,17 +184,24 @@ def reduced_input(layer, reduction):
     return h, w, 1.0
 
 
-def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=0):
+def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=0,
+                  storage="fp32"):
     """LayerFigures of ``layer`` (a ``mobilenet_shapes.Layer``) on ``device``. ``tiling``: None
     uses the layer API's choice (the tuned cache, else the default); a dict forces the plan's
-    tiling fields ({} forces the defaults)."""
+    tiling fields ({} forces the defaults). ``storage``: "fp16" stores activations and weights
+    as halves where the layer's kernel can (FP16_KINDS)."""
+    if storage not in DTYPE_OF_STORAGE:
+        raise Vc4nnError(f"storage={storage!r}: 'fp32' or 'fp16'")
+    if layer.kind not in FP16_KINDS:
+        storage = "fp32"
+    dtype = DTYPE_OF_STORAGE[storage]
     rng = np.random.default_rng(seed)
     h, w, scale = reduced_input(layer, reduction)
 
     def rand(*shape):
-        return device.array(rng.standard_normal(shape).astype(np.float32))
+        return device.array(rng.standard_normal(shape).astype(dtype))
 
-    plan, source = plan_for(layer, h, w, num_qpus, device, tiling)
+    plan, source = plan_for(layer, h, w, num_qpus, device, tiling, storage)
     x = rand(h, w, layer.cin)
     kind, act = layer.kind, layer.activation
     if kind == "pointwise":
@@ -226,7 +238,7 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
     if run.cycles is None:
         raise Vc4nnError(f"layer {layer.name}: the {device.name} device reports no cycle counts "
                          f"(the per-layer figures are the emulator's cycle model)")
-    flops, loaded, stored = layer_work(layer)
+    flops, loaded, stored = layer_work(layer, dtype.itemsize)
     timing = device.timing
     return LayerFigures(
         name=layer.name, kind=kind, shape=describe(layer), run_shape=run_shape, scale=scale,
@@ -234,6 +246,6 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
         roofline_clocks=roofline_clocks(timing, loaded, stored), clocks=run.cycles,
         board=run.board, clock_hz=run.clock_hz, num_qpus=num_qpus, launches=run.launches,
         launch_overhead_s=timing.launch_overhead, shares=stall_shares(run),
-        tiling=resolved_tiling(plan), plan=source)
+        tiling=resolved_tiling(plan), plan=source, storage=storage)
 
 
