@@ -13,6 +13,7 @@ import numpy as np
 from ..device import Buffer
 from ..errors import Vc4nnError
 from ..linalg import DtypeError, ForeignBufferError, ShapeError
+from .storage import DTYPE_OF_STORAGE, STORAGE_OF_DTYPE  # noqa: F401 (re-exported)
 
 ACTIVATIONS = (None, "relu", "relu6")
 
@@ -46,11 +47,6 @@ def check_tensor(layer, name, x, ndim, dtype=np.float32):
     return x
 
 
-# Storage types of tensors in device memory by numpy dtype: the kernels compute in float32 and
-# keep activations and weights in memory as float32 or as IEEE halves (docs/kernels.md "fp16
-# storage").
-STORAGE_OF_DTYPE = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16"}
-DTYPE_OF_STORAGE = {storage: dtype for dtype, storage in STORAGE_OF_DTYPE.items()}
 
 
 def check_stored_tensor(layer, name, x, ndim):

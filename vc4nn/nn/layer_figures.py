@@ -24,7 +24,7 @@ from .conv2d import conv2d
 from .depthwise import depthwise
 from .fully_connected import fully_connected, prepare_fully_connected
 from .global_pool import global_avg_pool
-from .layer_args import DTYPE_OF_STORAGE
+from .storage import DTYPE_OF_STORAGE, FP16_LAYERS
 from .layer_plans import plan_for, resolved_tiling
 from .pointwise import pointwise, prepare_pointwise
 
@@ -34,9 +34,6 @@ DMA_ROW_BYTES = LANES * 4   # the longest DMA row (16 words): the roofline moves
 BOUND_GROUPS = (("issue", ("issue",)), ("memory", ("dma", "vpm", "uniform")), ("TMU", ("tmu",)),
                 ("semaphores", ("semaphore", "mutex")), ("SFU", ("sfu",)), ("imbalance", ("idle",)))
 KINDS = ("conv2d", "depthwise", "pointwise", "global_avg_pool", "fully_connected")
-# Kinds whose kernels store activations and weights as halves (fp16 storage); the others run
-# in float32 when fp16 is asked for, and their record says so.
-FP16_KINDS = ("depthwise",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,10 +186,10 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
     """LayerFigures of ``layer`` (a ``mobilenet_shapes.Layer``) on ``device``. ``tiling``: None
     uses the layer API's choice (the tuned cache, else the default); a dict forces the plan's
     tiling fields ({} forces the defaults). ``storage``: "fp16" stores activations and weights
-    as halves where the layer's kernel can (FP16_KINDS)."""
+    as halves where the layer's kernel can (vc4nn/nn/storage.py)."""
     if storage not in DTYPE_OF_STORAGE:
         raise Vc4nnError(f"storage={storage!r}: 'fp32' or 'fp16'")
-    if layer.kind not in FP16_KINDS:
+    if layer.kind not in FP16_LAYERS:
         storage = "fp32"
     dtype = DTYPE_OF_STORAGE[storage]
     rng = np.random.default_rng(seed)

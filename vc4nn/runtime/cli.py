@@ -31,6 +31,10 @@ def _device_args(parser):
                         help="emulator board preset for the cycle model (default: pi_zero)")
     parser.add_argument("--quiet", "--no-progress", action="store_true", dest="quiet",
                         help="no progress bars")
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "auto"),
+                        help="storage of weights and activations (arithmetic is fp32): fp16 "
+                             "halves where the kernels can; auto: per layer, fp16 where faster "
+                             "and accurate on calibration inputs (default fp32)")
     parser.add_argument("--memory-budget", type=float, default=24.0, metavar="MB",
                         help="device memory (10^6 bytes) the session may hold with its recorded "
                              "launches; 0: no limit (default 24)")
@@ -45,7 +49,8 @@ def _open(args, image_input=None):
         return InferenceSession(args.model, device=device, num_qpus=args.qpus,
                                 image_input=image_input,
                                 progress=False if args.quiet else None,
-                                memory_budget=args.memory_budget * 1e6 or None), device
+                                memory_budget=args.memory_budget * 1e6 or None,
+                                precision=args.precision), device
     except BaseException:
         device.close()
         raise
@@ -121,12 +126,14 @@ def profile_main(argv):
                           [r.as_dict() for r in records], "total": total, "memory": memory},
                          indent=1))
     else:
-        print(f"{'layer':32s} {'op':16s} {'output':>14s} {'ms':>8s} {'GFLOPS':>7s}  bound")
+        print(f"{'layer':32s} {'op':16s} {'output':>14s} {'ms':>8s} {'GFLOPS':>7s}  "
+              f"{'bound':7s} store")
         for r in records:
             ms = "-" if r.seconds is None else f"{r.seconds * 1e3:.3f}"
             gf = "-" if r.gflops is None else f"{r.gflops:.2f}"
+            why = f"  ({r.choice})" if r.choice else ""
             print(f"{r.name[:32]:32s} {r.op:16s} {'x'.join(map(str, r.shape)):>14s} {ms:>8s} "
-                  f"{gf:>7s}  {r.bound}")
+                  f"{gf:>7s}  {r.bound:7s} {r.storage}{why}")
         print(f"total: {_time_text(records)}{_board_text(device)}; "
               f"{total['flops'] / 1e6:.1f} MFLOP")
         print(f"GPU memory: {memory['total_bytes'] / 2**20:.2f} MiB (activation arena "
