@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vc4nn.linalg import DtypeError, ShapeError
-from vc4nn.nn import avg_pool, depthwise, prepare_depthwise
+from vc4nn.nn import avg_pool, conv2d, depthwise, prepare_depthwise
 from vc4nn.nn.layer_args import resolve_padding
 
 from . import spatial_reference
@@ -117,3 +117,23 @@ def test_storage_errors_name_the_argument(device):
     with pytest.raises(ShapeError, match="out has shape"):
         depthwise(x16, w, out=out, device=device)
     device.free(out)
+
+
+@pytest.mark.parametrize("h, w, cin, cout, stride, padding, wd", [
+    (9, 11, 3, 17, 2, "same", F16),          # the stem's shape, reduced: 17 = 16 + 1 channels
+    (5, 6, 2, 32, 1, (1, 0, 0, 1), F32),
+])
+def test_conv2d_fp16_result(device, h, w, cin, cout, stride, padding, wd):
+    """conv2d reads float32 (the network input) and stores its result as halves."""
+    rng = np.random.default_rng(cout)
+    x, wt, bias = halves(rng, (h, w, cin), F32), halves(rng, (3, 3, cin, cout), wd), \
+        halves(rng, cout, wd)
+    y = conv2d(x, wt, bias, stride, padding, "relu6", device=device, dtype=F16)
+    pads, _ = resolve_padding("test", padding, h, w, 3, 3, stride, stride)
+    expected, magnitude = spatial_reference.conv2d(x, wt, bias, stride, pads, "relu6")
+    assert_close_fp16(y, expected, magnitude, terms=9 * cin)
+
+
+def test_conv2d_reads_float32_only(device):
+    with pytest.raises(DtypeError, match="x has dtype float16"):
+        conv2d(np.zeros((4, 4, 3), F16), np.zeros((3, 3, 3, 4), F32), device=device)

@@ -2,10 +2,10 @@
 results as IEEE halves (fp16 storage; the arithmetic stays float32 in every kernel).
 
 - "fp32": every tensor float32.
-- "fp16": every layer whose kernel has fp16 storage (``vc4nn.nn.storage.FP16_LAYERS``) stores
-  its weights as halves; an activation is stored as halves when the layer writing it runs fp16
-  and every layer reading it can read halves (otherwise float32: a layer without fp16 kernels
-  never sees a half).
+- "fp16": every layer whose kernel has fp16 storage (``vc4nn.nn.storage``) runs fp16: its
+  weights are halves where its kernel reads halves, and its result is stored as halves when its
+  kernel can write them and every layer reading it can read them (otherwise float32: a layer
+  without fp16 kernels never sees a half).
 - "auto": "fp16" first, then each fp16 layer is tried on calibration inputs against a float32
   session: it stays fp16 only where the cycle model (or the Pi's clock) says it is faster and
   its output's error, max |y16 - y32| / max |y32| with the same float32 input, is at most
@@ -21,7 +21,7 @@ from typing import Dict
 import numpy as np
 
 from ..errors import Vc4nnError
-from ..nn.storage import DTYPE_OF_STORAGE, FP16_LAYERS
+from ..nn.storage import DTYPE_OF_STORAGE, FP16_INPUT, FP16_LAYERS, FP16_RESULT, FP16_WEIGHTS
 
 PRECISIONS = ("fp32", "fp16", "auto")
 # Largest relative output error "auto" accepts for a layer (max-norm, on the calibration
@@ -63,6 +63,10 @@ class StoragePlan:
     def layer(self, node):
         return self.layers.get(node.name, "fp32")
 
+    def weights(self, node):
+        """Storage of the node's weights as handed to its prepare function."""
+        return "fp16" if self.layer(node) == "fp16" and node.op in FP16_WEIGHTS else "fp32"
+
 
 def storage_plan(graph, fp16_layers):
     """The StoragePlan with ``fp16_layers`` (node names) running fp16."""
@@ -83,8 +87,8 @@ def storage_plan(graph, fp16_layers):
         if node.op in VIEW_OPS:
             values[out] = values.get(node.inputs[0], "fp32")
             continue
-        half = layers[node.name] == "fp16" and all(
-            r.op in FP16_LAYERS for r in readers(out))
+        half = layers[node.name] == "fp16" and node.op in FP16_RESULT and all(
+            r.op in FP16_INPUT for r in readers(out))
         values[out] = "fp16" if half else "fp32"
     return StoragePlan(layers, values)
 

@@ -186,7 +186,7 @@ class InferenceSession:
             return None
         out = self._view(node.outputs[0])
         x = self._view(node.inputs[0])
-        storage = self.storage.layer(node)
+        storage = self.storage.weights(node)
         w = precision_choice.weights_for(
             g.const(node.inputs[1]) if len(node.inputs) > 1 else None, storage)
         bias = precision_choice.weights_for(
