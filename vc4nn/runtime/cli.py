@@ -3,6 +3,7 @@
     vc4nn classify MODEL IMAGE [--top 5] [--labels FILE]   top classes of a photo
     vc4nn profile MODEL [--json] [--png FILE]              per-layer table and chart
     vc4nn bench MODEL [--runs N]                           time per inference
+    vc4nn accuracy MODEL [-n N] [--json] [--png FILE]      fp16 / auto against fp32
     vc4nn ops                                              supported operators
     vc4nn export-mobilenet-v2 OUT.onnx [--weights PTH]     torchvision's MobileNetV2 as ONNX
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from ..errors import Vc4nnError
 
-COMMANDS = ("classify", "profile", "bench", "ops", "export-mobilenet-v2")
+COMMANDS = ("classify", "profile", "bench", "accuracy", "ops", "export-mobilenet-v2")
 
 
 def _device_args(parser):
@@ -216,8 +217,13 @@ def export_main(argv):
     return 0
 
 
+def accuracy_main(argv):
+    from .accuracy import accuracy_main as run
+    return run(argv)
+
+
 HANDLERS = {"classify": classify_main, "profile": profile_main, "bench": bench_main,
-            "ops": ops_main, "export-mobilenet-v2": export_main}
+            "accuracy": accuracy_main, "ops": ops_main, "export-mobilenet-v2": export_main}
 
 
 def main(command, argv):

@@ -93,10 +93,27 @@ def storage_plan(graph, fp16_layers):
     return StoragePlan(layers, values)
 
 
+HALF_MAX = float(np.finfo(np.float16).max)
+
+
 def initial_plan(graph, precision):
+    """The plan "fp32" or "fp16" asks for ("auto" starts from "fp16"). A layer whose weights a
+    half cannot hold (beyond +-65504) stays float32, and its note says so."""
     if precision == "fp32":
         return storage_plan(graph, ())
-    return storage_plan(graph, {n.name for n in graph.nodes if n.op in FP16_LAYERS})
+    candidates, notes = set(), {}
+    for node in graph.nodes:
+        if node.op not in FP16_LAYERS:
+            continue
+        weights = [graph.constants[n] for n in node.inputs[1:3] if n in graph.constants]
+        if node.op in FP16_WEIGHTS and any(np.max(np.abs(w), initial=0) > HALF_MAX
+                                           for w in weights):
+            notes[node.name] = "weights outside the fp16 range"
+        else:
+            candidates.add(node.name)
+    plan = storage_plan(graph, candidates)
+    plan.notes = notes
+    return plan
 
 
 def weights_for(w, storage):

@@ -159,12 +159,13 @@ class InferenceSession:
             choices = precision_choice.auto_choices(self, reference, feeds, tolerance)
         finally:
             reference.close()
+        notes = self.storage.notes
         kept = {name for name, (storage, _) in choices.items() if storage == "fp16"}
         if len(kept) < len(choices):
             self._free_layers()
             self.storage = precision_choice.storage_plan(self.graph, kept)
             self._build(progress)
-        self.storage.notes = {name: why for name, (_, why) in choices.items()}
+        self.storage.notes = dict(notes, **{name: why for name, (_, why) in choices.items()})
 
     def _view(self, name, shape=None):
         owner = self.plan.storage[name]
