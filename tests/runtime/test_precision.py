@@ -43,6 +43,8 @@ def test_storage_plan_halves_only_between_fp16_kernels(tiny_v1):
     assert plan.values[stem.outputs[0]] == "fp16"
     assert all(plan.values[n.outputs[0]] == "fp32" for n in depthwise)
     assert all(plan.weights(n) == "fp16" for n in depthwise)
+    fc = next(n for n in graph.nodes if n.op == "fully_connected")
+    assert plan.weights(fc) == "fp16" and plan.values[fc.outputs[0]] == "fp32"
     assert plan.weights(stem) == "fp32"             # conv2d's weights travel as uniforms
     none = storage_plan(graph, ())
     assert set(none.values.values()) == {"fp32"}
@@ -65,7 +67,8 @@ def test_tiny_v1_fp16_close_to_onnxruntime(tiny_v1, device, precision):
     # fp16 storage: a few half roundings per layer, not float32's 1e-3
     assert rel_error(got, expected) <= 2e-2 and top(got, 1) == top(expected, 1)
     if precision == "fp16":
-        assert len(halves) == sum(r.op in ("conv2d", "depthwise") for r in records)
+        assert len(halves) == sum(r.op in ("conv2d", "depthwise", "fully_connected")
+                                  for r in records)
         assert fp16_bytes < fp32_bytes
     else:                               # auto says why for each candidate
         assert all(r.choice for r in records if r.op == "depthwise")

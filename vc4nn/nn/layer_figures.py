@@ -227,7 +227,7 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
         y, run = global_avg_pool(x, num_qpus=num_qpus, return_run=True)
         run_shape = f"{h}x{w}x{layer.cin}"
     elif kind == "fully_connected":
-        weights = prepare_fully_connected(np.asarray(rand(layer.cin, layer.cout)),
+        weights = prepare_fully_connected(np.asarray(rand(layer.cin, layer.cout, fp16=w_fp16)),
                                           np.asarray(rand(layer.cout)), device=device)
         y, run = fully_connected(rand(layer.cin), weights, num_qpus=num_qpus, return_run=True)
         weights.free()
