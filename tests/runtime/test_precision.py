@@ -6,19 +6,12 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-import vc4nn
 from vc4nn.runtime import InferenceSession
 from vc4nn.runtime.loader import load_graph
 from vc4nn.runtime.precision import PrecisionError, storage_plan
 
 from . import onnx_models, tflite_models
 from .conftest import CAT_CLASSES, top
-
-
-@pytest.fixture
-def device(device_name):
-    with vc4nn.open_device(device_name) as dev:
-        yield dev
 
 
 def rel_error(got, expected):
