@@ -47,6 +47,7 @@ class MacPipe:
     def __init__(self, a, halves=False):
         self.a = a
         self.halves = halves
+        self.fresh = None           # fp16: the input vector read into ra30, not yet in r1
         self.pending = None
         self.last_write = None
         self.product = r2
@@ -70,6 +71,7 @@ class MacPipe:
     def flush(self):
         if self.pending:
             self._emit()
+        self.fresh = None           # no tap used the vector: r1 is not needed
 
     def settle(self):
         """Flush, and keep the next instruction from reading what the last one wrote."""
@@ -92,18 +94,32 @@ class MacPipe:
             self._emit()
         else:
             a.nop()
-        a.fmax(r1, held.unpack(HALF), held.unpack(HALF))
         self.last_write = None
+        self.fresh = held
+
+    def _convert(self, mul=None):
+        """r1 = the fresh vector as float32 (ADD ALU), with ``mul`` reading it unpacked from
+        ra30 in the same instruction (the MUL ALU: no add is pending, so regfile A is free)."""
+        held, self.fresh = self.fresh, None
+        handle = self.a.fmax(r1, held.unpack(HALF), held.unpack(HALF))
+        if mul:
+            op, dst, src, weight = mul
+            getattr(handle, op)(dst, held.unpack(HALF) if src is r1 else src, weight)
 
     def multiply_add(self, acc, weight, first, start):
         """acc = (start if first else acc) + r1 * weight."""
         product = self.product
         self.product = r3 if product is r2 else r2
-        self._emit(("fmul", product, r1, weight))
+        if self.fresh:
+            self._convert(("fmul", product, r1, weight))
+        else:
+            self._emit(("fmul", product, r1, weight))
         self.pending = ("fadd", acc, start if first else acc, product)
 
     def add(self, acc, first):
         """acc = r1 if first else acc + r1."""
+        if self.fresh:
+            self._convert()
         self.flush()
         self.pending = ("fadd", acc, r1, 0) if first else ("fadd", acc, acc, r1)
 
