@@ -1,6 +1,8 @@
 """InferenceSession(precision=...): fp16 storage per layer, against onnxruntime / the TFLite
 reference (float64 numpy) and against the same session in fp32."""
 
+import json
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -126,3 +128,20 @@ def test_real_mobilenet_v2_fp16_on_the_cat(mobilenet_v2_onnx, cat_frame, device)
     assert top(results["fp16"], 1) == top(results["fp32"], 1)
     assert top(results["fp16"], 1)[0] in CAT_CLASSES
     assert rel_error(results["fp16"], results["fp32"]) <= 2e-2
+
+
+def test_accuracy_command(tiny_v1, tmp_path, capsys):
+    """vc4nn accuracy on the tiny model (ONNX: torchvision normalisation of uint8 frames): the
+    JSON report's agreement and errors, a per-layer row per layer, and the chart."""
+    from vc4nn.cli import main
+    png = tmp_path / "growth.png"
+    assert main(["accuracy", tiny_v1, "-n", "1", "--precisions", "fp16", "--json",
+                 "--png", str(png)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    fp16 = report["precisions"]["fp16"]
+    assert report["inputs"] in (["chelsea"], ["synthetic0"]) and fp16["fp16_layers"] > 0
+    assert 0 < fp16["output_error_max"] <= 2e-2 and fp16["top1_agreement"] == 1.0
+    assert fp16["layers"][0]["storage"] == "fp16" and len(fp16["layers"]) >= 28
+    assert png.stat().st_size > 1000
+    assert main(["accuracy", tiny_v1, "--precisions", "fp8"]) == 1
+    assert "--precisions fp8" in capsys.readouterr().err
