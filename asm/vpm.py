@@ -9,6 +9,7 @@ Element sizes are 32, 16 or 8 bits; ``offset`` picks the half-word (0..1) or byt
 32-bit word for the narrower sizes.
 """
 
+import functools
 import numbers
 
 from . import isa
@@ -17,6 +18,34 @@ from .builder import flag
 from .errors import AssemblerError, with_caller_location
 
 WORD = isa.WORD_BITS            # the default element size: whole 32-bit words
+
+
+MEMO_LIMIT = 4096
+
+
+def _memoized(function):
+    """A setup word is a pure function of its arguments, and uniform builders ask for the same
+    few words again and again (hundreds of thousands of DMA pieces for one MobileNet), so good
+    calls are remembered. The key holds each argument's type: True never answers for 1; an
+    unhashable argument is not remembered; a call that raises is not either."""
+    memo = {}
+
+    @functools.wraps(function)
+    def remembered(*args, **kwargs):
+        try:
+            key = (tuple((type(a), a) for a in args),
+                   tuple(sorted((k, type(v), v) for k, v in kwargs.items())))
+            return memo[key]
+        except KeyError:
+            pass
+        except TypeError:
+            return function(*args, **kwargs)
+        word = function(*args, **kwargs)
+        if len(memo) >= MEMO_LIMIT:
+            memo.clear()
+        memo[key] = word
+        return word
+    return remembered
 
 
 def _check(name, value, low, high):
@@ -119,6 +148,7 @@ def _mpitch(pitch):
                          f"and load vdr_pitch({pitch!r})")
 
 
+@_memoized
 @with_caller_location
 def vdr_setup(rows, rowlen, y, x=0, size=WORD, offset=0, horizontal=True, vpitch=None, pitch=None):
     """vr_setup word for a DMA load of ``rows`` (1..16) memory rows of ``rowlen`` (1..16)
@@ -136,6 +166,7 @@ def vdr_setup(rows, rowlen, y, x=0, size=WORD, offset=0, horizontal=True, vpitch
                 vertical=not flag("horizontal", horizontal), addrxy=_dma_xy(y, x))
 
 
+@_memoized
 @with_caller_location
 def vdr_pitch(pitch):
     """Extended vr_setup word: memory pitch of a DMA load in bytes (0..16383), used when
@@ -151,6 +182,7 @@ def vdr_pitch(pitch):
     return _put(isa.VDR_EXTENDED, id=isa.VDR_EXTENDED_ID, mpitchb=pitch)
 
 
+@_memoized
 @with_caller_location
 def vdw_setup(units, depth, y, x=0, size=WORD, offset=0, horizontal=True, laned=False):
     """vw_setup word for a DMA store of ``units`` (1..128) rows of ``depth`` (1..128) elements
@@ -162,6 +194,7 @@ def vdw_setup(units, depth, y, x=0, size=WORD, offset=0, horizontal=True, laned=
                 vpmbase=_dma_xy(y, x), modew=_modew(size, offset))
 
 
+@_memoized
 @with_caller_location
 def vdw_stride(stride, blockmode=False):
     """vw_setup stride word: bytes from the end of one memory row to the start of the next.

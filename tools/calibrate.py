@@ -19,7 +19,9 @@ changes.
 
 Published (facts §4): 96x363 x 363x3072, 0.80 GFLOPS on 1 QPU; on 12 QPUs ~8 (py-videocore
 README), 6.7 (Pi 3, issue 5), 9.6 (qmkl, a different kernel); VPM DMA ~700 / 200 MB/s read and
-~1000 / 300 MB/s write for 16-word rows / single words. GFLOPS count 2*M*K*N + 3*M*N flops as
+~1000 / 300 MB/s write for 16-word rows / single words; GPU_FFT 2.0's per-transform times
+(gpu_fft.txt, Pi 1, batches of 1 and 10) for tools/fft_design.py, a GPU_FFT-design FFT, with
+the launch overhead of the path GPU_FFT takes. GFLOPS count 2*M*K*N + 3*M*N flops as
 py-videocore does, over the modelled run time without the launch overhead. Every modelled
 figure is an ESTIMATE (docs/cycle-model.md).
 """
@@ -41,6 +43,8 @@ from asm import (element_number, kernel, null, r0, r1, r2, r3, r4, r5, r5rep, ra
 from vc4nn.emulator import EmulatorDevice  # noqa: E402
 from vc4nn.kernels.common import each_record  # noqa: E402
 from vc4nn.emulator.timing import BOARDS, PARAMETERS, Timing  # noqa: E402
+
+import fft_design  # noqa: E402  (tools/, next to this file)
 
 M, K = 96, 363                       # the published shape; N is a command-line choice
 TILE_ROWS, TILE_COLS = 16, 64
@@ -252,11 +256,20 @@ SGEMM_PUBLISHED = (
     ("sgemm12", "pi3", 12, 6.7, "py-videocore issue 5 (Pi 3) (facts §4)"),
 )
 DMA_SOURCE = "facts §4 (VC4CL wiki, Performance)"
+# GPU_FFT release 2.0 (gpu_fft.txt, "Throughput"; Pi 1, 700 MHz ARM): per-transform times in
+# microseconds for batches of 1 and 10 (launch included: direct register writes when jobs x N
+# <= 20480 points, else the mailbox). 2^18..2^21 points are not built (fft_design.RADICES).
+FFT_PUBLISHED = {(8, 1): 36, (9, 1): 51, (10, 1): 70, (11, 1): 110, (12, 1): 240, (13, 1): 580,
+                 (14, 1): 1200, (15, 1): 3300, (16, 1): 6800, (17, 1): 16000,
+                 (8, 10): 16, (9, 10): 27, (10, 10): 45, (11, 10): 95, (12, 10): 250,
+                 (13, 10): 610, (14, 10): 1200, (15, 10): 3200}
+FFT_REDUCED = ((8, 1), (10, 1), (8, 10), (12, 1), (13, 1))
+FFT_SOURCE = "GPU_FFT 2.0 gpu_fft.txt (raspberrypi/firmware hello_fft), Pi 1"
 TOLERANCE = 0.25
 FULL_N, REDUCED_N = {1: 3072, 12: 3072}, {1: 64, 12: 384}
 
 
-def calibration_rows(overrides=None, reduced=False, cases=("sgemm1", "sgemm12", "dma"),
+def calibration_rows(overrides=None, reduced=False, cases=("sgemm1", "sgemm12", "dma", "fft"),
                      progress=None, boards=None):
     """The model against every published figure: a list of dicts (case, board, published,
     model, unit, ratio, within, source, detail)."""
@@ -282,7 +295,27 @@ def calibration_rows(overrides=None, reduced=False, cases=("sgemm1", "sgemm12", 
                              DMA_SOURCE, f"{blocks} DMAs of 4 rows per QPU"))
             if progress:
                 progress(rows[-1])
+    if "fft" in cases:
+        for log2n, jobs in (FFT_REDUCED if reduced else FFT_PUBLISHED):
+            rows.append(fft_row(overrides, log2n, jobs, rng))
+            if progress:
+                progress(rows[-1])
     return rows
+
+
+def fft_row(overrides, log2n, jobs, rng):
+    n = 1 << log2n
+    x = fft_design.random_signal(jobs, n, rng)
+    start = time.perf_counter()
+    out, run, seconds = fft_design.run_fft(x, "pi1", overrides)
+    host = time.perf_counter() - start
+    # GPU_FFT's own error grows to 70 ppm rms at 2^17 points (gpu_fft.txt); ours is 0.4-30 ppm.
+    assert fft_design.relative_rms_error(out, x) < 1e-4, "wrong FFT"
+    path = fft_design.launch_path(n, jobs)
+    detail = (f"{run.cycles:,} clocks + {path} launch; {stall_shares(run)}; "
+              f"{host:.0f} s host time")
+    return _row(f"FFT {n} points, batch {jobs}, 8 QPUs", "pi1", FFT_PUBLISHED[log2n, jobs],
+                seconds * 1e6, "us", FFT_SOURCE, detail)
 
 
 def _row(case, board, published, model, unit, source, detail):
@@ -313,9 +346,11 @@ def table_markdown(rows):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", choices=("sgemm1", "sgemm12", "dma", "all"), default="all")
+    parser.add_argument("--case", choices=("sgemm1", "sgemm12", "dma", "fft", "all"),
+                        default="all")
     parser.add_argument("--reduced", action="store_true",
-                        help="smaller SGEMM shapes (1 QPU N=64, 12 QPUs N=384) and fewer DMAs")
+                        help="smaller SGEMM shapes (1 QPU N=64, 12 QPUs N=384), fewer DMAs and "
+                             "five of the FFT rows")
     parser.add_argument("--board", action="append", choices=sorted(BOARDS),
                         help="only the SGEMM rows of this board (repeatable)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -324,7 +359,7 @@ def main():
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
     overrides = parse_overrides(args.set)
-    cases = ("sgemm1", "sgemm12", "dma") if args.case == "all" else (args.case,)
+    cases = ("sgemm1", "sgemm12", "dma", "fft") if args.case == "all" else (args.case,)
     quiet = args.json or args.markdown
 
     def progress(row):

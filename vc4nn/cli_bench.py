@@ -3,6 +3,8 @@
     vc4nn bench-layers                         # v1 and v2 1.0/224, Pi Zero and Pi 1 presets
     vc4nn bench-layers --quick --net v1        # reduced runs, scaled (minutes on the Python core)
     vc4nn bench-layers --only pw13,dw13 --json
+    vc4nn bench-layers --net v1 --kind gemm --stalls   # pointwise, FC, pool; per-stall shares
+    vc4nn bench-layers --net v1 --kind spatial --rows 8 --boards pi_zero   # stem, dw, pool
     vc4nn bench-layers --net v1 --storage fp16 # activations and weights as halves
     vc4nn bench-layers --from-json a.json b.json --markdown --png layers.png
 
@@ -17,6 +19,11 @@ Full layers run when the emulator's C core is in use. On the pure-Python core (o
 --quick) pointwise layers run on at most --pixels pixels (and spatial layers on at most --rows
 output rows if given), and their time is scaled to the full layer; such rows say "x N" and are never
 presented as full runs. --full forces full layers on any core.
+
+--kind picks layers by kind (conv2d, depthwise, pointwise, global_avg_pool, fully_connected, or
+the groups gemm = pointwise, fully_connected, global_avg_pool and spatial = conv2d, depthwise,
+global_avg_pool); --stalls adds each stall cause's share of QPU time and the tiling that ran.
+The network total is checked against the issue's target only when every layer ran.
 """
 
 import json
@@ -29,6 +36,8 @@ QUICK_PIXELS = 96           # one pass of 8 pixels x 12 QPUs
 QUICK_ROWS = 0             # spatial layers are cheap to emulate: full unless --rows is given
 NETWORKS = ("v1", "v2")
 DEFAULT_BOARDS = "pi_zero,pi1"
+KIND_GROUPS = {"gemm": ("pointwise", "fully_connected", "global_avg_pool"),
+               "spatial": ("conv2d", "depthwise", "global_avg_pool")}
 
 
 def add_arguments(parser):
@@ -52,6 +61,10 @@ def add_arguments(parser):
                         help="fp16: activations and weights stored as halves where the layer's "
                         "kernel can (arithmetic stays fp32); the records say which ran so")
     parser.add_argument("--only", default="", help="comma-separated layer names")
+    parser.add_argument("--kind", default="", help="comma-separated layer kinds or groups "
+                        f"({', '.join(KIND_GROUPS)}); see above")
+    parser.add_argument("--stalls", action="store_true",
+                        help="text table: stall shares per cause and the tiling that ran")
     parser.add_argument("--json", action="store_true", help="JSON on stdout")
     parser.add_argument("--markdown", action="store_true", help="a Markdown table on stdout")
     parser.add_argument("--png", metavar="FILE", help="per-layer bar chart (needs matplotlib)")
@@ -71,14 +84,32 @@ def network_layers(args):
         raise Vc4nnError(f"--net {args.net}: unknown network(s) {', '.join(unknown)}; "
                          f"use {', '.join(NETWORKS)}")
     only = set(filter(None, args.only.split(",")))
+    kind = getattr(args, "kind", "")                # vc4nn tune has no --kind
+    kinds = layer_kinds(kind)
     out = []
     for net in nets:
         label = f"{net} {args.alpha:g}/{args.size}"
         out += [(label, layer) for layer in builders[net](args.alpha, args.size)
-                if not only or layer.name in only]
+                if (not only or layer.name in only) and (not kinds or layer.kind in kinds)]
     if not out:
-        raise Vc4nnError(f"--only {args.only}: no such layer in {args.net}")
+        raise Vc4nnError(f"--only {args.only or '(all)'} --kind {kind or '(all)'}: no such "
+                         f"layer in {args.net}")
     return out
+
+
+def layer_kinds(text):
+    """The set of kinds ``--kind`` names (empty: every kind)."""
+    from .nn.layer_figures import KINDS
+    kinds = set()
+    for name in filter(None, text.split(",")):
+        if name in KIND_GROUPS:
+            kinds.update(KIND_GROUPS[name])
+        elif name in KINDS:
+            kinds.add(name)
+        else:
+            raise Vc4nnError(f"--kind {text}: {name!r} is not one of "
+                             f"{', '.join(KINDS + tuple(KIND_GROUPS))}")
+    return kinds
 
 
 def run_records(args, progress=print, save=None):
@@ -109,7 +140,8 @@ def run_records(args, progress=print, save=None):
             progress(f"[{board}] {network} {layer.name:12} {record['ms']:9.3f} ms "
                      f"({time.time() - started:.0f} s host)")
         device.close()
-    return records, {"qpus": args.qpus, "core": core, "storage": args.storage}
+    return records, {"qpus": args.qpus, "core": core, "whole": not (args.only or args.kind),
+                     "storage": args.storage}
 
 
 def read_records(path):
@@ -147,7 +179,7 @@ def bench_main(args):
     elif args.markdown:
         print(bench_report.markdown_table(records, meta))
     else:
-        print(bench_report.text_table(records, meta))
+        print(bench_report.text_table(records, meta, args.stalls))
     if args.png:
         bench_report.bar_chart(records, args.png)
     return 0

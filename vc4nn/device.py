@@ -371,6 +371,15 @@ def code_bytes(program):
 
 def uniform_words(values, qpu=0):
     """32-bit uniform words from ints (signed or unsigned) and floats (stored as float32)."""
+    if isinstance(values, (list, tuple)) and values and all(type(v) is int for v in values):
+        # The common case (kernels' streams of addresses and setup words), vectorised; values
+        # out of range take the checking path below, which names them.
+        try:
+            words = np.array(values, dtype=np.int64)
+        except OverflowError:
+            words = None
+        if words is not None and words.min() >= -(1 << 31) and words.max() < (1 << 32):
+            return (words & 0xFFFFFFFF).astype("<u4").tobytes()
     out = []
     for i, v in enumerate(values):
         if isinstance(v, (float, np.floating)):

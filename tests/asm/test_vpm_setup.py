@@ -151,3 +151,18 @@ def test_sync_macros():
         alu(raddr_a=51),
         alu(sig=13, cond_add=ALWAYS, waddr_add=51, op_add=OR, raddr_b=1, add_a=MUX_B, add_b=MUX_B),
         alu(sig=13, cond_add=ALWAYS, waddr_add=38, op_add=OR, raddr_b=1, add_a=MUX_B, add_b=MUX_B)]
+
+
+def test_remembered_setup_words_keep_their_checks():
+    """Setup words are remembered (uniform builders ask for the same ones again and again); a
+    remembered good call never answers for a bad one that compares equal (True == 1), and a bad
+    call still fails with the caller's line, however often it is made."""
+    assert vdr_setup(rows=1, rowlen=16, y=0, pitch=64) == vdr_setup(rows=1, rowlen=16, y=0,
+                                                                     pitch=64)
+    for _ in range(2):
+        with pytest.raises(AssemblerError, match="rows=True is not an int"):
+            vdr_setup(rows=True, rowlen=16, y=0, pitch=64)
+        with pytest.raises(AssemblerError) as info:
+            vdw_setup(units=1, depth=1, y=[0])          # unhashable: not remembered, checked
+        assert info.value.location is not None and "test_vpm_setup.py" in str(info.value)
+    assert vdw_setup(1, 1, 0) == vdw_setup(units=1, depth=1, y=0)

@@ -71,8 +71,8 @@ def test_the_launch_path_picks_the_launch_overhead():
     with EmulatorDevice(board="pi1") as dev:
         dev.machine.timing = Timing("pi1", launch_path="direct")
         result = dev.execute(nothing.assemble())
-    # host_int + thrend + 2 delay slots = 16 clocks; facts §3 / timing.py: 100 us vs 5 us
-    assert result.seconds == pytest.approx(16 / 250e6 + 5e-6)
+    # host_int + thrend + 2 delay slots = 16 clocks; facts §3 / timing.py: 100 us vs 20 us
+    assert result.seconds == pytest.approx(16 / 250e6 + 20e-6)
     assert Timing("pi1").launch_overhead == 100e-6
     with pytest.raises(DeviceError, match="launch path"):
         Timing("pi1", launch_path="doorbell")
@@ -235,3 +235,17 @@ def test_num_qpus_must_be_a_whole_number_of_qpus(num_qpus):
     from vc4nn.emulator import EmulatorDevice
     with EmulatorDevice() as device, pytest.raises(DeviceError, match="num_qpus must be an int 1..12"):
         device.execute(np.zeros(2, dtype=np.uint64), num_qpus=num_qpus)
+
+
+def test_uniform_words_of_ints_match_the_bit_patterns_and_keep_the_range_check():
+    """Int streams take a vectorised path: same words as packing each value by hand, and a value
+    out of 32 bits is still an error naming it."""
+    import struct
+    from vc4nn.errors import DeviceError
+    values = [0, 1, -1, 2 ** 31 - 1, -2 ** 31, 2 ** 32 - 1, 0xC0001000, 12345]
+    expected = b"".join(struct.pack("<I", v & 0xFFFFFFFF) for v in values)
+    assert uniform_words(values) == expected == uniform_words(tuple(values))
+    assert uniform_words([1, 2.5]) == struct.pack("<I", 1) + struct.pack("<f", 2.5)
+    for bad in (2 ** 32, -2 ** 31 - 1, 2 ** 70):
+        with pytest.raises(DeviceError, match=f"value 1 of QPU 3 = {bad} does not fit"):
+            uniform_words([7, bad], qpu=3)

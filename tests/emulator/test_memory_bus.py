@@ -99,9 +99,10 @@ def test_lru_eviction_in_a_set_of_the_l2():
 
 
 # -- the VideoCore L2 behind the V3D L2, by bus alias (vc4nn.hardware) --------------------------
-# A line from the VideoCore L2 holds the bus ceil(64 / 2e9 * 300e6) = 10 clocks (timing.py's
-# assumption vc_l2_hit_bandwidth) and arrives 58 clocks after the request (vc_l2_hit_latency).
-VC_FILL, VC_HIT = 10, 58
+# A line from the VideoCore L2 holds the bus ceil(64 / 4e9 * 300e6) = 5 clocks (timing.py's
+# vc_l2_hit_bandwidth, calibrated on GPU_FFT) and arrives 58 clocks after the request
+# (vc_l2_hit_latency).
+VC_FILL, VC_HIT = 5, 58
 
 
 def _evict_from_the_v3d_l2(b, base):

@@ -13,7 +13,8 @@ DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "cycle-model.md"
 
 
 # Where a value may come from: a section of the fact sheet, one of its source keys (e.g. "ADD",
-# the vc4asm errata, for cache geometry the sheet does not list), or a labelled assumption.
+# the vc4asm errata, for cache geometry the sheet does not list), a labelled assumption, or
+# "calibrated:" naming the published measurement it was fitted to (tools/calibrate.py).
 SOURCE_KEYS = ("ADD", "VA", "MD", "MV", "MS", "MX", "KV", "PV", "CE", "CO", "CV", "CS", "WIKI",
                "HH", "AS")
 
@@ -23,14 +24,16 @@ def test_every_parameter_has_a_value_unit_and_source():
         value, unit, source, note = entry
         assert isinstance(value, (int, float)) and value >= 0, name
         assert unit and source.strip(), name
-        assert (source.startswith(("facts §", "assumption"))
+        assert (source.startswith(("facts §", "assumption", "calibrated: "))
                 or source.split(" ")[0] in SOURCE_KEYS), name
 
 
-def test_assumptions_say_why():
+def test_assumptions_and_calibrated_values_say_why():
     for name, (_value, _unit, source, note) in PARAMETERS.items():
-        if source.startswith("assumption"):
+        if source.startswith(("assumption", "calibrated")):
             assert len(note) > 20, name
+        if source.startswith("calibrated"):
+            assert "calibrate.py" in source, name      # the table that checks the fit
 
 
 def test_cache_latencies_are_ordered_as_facts_section_4_says():

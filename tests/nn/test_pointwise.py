@@ -248,3 +248,29 @@ def test_result_in_place_of_the_residual(device):
     y = pointwise(device.array(x), wt, b, "relu", residual=res, out=res, num_qpus=12)
     assert y is res
     assert_close(res, *dense(x, wt, b, r, "relu"), 16)
+
+
+# Panel widths other than the default 6 vectors, each with its deepest chunk (PanelPlan): an
+# edge panel shifted left (8 vectors, Cout 200 = 128 + 72), a narrow one (8 vectors, Cout 40),
+# 4 vectors with 5-k-row chunks and single-k gathers, 12 vectors with 2-k-row chunks.
+@pytest.mark.parametrize("vectors,h,w,cin,cout,num_qpus,activation", [
+    (8, 2, 7, 33, 200, 12, "relu6"),
+    (8, 3, 5, 16, 40, 4, None),
+    (4, 2, 9, 21, 70, 12, "relu"),
+    (12, 1, 13, 18, 200, 12, None),
+])
+def test_panel_widths(device, vectors, h, w, cin, cout, num_qpus, activation):
+    x, wt, b, r = tensors(vectors, h, w, cin, cout, True, True)
+    y = pointwise(x, wt, b, activation, r, device=device, num_qpus=num_qpus,
+                  tiling={"panel_vectors": vectors})
+    assert_close(y, *dense(x, wt, b, r, activation), cin)
+
+
+def test_panel_width_limits():
+    """A width whose chunks cannot fit the VPM, or whose k-rows lie too far apart for the
+    small-immediate read setups, is refused by the panel plan."""
+    with pytest.raises(ValueError, match="VPM rows"):
+        sgemm_panel.PanelPlan(96, 128, 64, False, 12, True, True, panel_vectors=8, chunk_depth=4)
+    with pytest.raises(ValueError, match="small-immediate"):
+        sgemm_panel.PanelPlan(96, 128, 64, False, 12, True, True, panel_vectors=4, chunk_depth=6)
+    assert sgemm_panel.deepest_chunk(8, 12) == 3 and sgemm_panel.deepest_chunk(6, 12) == 4

@@ -114,6 +114,17 @@ def test_the_layer_runs_the_tuned_pointwise_route(cache_file, device):
     assert tuned.launches == 2 and tuned.cycles == explicit.cycles
 
 
+def test_the_layer_runs_the_tuned_panel_width(cache_file, device):
+    """The panel width is a tiling field: not part of the key, taken from the record."""
+    plan, _ = plan_for(PW, PW.height, PW.width, 4, device, {})
+    assert "panel_vectors" not in plan_key(plan, "pi_zero")
+    widths = {vectors: run_pointwise(device, tiling={"panel_vectors": vectors})
+              for vectors in (4, 8)}
+    assert widths[4].instructions != widths[8].instructions
+    store(cache_file, plan, "pi_zero", {"panel_vectors": 4})
+    assert run_pointwise(device).instructions == widths[4].instructions
+
+
 def test_tune_stores_the_fastest_and_the_layer_reproduces_it(cache_file, device):
     layer = Layer("dw", "depthwise", 5, 8, 16, 16, 2, "relu6")
     tried = candidates(layer, 5, 8, 4, device)

@@ -7,6 +7,7 @@ import types
 import numpy as np
 
 from vc4nn.device import QpuStats, RunResult
+from vc4nn.nn.layer_call import release, upload
 
 from .reference import ACT, windows
 
@@ -14,16 +15,16 @@ CALLS = []
 
 
 class Prepared:
-    def __init__(self, w, bias, device):
-        self.device = device
-        self.w = device.array(np.asarray(w, np.float32))
-        self.b = device.array(np.zeros(self.w.shape[-1], np.float32) if bias is None
-                              else np.asarray(bias, np.float32))
+    def __init__(self, w, bias, device, placement):
+        self.device, self.placement = device, placement
+        self.w = upload(device, np.asarray(w, np.float32), placement)
+        self.b = upload(device, np.zeros(self.w.shape[-1], np.float32) if bias is None
+                        else np.asarray(bias, np.float32), placement)
         self.nbytes = self.w.nbytes + self.b.nbytes
 
     def free(self):
-        self.device.free(self.w)
-        self.device.free(self.b)
+        release(self.device, self.w, self.placement)
+        release(self.device, self.b, self.placement)
 
 
 def _result(flops):
@@ -40,8 +41,8 @@ def _finish(name, y, activation, out):
     return out, _result(y.size)
 
 
-def _prep(w, bias=None, device=None):
-    return Prepared(w, bias, device)
+def _prep(w, bias=None, device=None, placement=None):
+    return Prepared(w, bias, device, placement)
 
 
 def _conv(x, p, stride, padding, grouped):

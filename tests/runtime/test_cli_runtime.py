@@ -2,6 +2,7 @@
 them on the QPU kernels)."""
 
 import json
+import os
 
 import numpy as np
 import onnx
@@ -83,3 +84,27 @@ def test_imagenet_names_come_from_the_package():
     names = class_names(1001)
     assert names[0] == "background" and "tabby" in names[282]
     assert "tabby" in class_names(1000)[281]
+
+
+def test_demo_exports_the_model_once_and_classifies_the_cat(tmp_path, monkeypatch):
+    """`vc4nn demo` is `vc4nn classify` on torchvision's MobileNetV2 (exported once into the
+    model cache) and scikit-image's chelsea.png; the run itself is the slow real-model test."""
+    from vc4nn.runtime import cli, demo, mobilenet_v2
+    from vc4nn.runtime.errors import ModelError
+    try:
+        mobilenet_v2.weights_path()
+    except ModelError as error:
+        pytest.skip(str(error))
+    pytest.importorskip("skimage")
+    monkeypatch.setenv(demo.ENV_VAR, str(tmp_path / "models"))
+    calls = []
+    monkeypatch.setattr(cli, "classify_main", lambda argv: calls.append(argv) or 0)
+    assert cli.main("demo", ["--qpus", "4"]) == 0
+    model, image = calls[0][:2]
+    assert model == str(tmp_path / "models" / demo.MODEL_FILE)
+    graph = onnx.load(model).graph
+    assert graph.input[0].name == "input" and len(graph.node) > 100
+    assert os.path.basename(image) == "chelsea.png" and os.path.exists(image)
+    assert calls[0][2:] == ["--normalization", "torchvision", "--qpus", "4"]
+    monkeypatch.setattr(mobilenet_v2, "export_mobilenet_v2", lambda *a: pytest.fail("again"))
+    assert cli.main("demo", []) == 0 and calls[1][0] == model

@@ -32,3 +32,31 @@ def test_residual_operands_stay_alive(tmp_path):
             res, out = plan.storage[node.inputs[3]], plan.storage[node.outputs[0]]
             a, b = plan.offsets[res], plan.offsets[out]
             assert a + plan.sizes[res] <= b or b + plan.sizes[out] <= a
+
+
+def test_free_span_is_the_largest_gap_no_live_value_uses(tmp_path):
+    """Checked against a byte map of the arena built from the values alive at each step."""
+    import numpy as np
+    path = str(tmp_path / "v2.onnx")
+    onnx.save(onnx_models.mobilenet_v2(32, 0.35), path)
+    graph = load_graph(path)
+    plan = plan_memory(graph)
+    steps = [n for n in graph.nodes if n.op != "softmax"]
+    for step, node in enumerate(steps):
+        busy = np.zeros(plan.arena_bytes, bool)
+        for name in node.inputs[:1] + node.inputs[3:] + node.outputs:
+            owner = plan.storage.get(name)
+            if owner is not None:               # what the layer reads and writes is live
+                busy[plan.offsets[owner]:plan.offsets[owner] + plan.sizes[owner]] = True
+        live = np.zeros(plan.arena_bytes, bool)
+        for value, (first, last) in plan.lifetimes.items():
+            if first <= step <= last:
+                live[plan.offsets[value]:plan.offsets[value] + plan.sizes[value]] = True
+        assert not (busy & ~live).any()
+        offset, size = plan.free_span(step)
+        assert not live[offset:offset + size].any()
+        runs, run = [], 0
+        for byte in live:
+            run = 0 if byte else run + 1
+            runs.append(run)
+        assert size == max(runs + [0])

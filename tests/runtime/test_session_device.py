@@ -92,3 +92,98 @@ def test_memory_budget_limits_recorded_launches(tmp_path, device):
         assert sess.memory()["total_bytes"] <= budget
     np.testing.assert_array_equal(first, expected)
     np.testing.assert_array_equal(second, expected)
+
+
+def tiny_v1(tmp_path):
+    path = str(tmp_path / "m.onnx")
+    onnx.save(onnx_models.mobilenet_v1(32, 0.25), path)
+    return path
+
+
+def test_weights_in_one_allocation_and_layers_recorded_at_load(tmp_path, device):
+    """All weights share one device allocation; the load assembles and records every layer
+    without launching anything; the first run is already a replay and matches onnxruntime."""
+    path = tiny_v1(tmp_path)
+    launched = []
+    launch = device._launch
+    device._launch = lambda *args: launched.append(args) or launch(*args)
+    try:
+        with InferenceSession(path, device=device, replay=False) as sess:
+            assert len(device._allocations) == 2          # activation arena + weight arena
+        with InferenceSession(path, device=device) as sess:
+            assert launched == []
+            weights = sess._weights.buffer.allocation
+            prepared = [arg for _, call in sess.steps if call is not None
+                        for arg in call.args if hasattr(arg, "free")]
+            buffers = [getattr(p, name) for p in prepared
+                       for name in ("buffer", "weights", "bias") if getattr(p, name, None)
+                       is not None]
+            assert len(prepared) == 28                    # conv, 13 dw, 13 pw, fc
+            assert all(b.allocation is weights for b in buffers)
+            assert sess.memory()["weight_bytes"] == weights.size
+            assert all(r.launches and r.packed is not None for r in sess._recordings.values())
+            x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+            (got,) = sess.run(None, {"input": x})
+            assert len(launched) == sum(len(r.launches) for r in sess._recordings.values())
+    finally:
+        del device._launch
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    expected = ref.run(None, {"input": x})[0]
+    assert rel_error(got, expected) <= 1e-3 and top(got, 1) == top(expected, 1)
+    assert device._allocations == []
+
+
+@pytest.mark.parametrize("stage", ["weights", "recording"])
+def test_a_failed_load_leaves_no_device_memory(tmp_path, device, monkeypatch, stage):
+    """A load that fails once the arenas (and some recordings) are allocated frees them all."""
+    from vc4nn.nn import layer_call
+    from vc4nn.runtime import replay
+
+    class Boom(RuntimeError):
+        pass
+    calls = []
+
+    def fail_late(original):
+        def wrapped(self, *args):
+            calls.append(1)
+            if len(calls) > 3:
+                raise Boom(stage)
+            return original(self, *args)
+        return wrapped
+    if stage == "weights":
+        monkeypatch.setattr(layer_call.WeightArena, "array",
+                            fail_late(layer_call.WeightArena.array))
+    else:
+        monkeypatch.setattr(replay.Recording, "pack", fail_late(replay.Recording.pack))
+    with pytest.raises(Boom):
+        InferenceSession(tiny_v1(tmp_path), device=device)
+    assert len(calls) == 4 and device._allocations == []
+
+
+def test_workspaces_come_from_the_lent_scratch_region(device):
+    """nn.pointwise's transpose workspace lands in a ``scratch`` region when it fits there (a
+    region full of garbage: the kernel writes it before reading), else in its own buffer."""
+    from vc4nn.nn.layer_call import scratch
+    rng = np.random.default_rng(1)
+    x = device.array(rng.standard_normal((7, 7, 64)).astype(np.float32))
+    w = rng.standard_normal((64, 32)).astype(np.float32)
+    prepared = vc4nn.nn.prepare_pointwise(w, device=device)
+    out = device.alloc((7, 7, 32), np.float32)
+    tiling = {"transpose_input": True}
+    expected = np.asarray(x, np.float64).reshape(-1, 64) @ w
+    region = device.array(np.full(64 * 64 * 4 + 100, 0xFF, np.uint8))   # NaN bit patterns
+    for lent, fits in ((region, True), (region[:64], False)):
+        allocated = []
+        alloc = device.alloc
+        device.alloc = lambda *a, **k: allocated.append(a) or alloc(*a, **k)
+        try:
+            with scratch(lent):
+                vc4nn.nn.pointwise(x, prepared, out=out, device=device, tiling=tiling)
+        finally:
+            del device.alloc
+        np.testing.assert_allclose(np.asarray(out).reshape(-1, 32), expected, rtol=1e-4,
+                                   atol=1e-4)
+        workspaces = [a for a in allocated if np.dtype(a[1]) == np.float32]  # code, uniforms:
+        assert (workspaces == []) == fits                                    # uint8
+        if fits:
+            assert not (np.asarray(region[:64 * 49 * 4]) == 0xFF).all()   # it was written

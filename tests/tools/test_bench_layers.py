@@ -46,6 +46,33 @@ def test_tune_cli_stores_and_reports(tmp_path, capsys):
     assert "1 tuned layers" in shown and "depthwise" in shown and "board=pi_zero" in shown
 
 
+def test_bench_layers_kind_subsets_and_stalls():
+    """--kind picks the GEMM half or the spatial half (what tools/bench_gemm_layers.py and
+    bench_spatial.py measured); --stalls prints each cause's share and the tiling that ran."""
+    out = run_tool("bench_layers.py", "--net", "v1", "--alpha", "0.25", "--size", "128",
+                   "--kind", "gemm", "--only", "pw1,pool,dw1", "--quick", "--pixels", "16",
+                   "--boards", "pi_zero", "--stalls")
+    assert re.search(r"pw1 +pointwise +64x64x8->16 +1x16x8->16 x256 ", out)
+    assert re.search(r"pool +global_avg_pool ", out) and "dw1" not in out
+    header = next(line for line in out.splitlines() if line.startswith("net "))
+    assert header.split()[-10:] == ["issue", "dma", "vpm", "unifo", "tmu", "semap", "mutex",
+                                    "sfu", "idle", "tiling"]
+    row = next(line for line in out.splitlines() if " pw1 " in line)
+    shares = [int(cell[:-1]) for cell in row.split() if re.fullmatch(r"\d+%", cell)][2:]
+    assert len(shares) == 9 and 90 <= sum(shares) <= 110 and "panel_vectors=" in row
+    assert "target" not in out          # a subset: no verdict on the network total
+    spatial = json.loads(run_tool("bench_layers.py", "--net", "v1", "--alpha", "0.25", "--size",
+                                  "128", "--kind", "spatial", "--only", "conv0,pw1,pool",
+                                  "--rows", "4", "--quick", "--boards", "pi_zero", "--json"))
+    assert [r["name"] for r in spatial["layers"]] == ["conv0", "pool"]
+    assert spatial["layers"][0]["reduced"] and spatial["target_lines"] == []
+
+
+def test_bench_layers_bad_kind_is_one_line_error(capsys):
+    assert main(["bench-layers", "--kind", "pointwise,dense"]) == 1
+    assert "'dense' is not one of" in capsys.readouterr().err
+
+
 def test_bench_layers_bad_network_is_one_line_error(capsys):
     assert main(["bench-layers", "--net", "v3"]) == 1
     assert "unknown network(s) v3" in capsys.readouterr().err

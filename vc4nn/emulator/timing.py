@@ -76,10 +76,15 @@ PARAMETERS = MappingProxyType({
         "a V3D L2 miss that hits the VideoCore L2: as a V3D L2 hit (l2_hit_latency), the next "
         "cache out on the same on-chip bus"),
     "vc_l2_hit_bandwidth": (
-        2e9, "bytes/s", "assumption",
-        "the on-chip path from the VideoCore L2 (a 64-byte line in 8 clocks at 250 MHz), "
-        "against SDRAM line fills at the memory path's 1184 MB/s (Timing.line_fill_clocks): a "
-        "line from the VideoCore L2 holds the memory bus for 32 instead of 54 ns"),
+        4e9, "bytes/s", "calibrated: GPU_FFT 2.0 timings, Pi 1 (gpu_fft.txt; tools/calibrate.py "
+        "--case fft)",
+        "the on-chip path from the VideoCore L2: a 64-byte line in 4 clocks at 250 MHz (16 "
+        "bytes a clock), against SDRAM line fills at the memory path's 1184 MB/s "
+        "(Timing.line_fill_clocks): a line from the VideoCore L2 holds the memory bus for 16 "
+        "instead of 54 ns. Was 2e9 (an assumption): the 8192- and 16384-point FFTs, whose "
+        "bit-reversed gathers re-read lines from the VideoCore L2, came out 1.33-1.37x the "
+        "published times; 4e9 gives 1.09-1.16x (8e9 would give 0.99-1.06x; 16 bytes a clock "
+        "is the plainer reading of an on-chip bus, docs/cycle-model.md)"),
     "dma_load_row_bandwidth": (
         700e6, "bytes/s", "facts §4 (WIKI): ~700 MB/s VPM DMA read of full 16-word rows",
         "with dma_load_word_bandwidth fixes the per-row overhead and the peak rate"),
@@ -117,11 +122,14 @@ PARAMETERS = MappingProxyType({
         "a launch through the firmware (what vc4nn.pi does): added to the modelled run time "
         "when Timing.launch_path is 'mailbox' (the default)"),
     "launch_overhead_direct": (
-        5e-6, "s", "assumption",
-        "a launch by direct V3D register writes (SRQPC/SRQUA/SRQUL per program, then SRQCS "
-        "polls): a few uncached register accesses of the ARM, about a microsecond each; GPU_FFT "
-        "launches this way and its small transforms complete in tens of microseconds, launch "
-        "included (docs/hardware-choices.md 'Launch paths')"),
+        20e-6, "s", "calibrated: GPU_FFT 2.0 timings, Pi 1 (gpu_fft.txt; tools/calibrate.py "
+        "--case fft)",
+        "a launch by direct V3D register writes (cache clears, SRQUA/SRQPC per program, then "
+        "SRQCS polls), as GPU_FFT launches batches of at most 20480 points. GPU_FFT's published "
+        "per-transform times for batches of 1 and 10 at 256..2048 points differ by 0.9 x the "
+        "launch cost: (T1 - T10) x 10/9 = 22, 27, 28, 17 us; with 20 us the model's 256..1024-"
+        "point batch-1 rows are 0.95-1.03x the published times. Was 5 us (an assumption) "
+        "(docs/hardware-choices.md 'Launch paths')"),
 })
 
 

@@ -19,12 +19,12 @@ import dataclasses
 import functools
 import typing
 
-from asm import element_number, kernel, null, r0, r1, r3, r4, ra, rb, tmu0_s, uniform, \
-    vdw_setup, vdw_stride, vpm_write_setup, vw_addr, vw_setup, vw_wait
+from asm import element_number, kernel, null, r0, r1, r3, r4, r5, ra, rb, tmu0_s, uniform, \
+    vdw_setup, vdw_stride, vpm, vpm_write_setup, vw_addr, vw_setup, vw_wait
 
 from ..errors import DeviceError
 from .common import GATHER_DEPTH, LANES, STORAGE_BYTES, each_record
-from .epilogue import Epilogue, prepare_activation, write_vpm
+from .epilogue import Epilogue, activate, prepare_activation
 
 BLOCK_VECTORS = 4               # 12 QPUs x 4 staging rows = 48 of the 64 reachable VPM rows
 A_BASE, B_BASE, Y_ADDR = ra[0], ra[1], ra[2]
@@ -139,7 +139,7 @@ def block(a, plan, valid):
         a.fadd(r1, r3, r4)
         for i in range(ahead + 2 * v, min(ahead + 2 * v + 2, len(requests))):
             request(i)
-        write_vpm(a, plan.epilogue, r1)
+        activate(a, vpm, r1, plan.epilogue.activation, r5)
     if full:
         a.mov(vw_setup, uniform)
         a.mov(vw_addr, Y_ADDR)

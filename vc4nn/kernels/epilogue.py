@@ -16,7 +16,7 @@ products rides on that path instead of running as another pass over the tensor:
 import dataclasses
 import typing
 
-from asm import r0, r5, r5rep, vpm
+from asm import r0, r5, r5rep
 
 ACTIVATIONS = (None, "relu", "relu6")
 RELU6_CEILING = 6.0
@@ -40,40 +40,35 @@ class Epilogue:
 
 
 def prepare_activation(a, epilogue):
-    """Before a run of ``write_vpm``: r5 holds relu's floor or relu6's ceiling (an accumulator,
-    so it pairs with a value on either register file; a small immediate would not pair with
-    regfile B)."""
+    """Before a run of ``activate(..., limit=r5)``: r5 holds relu's floor or relu6's ceiling (an
+    accumulator, so it pairs with a value on either register file; a small immediate would not
+    pair with regfile B)."""
     if epilogue.activation == "relu":
         a.ldi(r5rep, 0.0)
     elif epilogue.activation == "relu6":
         a.ldi(r5rep, RELU6_CEILING)
 
 
-def write_vpm(a, epilogue, reg, dst=vpm):
-    """``dst = activation(reg)``; relu6 goes through r0. Needs ``prepare_activation`` before."""
-    if epilogue.activation is None:
-        a.mov(dst, reg)
-    elif epilogue.activation == "relu":
-        a.fmax(dst, reg, r5)
-    else:
-        a.fmin(r0, reg, r5)
-        a.fmax(dst, r0, 0)                  # the small immediate 0 is the float +0.0
-
-
-def activate(a, dst, src, activation, six, scratch=r0, pack=None):
-    """dst = activation(src): None copies, relu = max(x, 0), relu6 = min(max(x, 0), 6) with
-    ``six`` a register holding 6.0 (not a small immediate). ``pack`` ("16a"/"16b", dst in
+def activate(a, dst, src, activation, limit, scratch=r0, pack=None):
+    """dst = activation(src): None copies, relu = max(x, 0), relu6 = min(max(x, 0), 6); relu6
+    goes through ``scratch`` (an accumulator). ``limit``: r5 after ``prepare_activation`` (then
+    ``src`` may sit on either register file), or a register holding 6.0 (relu then compares with
+    the small immediate 0, so ``src`` must not sit on regfile B). ``pack`` ("16a"/"16b", dst in
     regfile A) converts the result to a half: the last op is then a float op (a mov is an int
     op and would keep the float's low bits)."""
+    prepared = limit is r5
     if activation is None:
         if pack:
             a.fmax(dst, src, src, pack=pack)
         else:
             a.mov(dst, src)
     elif activation == "relu":
-        a.fmax(dst, src, 0, pack=pack)
+        a.fmax(dst, src, r5 if prepared else 0, pack=pack)
+    elif activation == "relu6" and prepared:
+        a.fmin(scratch, src, r5)
+        a.fmax(dst, scratch, 0, pack=pack)  # the small immediate 0 is the float +0.0
     elif activation == "relu6":
         a.fmax(scratch, src, 0)
-        a.fmin(dst, scratch, six, pack=pack)
+        a.fmin(dst, scratch, limit, pack=pack)
     else:
         raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS}")

@@ -38,11 +38,11 @@ import functools
 import typing
 
 from asm import element_number, kernel, r0, r1, r2, r3, r4, r5, r5rep, ra, rb, tmu0_s, uniform, \
-    vdw_setup, vpm_write_setup, vw_addr, vw_setup, vw_wait
+    vdw_setup, vpm, vpm_write_setup, vw_addr, vw_setup, vw_wait
 
 from ..errors import DeviceError
 from .common import GATHER_DEPTH, LANES, STORAGE_BYTES, each_record
-from .epilogue import Epilogue, prepare_activation, write_vpm
+from .epilogue import Epilogue, activate, prepare_activation
 
 MAX_GROUP = 8
 ADDR = [ra[i] for i in range(MAX_GROUP)]     # per-lane address of each block's next k-row
@@ -256,7 +256,7 @@ def group(a, plan):
     for b in range(accumulators):
         a.read(vw_wait)
         a.mov(vw_setup, STAGE_W)
-        write_vpm(a, plan.epilogue, ACC[b])
+        activate(a, vpm, ACC[b], plan.epilogue.activation, r5)
         a.mov(vw_setup, uniform)
         a.mov(vw_addr, uniform)
 

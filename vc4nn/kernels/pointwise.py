@@ -1,17 +1,19 @@
 """The pointwise (1x1) convolution as the SGEMM panel kernel with a fused epilogue.
 
 A 1x1 convolution of an (H, W, Cin) activation is the product [H*W, Cin] x [Cin, Cout]. The
-activation plays A (each QPU gathers 8 pixels' channels through the TMU), the weights play B
-(the operand every QPU shares: one DMA per k-row of a panel into the VPM), so the weights are
-read once per pass of 96 pixels x 12 QPUs and the activation once per 96 output channels
-(docs/sgemm.md, "The panel kernel"). The bias is where the accumulators start, the residual is
-gathered and added before the store, the activation is applied on the VPM write
-(vc4nn/kernels/epilogue.py): no extra pass over the result.
+activation plays A (each QPU gathers up to 8 pixels' channels through the TMU), the weights play
+B (the operand every QPU shares: one DMA per k-row of a panel into the VPM), so the weights are
+read once per pass of (pixels per QPU) x 12 QPUs and the activation once per panel of 64, 96 or
+128 output channels (``PointwisePlan.vectors``; docs/sgemm.md, "The panel kernel"). The bias is
+where the accumulators start, the residual is gathered and added before the store, the
+activation is applied on the VPM write (vc4nn/kernels/epilogue.py): no extra pass over the
+result.
 
 When the pixels that share a TMU cache lie a multiple of 512 bytes apart (Cin a multiple of 128,
 and Cin = 384, 640, ...), they share sets of the direct-mapped cache and the gathers miss: then
 each QPU takes fewer pixels (4 for Cin = 128), or the activation is first transposed on the GPU
-([Cin, H*W], one extra launch) and the panel kernel's TN path reads it (``route``). The weights need no such care: B is only ever DMA'd.
+([Cin, H*W], one extra launch) and the panel kernel's TN path reads it (``route``). The
+weights need no such care: B is only ever DMA'd.
 """
 
 import dataclasses
@@ -32,8 +34,9 @@ class PointwisePlan:
     """Everything the two launches of one pointwise layer depend on.
 
     ``transpose_input``, ``max_rows``: None follows the aliasing rule (``route``); a value
-    forces the route (a tuner's choice). The panel kernel's own tiling (rows per QPU, panel
-    width, chunk rows, passes) is derived in ``panel``.
+    forces the route (a tuner's choice). ``panel_vectors``: the panel width, None for the
+    cheapest of PANEL_WIDTHS (``vectors``). The panel kernel's own tiling (rows per QPU, chunk
+    rows, passes) is derived in ``panel``.
     """
 
     height: int
@@ -47,6 +50,7 @@ class PointwisePlan:
     storage: str = "f32"
     transpose_input: typing.Optional[bool] = None
     max_rows: typing.Optional[int] = None
+    panel_vectors: typing.Optional[int] = None
 
     def __post_init__(self):
         if self.storage not in STORAGE_BYTES:
@@ -64,12 +68,28 @@ class PointwisePlan:
     def epilogue(self):
         return Epilogue(self.bias, self.residual, self.activation)
 
-    def _panel(self, trans_a, max_rows=sgemm_panel.MAX_ROWS):
+    def _panel(self, trans_a, max_rows=sgemm_panel.MAX_ROWS, vectors=None):
+        vectors = vectors or self.vectors
         return sgemm_panel.PanelPlan(self.pixels, self.cout, self.cin, trans_a, self.num_qpus,
-                                     True, True, self.epilogue, max_rows)
+                                     True, True, self.epilogue, max_rows, vectors,
+                                     sgemm_panel.deepest_chunk(vectors, self.num_qpus))
+
+    @property
+    def vectors(self):
+        """The panel's width in vectors: ``panel_vectors``, else the width of PANEL_WIDTHS whose
+        panel kernel issues the fewest instructions (``sgemm_panel.issue_estimate``) on its route.
+        Wider panels spend fewer instructions per multiply-add on broadcasting A but hold fewer
+        rows per QPU and fewer k-rows per chunk (PanelPlan); edge panels waste lanes."""
+        if self.panel_vectors:
+            return self.panel_vectors
+        return min(PANEL_WIDTHS, key=lambda vectors: sgemm_panel.issue_estimate(
+            self._panel(*self._route(vectors), vectors)))
 
     @property
     def route(self):
+        return self._route(self.vectors)
+
+    def _route(self, vectors):
         """(transposed, rows per QPU at most): how the layer avoids gathers that alias in the
         TMU cache. SGEMM's rule for the rows of one QPU (``sgemm_panel.transpose_a_first``,
         with lines counted by ``lines_per_set``) transposes; on more than 8 QPUs, when the rows
@@ -85,14 +105,14 @@ class PointwisePlan:
         if self.transpose_input is not None or self.max_rows is not None:
             return bool(self.transpose_input) and fits, self.max_rows or sgemm_panel.MAX_ROWS
         ways = hardware.TMU_CACHE_WAYS
-        direct = self._panel(False)
+        direct = self._panel(False, vectors=vectors)
         own = lines_per_set(direct)
         if (direct.qpus > 4 and own > ways) or (direct.qpus > 2 and own >= 4 * ways):
             return fits, sgemm_panel.MAX_ROWS       # transpose_a_first's rule, lines counted
         if direct.qpus <= 8 or lines_per_set(direct, hardware.QPUS_PER_TMU) <= ways:
             return False, sgemm_panel.MAX_ROWS
         for rows in range(sgemm_panel.MAX_ROWS - 1, MIN_ROWS - 1, -1):
-            if lines_per_set(self._panel(False, rows), hardware.QPUS_PER_TMU) <= ways:
+            if lines_per_set(self._panel(False, rows, vectors), hardware.QPUS_PER_TMU) <= ways:
                 return False, rows
         return fits, sgemm_panel.MAX_ROWS
 
@@ -111,6 +131,9 @@ class PointwisePlan:
         return transpose.TransposePlan(self.pixels, self.cin, self.num_qpus) if self.transposed else None
 
 
+# Panel widths (vectors of 16 output channels) the default plan chooses from: 8 (128 channels,
+# no edge panel for MobileNet's multiples of 128), the SGEMM default 6, and 4 (Cout = 64).
+PANEL_WIDTHS = (8, 6, 4)
 MIN_ROWS = 4        # fewer rows per QPU re-read the weights too often to beat the transpose
 
 

@@ -63,9 +63,13 @@ def totals(records):
                                                                          order[kv[0][1]])))
 
 
-def target_misses(records):
+# The stall causes of ``--stalls`` (layer_figures.stall_shares), in the order printed.
+STALL_COLUMNS = ("issue", "dma", "vpm", "uniform", "tmu", "semaphore", "mutex", "sfu", "idle")
+
+
+def target_misses(records, whole=True):
     """Lines naming each layer that misses the issue's per-layer targets (on TARGET_BOARD, or the
-    first board) and the v1 total."""
+    first board) and the v1 total (only when ``whole``: every layer of the network ran)."""
     board = TARGET_BOARD if TARGET_BOARD in boards_of(records) else boards_of(records)[0]
     lines = []
     for r in records:
@@ -82,7 +86,7 @@ def target_misses(records):
                          f"{r['roofline_share']:.0%} of the memory roofline < "
                          f"{DEPTHWISE_ROOF_TARGET:.0%}; bound: {r['bound']}")
     for (network, b), t in totals(records).items():
-        if network == V1_TARGET_NETWORK and b == TARGET_BOARD:
+        if whole and network == V1_TARGET_NETWORK and b == TARGET_BOARD:
             verdict = "meets" if t["ms"] <= V1_TOTAL_TARGET_MS else "MISSES"
             lines.append(f"{network} total {t['ms']:.1f} ms on {b}: {verdict} the "
                          f"{V1_TOTAL_TARGET_MS:.0f} ms target")
@@ -105,13 +109,17 @@ def header_lines(records, meta):
     return lines
 
 
-def text_table(records, meta):
+def text_table(records, meta, stalls=False):
+    """The table; ``stalls`` adds each stall cause's share of QPU time (STALL_COLUMNS) and the
+    tiling that ran, on the first board."""
     boards = boards_of(records)
     first = boards[0]
     out = header_lines(records, meta)
     head = (f"{'net':9} {'layer':12} {'kind':15} {'shape':20} {'ran as':22} {'plan':8} {'store':5} "
             + " ".join(f"{b + ' ms':>10}" for b in boards)
             + f" {'GFLOPS':>6} {'MB':>6} {'peak':>5} {'roof':>5} bound   ({first})")
+    if stalls:
+        head += "      " + " ".join(f"{c[:5]:>5}" for c in STALL_COLUMNS) + "  tiling"
     out.append(head)
     for (network, name), per_board in by_layer(records).items():
         r = per_board[first]
@@ -120,14 +128,22 @@ def text_table(records, meta):
                    + " ".join(f"{per_board[b]['ms']:>10.3f}" if b in per_board else f"{'-':>10}"
                               for b in boards)
                    + f" {r['gflops']:>6.2f} {r['bytes_moved'] / 1e6:>6.2f} "
-                   f"{r['peak_share']:>5.0%} {r['roofline_share']:>5.0%} {r['bound']}")
+                   f"{r['peak_share']:>5.0%} {r['roofline_share']:>5.0%} {r['bound']}"
+                   + (f"{'':{16 - len(r['bound'])}}" + stall_cells(r) if stalls else ""))
     out.append("")
     out += total_lines(records)
-    misses = target_misses(records)
+    misses = target_misses(records, meta.get("whole", True))
     if misses:
         out.append("Targets (issue 12) missed or checked:")
         out += ["  " + line for line in misses]
     return "\n".join(out)
+
+
+def stall_cells(r):
+    """A record's stall shares (STALL_COLUMNS) and its tiling, as the text table prints them."""
+    shares = r["shares"]
+    tiling = ",".join(f"{k}={v}" for k, v in sorted(r.get("tiling", {}).items()))
+    return " ".join(f"{shares.get(c, 0.0):>5.0%}" for c in STALL_COLUMNS) + f"  {tiling}"
 
 
 def total_lines(records):
@@ -166,7 +182,8 @@ def json_report(records, meta):
                        "layers": records,
                        "totals": [dict(network=n, board=b, **t)
                                   for (n, b), t in totals(records).items()],
-                       "target_lines": target_misses(records)}, indent=1)
+                       "target_lines": target_misses(records, meta.get("whole", True))},
+                      indent=1)
 
 
 def bar_chart(records, path):

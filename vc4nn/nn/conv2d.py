@@ -9,7 +9,7 @@ from .depthwise import contiguous
 from .layer_args import DTYPE_OF_STORAGE, LayerArgumentError, check_activation, check_int, \
     check_on_device, check_out, check_stored_tensor, check_tensor, pick_device, \
     resolve_padding, result_storage
-from .layer_call import LayerCall
+from .layer_call import LayerCall, release, upload
 
 LAYER = "conv2d"
 
@@ -19,7 +19,7 @@ class PreparedConv2d:
     16-channel block, per pass of taps, per output channel: bias, then the taps), in device
     memory."""
 
-    def __init__(self, w, bias, device, taps_per_pass=0):
+    def __init__(self, w, bias, device, taps_per_pass=0, placement=None):
         # The weights travel as 32-bit uniforms, which nothing unpacks: float16 weights are
         # widened here (exactly).
         w, _ = check_stored_tensor(LAYER, "w", contiguous(w), 4)
@@ -36,19 +36,22 @@ class PreparedConv2d:
         self.shape, self.taps_per_pass, self.device = w.shape, taps_per_pass, device
         layout = kernel.Conv2dPlan(kh, kw, cin, cout, kh, kw, 1, 1, (0, 0, 0, 0),
                                    taps_per_pass=taps_per_pass).check()
-        self.buffer = device.array(np.asarray(layout.weight_stream(w, bias), np.float32))
+        self.placement = placement
+        self.buffer = upload(device, np.asarray(layout.weight_stream(w, bias), np.float32),
+                             placement)
 
     @property
     def nbytes(self):
         return self.buffer.nbytes
 
     def free(self):
-        self.device.free(self.buffer)
+        release(self.device, self.buffer, self.placement)
 
 
-def prepare_conv2d(w, bias=None, device=None, taps_per_pass=0):
-    """Lay out conv2d weights (KH, KW, Cin, Cout) and bias (Cout,) once, on ``device``."""
-    return PreparedConv2d(w, bias, pick_device(device), taps_per_pass)
+def prepare_conv2d(w, bias=None, device=None, taps_per_pass=0, placement=None):
+    """Lay out conv2d weights (KH, KW, Cin, Cout) and bias (Cout,) once, on ``device`` (in
+    ``placement``, a layer_call.WeightArena, if given)."""
+    return PreparedConv2d(w, bias, pick_device(device), taps_per_pass, placement)
 
 
 def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None, device=None,

@@ -6,6 +6,7 @@ from ..kernels.window_plan import LANES, make_plan
 from .layer_args import DTYPE_OF_STORAGE, STORAGE_OF_DTYPE, LayerArgumentError, \
     check_activation, check_int, check_on_device, check_out, check_stored_tensor, pick_device, \
     resolve_padding, result_storage
+from .layer_call import release, upload
 from .tuned_plans import tuned_plan
 from .window_call import run_window
 
@@ -18,7 +19,7 @@ class PreparedDepthwise:
     tap, then the bias row (zeros without a bias), in device memory, stored as w's dtype
     (float32, or float16: fp16 storage, the bias rounded to a half too)."""
 
-    def __init__(self, w, bias, device):
+    def __init__(self, w, bias, device, placement=None):
         w, self.storage = check_stored_tensor(LAYER, "w", contiguous(w), 3)
         if w.shape[:2] != KERNEL:
             raise LayerArgumentError(f"{LAYER}: w has shape {w.shape}; it must be (3, 3, C)")
@@ -34,14 +35,15 @@ class PreparedDepthwise:
             table[kh * kw, :c] = bias
         self.device = device
         self.kernel, self.channels, self.has_bias = (kh, kw), c, bias is not None
-        self.buffer = device.array(table)
+        self.placement = placement
+        self.buffer = upload(device, table, placement)
 
     @property
     def nbytes(self):
         return self.buffer.nbytes
 
     def free(self):
-        self.device.free(self.buffer)
+        release(self.device, self.buffer, self.placement)
 
 
 def contiguous(array):
@@ -51,10 +53,11 @@ def contiguous(array):
     return np.ascontiguousarray(array) if array.dtype in STORAGE_OF_DTYPE else array
 
 
-def prepare_depthwise(w, bias=None, device=None):
-    """Lay out depthwise weights (3, 3, C) and bias (C,) once, on ``device``."""
+def prepare_depthwise(w, bias=None, device=None, placement=None):
+    """Lay out depthwise weights (3, 3, C) and bias (C,) once, on ``device`` (in ``placement``,
+    a layer_call.WeightArena, if given)."""
     device = pick_device(device)
-    return PreparedDepthwise(w, bias, device)
+    return PreparedDepthwise(w, bias, device, placement)
 
 
 def depthwise(x, w, bias=None, stride=1, padding="same", activation=None, out=None, device=None,

@@ -9,7 +9,7 @@ from ..device import Buffer, qpu_count
 from ..kernels import gemv as kernel
 from .layer_args import (LayerArgumentError, ShapeError, check_activation, check_on_device,
                          check_out, check_stored_tensor, check_tensor, pick_device)
-from .layer_call import LayerCall, PreparedWeights
+from .layer_call import LayerCall, PreparedWeights, upload
 
 LAYER = "fully_connected"
 
@@ -18,14 +18,15 @@ class PreparedFullyConnected(PreparedWeights):
     """Weights and bias in the GEMV kernel's padded layout in device memory (laid out once);
     ``w_storage``: "fp16" when w was float16 (the bias stays float32)."""
 
-    def __init__(self, device, cin, cout, weights, bias, w_storage="fp32"):
-        super().__init__(device, weights, bias)
+    def __init__(self, device, cin, cout, weights, bias, placement=None, w_storage="fp32"):
+        super().__init__(device, weights, bias, placement)
         self.cin, self.cout, self.w_storage = cin, cout, w_storage
 
 
-def prepare_fully_connected(w, bias=None, device=None):
-    """Lay out weights (Cin, Cout) and bias (Cout,) once, in ``device``'s memory. Weights
-    float16: fp16 storage (half the bytes the layer reads), float32 arithmetic."""
+def prepare_fully_connected(w, bias=None, device=None, placement=None):
+    """Lay out weights (Cin, Cout) and bias (Cout,) once, in ``device``'s memory (in
+    ``placement``, a layer_call.WeightArena, if given). Weights float16: fp16 storage (half the
+    bytes the layer reads), float32 arithmetic."""
     device = pick_device(device, w, bias)
     _, w_storage = check_stored_tensor(LAYER, "w", w, 2)
     cin, cout = w.shape
@@ -36,8 +37,9 @@ def prepare_fully_connected(w, bias=None, device=None):
                              f"so it must be ({cout},)")
     layout = kernel.FullyConnectedPlan(cin, cout, 1, w_storage=w_storage)
     weights, padded = kernel.prepare(layout, np.asarray(w), None if bias is None else np.asarray(bias))
-    return PreparedFullyConnected(device, cin, cout, device.array(weights),
-                                  None if padded is None else device.array(padded), w_storage)
+    return PreparedFullyConnected(device, cin, cout, upload(device, weights, placement),
+                                  None if padded is None else upload(device, padded, placement),
+                                  placement, w_storage)
 
 
 def fully_connected(x, w, bias=None, activation=None, out=None, device=None, num_qpus=12,

@@ -5,9 +5,34 @@ the call, device buffers are used in place, the result lands in ``out=`` or a ne
 call returns a host array when the input activation was a host array (contract: NN-CONTRACT.md).
 """
 
+import contextlib
+
 import numpy as np
 
 from ..device import Buffer
+from ..errors import DeviceError
+
+# Every layout in a weight arena starts on a 64-byte boundary: one TMU cache line, a whole number
+# of 16-lane float32 rows (as the activation arena, vc4nn/runtime/planner.py).
+WEIGHT_ALIGN = 64
+
+
+# Device memory a caller lends to layer calls for their workspaces (see ``scratch``): None, or
+# [uint8 device buffer, bytes used].
+_scratch = None
+
+
+@contextlib.contextmanager
+def scratch(region):
+    """Inside the block, layer calls take their workspaces from ``region`` (a uint8 device
+    buffer, e.g. the part of an activation arena free at this layer; None: their own
+    allocations). A workspace that does not fit gets its own allocation."""
+    global _scratch
+    before, _scratch = _scratch, None if region is None else [region, 0]
+    try:
+        yield
+    finally:
+        _scratch = before
 
 
 class LayerCall:
@@ -37,9 +62,22 @@ class LayerCall:
         return buf
 
     def temporary(self, shape, dtype=np.float32):
+        """A zero-filled buffer for this call."""
         buf = self.device.alloc(shape, dtype)
         self.temporaries.append(buf)
         return buf
+
+    def workspace(self, shape, dtype=np.float32):
+        """A buffer for this call that its kernels write before they read it (so not zeroed):
+        taken from the ``scratch`` region when one is lent and it fits there."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        if _scratch is not None:
+            region, used = _scratch
+            if region.device is self.device and used + nbytes <= region.nbytes:
+                _scratch[1] = _aligned(used + nbytes)
+                return region[used:used + nbytes].view(dtype).reshape(shape)
+        return self.temporary(shape, dtype)
 
     def result_buffer(self, out, shape, dtype=np.float32):
         """``out`` if given, else a new buffer (a temporary when the result goes to the host)."""
@@ -66,13 +104,78 @@ def chain(runs):
     return total
 
 
-class PreparedWeights:
-    """A layer's weights (and bias) in its kernel's layout in device memory, laid out once."""
+def upload(device, data, placement=None):
+    """``data`` (a kernel layout) in device memory: a buffer of its own, or placed in
+    ``placement`` (a WeightArena, or WeightLayouts while an arena is being sized)."""
+    return device.array(data) if placement is None else placement.array(data)
 
-    def __init__(self, device, weights, bias):
+
+def release(device, buf, placement):
+    """Free a buffer made by ``upload``; one placed in an arena goes with the arena."""
+    if buf is not None and placement is None:
+        device.free(buf)
+
+
+def _aligned(nbytes):
+    return -(-nbytes // WEIGHT_ALIGN) * WEIGHT_ALIGN
+
+
+class WeightLayouts:
+    """The first pass of filling a WeightArena: layouts stay in host memory and are counted, so
+    that the arena is one allocation of the right size."""
+
+    def __init__(self):
+        self.nbytes = 0
+
+    def array(self, data):
+        data = np.array(data)
+        self.nbytes += _aligned(data.nbytes)
+        return data
+
+
+class WeightArena:
+    """One device allocation holding many layers' weights in their kernels' layouts.
+
+    Give it as ``placement=`` to the ``prepare_*`` functions, in the order of the sizing pass
+    (WeightLayouts): each layout lands at the next 64-byte boundary. Prepared objects placed
+    here free nothing themselves; ``free()`` gives the whole arena back.
+    """
+
+    def __init__(self, device, nbytes):
+        self.device = device
+        self.buffer = device.alloc(max(int(nbytes), 1), np.uint8)
+        self.used = 0
+
+    @property
+    def nbytes(self):
+        return 0 if self.buffer is None else int(self.buffer.nbytes)
+
+    def array(self, data):
+        data = np.asarray(data)
+        end = self.used + data.nbytes
+        if end > self.nbytes:
+            raise DeviceError(f"weight arena of {self.nbytes} bytes is full: a {data.shape} "
+                              f"{data.dtype} layout needs bytes {self.used}..{end}")
+        view = Buffer(self.device, self.buffer.allocation, data.shape, data.dtype, self.used)
+        view[...] = data
+        self.used = _aligned(end)
+        return view
+
+    def free(self):
+        if self.buffer is not None:
+            self.device.free(self.buffer)
+            self.buffer = None
+
+
+class PreparedWeights:
+    """A layer's weights (and bias) in its kernel's layout in device memory, laid out once
+    (in buffers of their own, or in ``placement``, a WeightArena)."""
+
+    def __init__(self, device, weights, bias, placement=None):
         self.device = device
         self.weights = weights
         self.bias = bias
+        self.placement = placement
 
     @property
     def nbytes(self):
@@ -80,5 +183,4 @@ class PreparedWeights:
 
     def free(self):
         for buf in (self.weights, self.bias):
-            if buf is not None:
-                self.device.free(buf)
+            release(self.device, buf, self.placement)

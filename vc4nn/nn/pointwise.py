@@ -10,7 +10,7 @@ from ..device import Buffer, qpu_count
 from ..kernels import pointwise as kernel
 from .layer_args import (LayerArgumentError, ShapeError, check_activation, check_on_device,
                          check_out, check_tensor, pick_device)
-from .layer_call import LayerCall, PreparedWeights, chain
+from .layer_call import LayerCall, PreparedWeights, chain, upload
 from .tuned_plans import tuned_plan
 
 LAYER = "pointwise"
@@ -32,15 +32,18 @@ class PreparedPointwise(PreparedWeights):
         return self.weights.shape[1]
 
 
-def prepare_pointwise(w, bias=None, device=None, layer=LAYER):
-    """Lay out weights (Cin, Cout) and bias (Cout,) once, in ``device``'s memory."""
+def prepare_pointwise(w, bias=None, device=None, layer=LAYER, placement=None):
+    """Lay out weights (Cin, Cout) and bias (Cout,) once, in ``device``'s memory (in
+    ``placement``, a layer_call.WeightArena, if given)."""
     device = pick_device(device, w, bias)
     check_tensor(layer, "w", w, 2)
     check_on_device(layer, "w", w, device)
     if bias is not None:
         check_bias(layer, bias, w.shape[1], device)
-    weights = device.array(np.asarray(w))
-    return PreparedPointwise(device, weights, None if bias is None else device.array(np.asarray(bias)))
+    weights = upload(device, np.asarray(w), placement)
+    return PreparedPointwise(device, weights,
+                             None if bias is None else upload(device, np.asarray(bias), placement),
+                             placement)
 
 
 def check_bias(layer, bias, cout, device):
@@ -57,7 +60,8 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
     ``act(x @ w + bias + residual)`` of shape (H, W, Cout). ``residual``: (H, W, Cout), added
     before the activation. Conventions of every layer: vc4nn/nn/layer_args.py.
 
-    tiling: {"transpose_input": bool, "max_rows": 1..8} forces the route (PointwisePlan); None
+    tiling: {"transpose_input": bool, "max_rows": 1..8, "panel_vectors": 1..16} forces the
+    route and the panel width (PointwisePlan); None
     takes the tuned plan of this shape from `vc4nn tune`'s cache (vc4nn/nn/tuned_plans.py),
     else the default."""
     prepared = w if isinstance(w, PreparedPointwise) else None
@@ -105,7 +109,7 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
         bias_buf = prepared.bias if bias is None else call.on_device(bias)
         res_buf = call.on_device(residual)
         y = call.result_buffer(out, shape)
-        workspace = call.temporary((cin, plan.pixels)) if plan.transposed else None
+        workspace = call.workspace((cin, plan.pixels)) if plan.transposed else None
         runs = [device.execute(program, qpus, streams)
                 for program, qpus, streams in kernel.launches(
                     plan, x_buf.address, prepared.weights.address, y.address,

@@ -17,6 +17,7 @@ import os
 import warnings
 
 from ..errors import Vc4nnError
+from ..user_cache import user_cache_path
 
 ENV_VAR = "VC4NN_TUNE_CACHE"
 FILE_NAME = "tuned-plans.json"
@@ -33,13 +34,7 @@ class TuneCacheError(Vc4nnError):
 
 def cache_path(path=None):
     """The cache file to use, or None when the cache is switched off (VC4NN_TUNE_CACHE=off)."""
-    if path is not None:
-        return os.fspath(path)
-    env = os.environ.get(ENV_VAR)
-    if env:
-        return None if env.lower() == "off" else env
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "vc4nn", FILE_NAME)
+    return user_cache_path(path, ENV_VAR, FILE_NAME)
 
 
 def board_of(device):
@@ -118,7 +113,7 @@ def _load(path):
 # The fields of each plan class that are tiling choices (what `vc4nn tune` searches); every other
 # field except the QPU count is part of the layer's shape and options, hence of the key.
 TILING_FIELDS = {
-    "PointwisePlan": ("transpose_input", "max_rows"),
+    "PointwisePlan": ("transpose_input", "max_rows", "panel_vectors"),
     "WindowPlan": ("tile_cols", "tile_rows", "in_chunk", "out_chunk", "buffers"),
     "Conv2dPlan": ("taps_per_pass",),
 }

@@ -4,7 +4,8 @@ kept in the tuned-plan cache (vc4nn/nn/tuned_plans.py) under the layer's key and
 What is searched (the generators' tiling fields):
   pointwise: the route, i.e. pixels per QPU (``max_rows`` 8..2: fewer re-read the weights
     more often but can dodge TMU cache aliasing) and whether the activation is transposed on the
-    GPU first (``transpose_input``), each row count on both;
+    GPU first (``transpose_input``), each row count on both; and the panel width
+    (``panel_vectors``, each of PANEL_WIDTHS on its own default route);
   depthwise: tile width (``tile_cols``, up to what the accumulator registers hold) and tile
     height (``tile_rows``: from one tile per QPU to six), with the VPM chunks that fit each.
 Conv2d (``taps_per_pass``) is not searched: its weights are laid out for one value by
@@ -20,6 +21,7 @@ import dataclasses
 import datetime
 
 from ..errors import Vc4nnError
+from ..kernels.pointwise import PANEL_WIDTHS
 from ..kernels.spatial import PlanError
 from ..kernels.window_plan import ACCUMULATOR_REGISTERS
 from .layer_figures import Reduction, measure_layer
@@ -66,6 +68,7 @@ def candidates(layer, height, width, num_qpus, device, reduced=False):
     if layer.kind == "pointwise":
         rows = POINTWISE_ROWS_REDUCED if reduced else POINTWISE_ROWS_FULL
         wanted = [{"transpose_input": t, "max_rows": r} for t in (False, True) for r in rows]
+        wanted += [{"panel_vectors": vectors} for vectors in PANEL_WIDTHS]
     elif layer.kind == "depthwise":
         wanted = depthwise_tilings(default, num_qpus)
     else:

@@ -76,7 +76,7 @@ def traced_run(session, feed):
     layers = {}
     for node, call in session.steps:
         if call is not None:
-            call()
+            session._invoke(node, call)
             layers[node.name] = np.array(session._view(node.outputs[0]), np.float64)
     output = session.graph.outputs[0]
     if any(node.outputs[0] == output for node in session.host_steps):

@@ -1,12 +1,15 @@
 """Time per inference: GPU time (cycle-model estimate in the emulator, measured on a Pi) plus the
-host's own work per inference (the runtime's loop and the layers' Python, launches excluded).
+host's own work per inference (the runtime's loop and replays, launches excluded).
 
-Host work is measured on this machine with the device's launches taken out; for a Pi Zero it is
-scaled by ``PI_ZERO_HOST_FACTOR``, an assumption (not a measurement): a 1 GHz ARM1176 runs
-CPython about 20-30 times slower than a current x86 core. The figure is labelled as such.
+Host work is measured on this machine by running the session with every launch answered at once
+by the result it gave in a real run (``host_work``): what is left is the runtime's own Python.
+For a Pi Zero it is scaled by ``PI_ZERO_HOST_FACTOR``, an assumption (not a measurement): a
+1 GHz ARM1176 runs CPython about 20-30 times slower than a current x86 core. The figure is
+labelled as such.
 """
 
 import contextlib
+import itertools
 import statistics
 import time
 
@@ -14,22 +17,37 @@ from .profile import summarize
 from .replay import patched
 
 PI_ZERO_HOST_FACTOR = 25.0
+HOST_RUNS = 20
 
 
 @contextlib.contextmanager
 def launch_timer(device):
-    """Wall seconds spent inside the device's launches (list of one float, filled on exit)."""
-    spent = [0.0]
+    """(wall seconds spent inside the device's launches, their RunResults), filled on exit."""
+    spent, results = [0.0], []
     launch = device._launch
 
     def timed(*args, **kwargs):
         start = time.perf_counter()
         try:
-            return launch(*args, **kwargs)
+            result = launch(*args, **kwargs)
+            results.append(result)
+            return result
         finally:
             spent[0] += time.perf_counter() - start
     with patched(device, "_launch", timed):
-        yield spent
+        yield spent, results
+
+
+def host_work(sess, feed, results, runs=HOST_RUNS):
+    """Median wall seconds of ``runs`` runs whose launches return at once (``results`` in turn)."""
+    answers = itertools.cycle(results)
+    walls = []
+    with patched(sess.device, "_launch", lambda *args: next(answers)):
+        for _ in range(runs):
+            start = time.perf_counter()
+            sess.run(None, feed)
+            walls.append(time.perf_counter() - start)
+    return statistics.median(walls)
 
 
 def launch_probe(device, num_qpus, repeats=20):
@@ -47,29 +65,42 @@ def launch_probe(device, num_qpus, repeats=20):
     return result.seconds, (time.perf_counter() - start) / repeats
 
 
+def _timed_run(sess, feed):
+    """(wall seconds, of them outside the launches, the launches' RunResults) of one run."""
+    with launch_timer(sess.device) as (spent, results):
+        start = time.perf_counter()
+        sess.run(None, feed)
+        wall = time.perf_counter() - start
+    return wall, wall - spent[0], results
+
+
 def bench(sess, runs=None):
     feed = {sess.get_inputs()[0].name: _zeros(sess)}
-    sess.run(None, feed)              # programs are assembled on the first run: not timed
+    timed = [_timed_run(sess, feed)]
     estimated = summarize(sess.profile())["estimated"]
     runs = runs or (1 if estimated else 20)
-    walls, hosts = [], []
-    for _ in range(runs):
-        with launch_timer(sess.device) as spent:
-            start = time.perf_counter()
-            sess.run(None, feed)
-            wall = time.perf_counter() - start
-        walls.append(wall)
-        hosts.append(wall - spent[0])
-    host = statistics.median(hosts)
+    timed += [_timed_run(sess, feed) for _ in range(runs - 1)]
+    walls, outside = [t[0] for t in timed], [t[1] for t in timed]
     total = summarize(sess.profile())                      # the last timed run's layers
+    host = host_work(sess, feed, timed[-1][2])
     gpu = total["device_seconds"]
     report = {"model": sess.path, "device": sess.device.name, "qpus": sess.num_qpus,
               "layers": total["layers"], "launches": total["launches"],
               "gpu_seconds": gpu, "gpu_estimated": estimated,
-              "host_seconds_this_machine": host, "runs": runs,
+              "host_seconds_this_machine": host,
+              "host_seconds_outside_launches": statistics.median(outside), "runs": runs,
+              "load_seconds": getattr(sess, "load_seconds", None),
+              "load_cpu_seconds": getattr(sess, "load_cpu_seconds", None),
+              "program_cache": getattr(sess, "program_cache_stats", None),
               "memory": sess.memory()}
     lines = [f"{sess.path}: {total['layers']} layers, {total['launches']} launches, "
              f"{total['flops'] / 1e6:.1f} MFLOP"]
+    if report["load_seconds"] is not None:
+        cache = report["program_cache"]
+        lines.append(f"load: {report['load_seconds']:.2f} s wall, "
+                     f"{report['load_cpu_seconds']:.2f} s CPU" + (
+            "" if cache is None else f" (programs: {cache['hits']} from the disk cache, "
+                                     f"{cache['misses']} assembled; {cache['folder']})"))
     probe_device, probe_host = launch_probe(sess.device, sess.num_qpus)
     report["launch_probe"] = {"device_seconds": probe_device, "host_seconds": probe_host}
     if probe_device is not None:
@@ -84,7 +115,8 @@ def bench(sess, runs=None):
         report["total_seconds_estimate"] = (gpu or 0) + pi_host
         lines += [f"GPU: {gpu * 1e3:.2f} ms per inference (cycle-model estimate, launch "
                   f"overhead included)",
-                  f"host work per inference: {host * 1e3:.2f} ms on this machine, about "
+                  f"host work per inference: {host * 1e3:.2f} ms on this machine (median of "
+                  f"{HOST_RUNS} runs with the launches answered at once), about "
                   f"{pi_host * 1e3:.1f} ms on a Pi Zero's 1 GHz ARM core (assumed "
                   f"{PI_ZERO_HOST_FACTOR:.0f}x slower; an estimate)",
                   f"end to end on a Pi Zero: about {report['total_seconds_estimate'] * 1e3:.1f} "

@@ -6,6 +6,7 @@
     vc4nn accuracy MODEL [-n N] [--json] [--png FILE]      fp16 / auto against fp32
     vc4nn ops                                              supported operators
     vc4nn export-mobilenet-v2 OUT.onnx [--weights PTH]     torchvision's MobileNetV2 as ONNX
+    vc4nn demo [--image FILE]                              the cat, real MobileNetV2 (demo.py)
 
 Every command that runs a model takes --device emulator|pi, --qpus N and --board (emulator).
 Times from the emulator are cycle-model estimates at the board's V3D clock; on a Pi they are
@@ -21,7 +22,7 @@ import numpy as np
 
 from ..errors import Vc4nnError
 
-COMMANDS = ("classify", "profile", "bench", "accuracy", "ops", "export-mobilenet-v2")
+COMMANDS = ("classify", "profile", "bench", "accuracy", "ops", "export-mobilenet-v2", "demo")
 
 
 def _device_args(parser):
@@ -222,8 +223,14 @@ def accuracy_main(argv):
     return run(argv)
 
 
+def demo_main(argv):
+    from .demo import demo_main as main
+    return main(argv)
+
+
 HANDLERS = {"classify": classify_main, "profile": profile_main, "bench": bench_main,
-            "accuracy": accuracy_main, "ops": ops_main, "export-mobilenet-v2": export_main}
+            "accuracy": accuracy_main, "ops": ops_main, "export-mobilenet-v2": export_main,
+            "demo": demo_main}
 
 
 def main(command, argv):

@@ -27,9 +27,23 @@ class MemoryPlan:
     arena_bytes: int
     peak_live_bytes: int                 # lower bound: most bytes alive at one step
     weight_bytes: int                    # float32 weights and biases (kernel layouts may pad)
+    lifetimes: Dict[str, Tuple[int, int]] = dataclasses.field(default_factory=dict)
+    # storage value -> (first step, last step) alive; step -1 is before the first layer
 
     def total_bytes(self):
         return self.arena_bytes + self.weight_bytes
+
+    def free_span(self, step):
+        """(offset, bytes) of the largest part of the arena that no value alive at ``step``
+        uses: a layer's workspace at that step may go there."""
+        used = sorted((self.offsets[v], self.offsets[v] + self.sizes[v])
+                      for v, (first, last) in self.lifetimes.items() if first <= step <= last)
+        best, start = (0, 0), 0
+        for offset, end in used + [(self.arena_bytes, self.arena_bytes)]:
+            if offset - start > best[1]:
+                best = (start, offset - start)
+            start = max(start, end)
+        return best
 
 
 def _align(n):
@@ -75,7 +89,8 @@ def plan_memory(graph, storage_shapes=None, itemsize=4, itemsizes=None):
                 for t in range(-1, len(steps) + 1)), default=0)
     weights = sum(graph.constants[name].size * itemsize for node in steps
                   for name in node.inputs[1:] if name in graph.constants)
-    return MemoryPlan(offsets, sizes, storage, arena, peak, weights)
+    return MemoryPlan(offsets, sizes, storage, arena, peak, weights,
+                      {v: (first[v], last[v]) for v in sizes})
 
 
 def _first_fit(sizes, first, last) -> Dict[str, int]:

@@ -1,12 +1,15 @@
-"""Record a layer call's launches once, relaunch them afterwards without the layer's host work.
+"""Record a layer call's launches once (at load, without running them), relaunch them afterwards
+without the layer's host work.
 
 A session's layers always run on the same buffers (arena views, prepared weights), so the code,
-uniforms and control list a layer call builds are the same on every run. While a call is recorded,
-the device's frees are deferred (the call's temporaries: its code, uniforms, control lists and
-workspaces stay in device memory) and each launch's control list address is kept; a replay is then
-one ``execute_control_list`` per launch, as the mailbox's execute_qpu takes it. This removes the
-per-call host work of building uniform streams (about 10 ms per layer on the development machine;
-docs/runtime.md), at the price of keeping each layer's code and uniforms in device memory.
+uniforms and control lists a layer call builds are the same on every run. While a call is
+recorded, the device's frees are deferred (the call's temporaries: code, uniforms, control lists,
+workspaces stay in device memory), each launch's control list address is kept, and the launch
+itself is not run (``capture(run=False)``): the session records every layer at load, so the
+programs are assembled and the uniform streams built then, once. ``pack()`` then copies the code,
+uniform streams and control lists that ``Device.execute`` placed (each in an allocation of its
+own, page-aligned) into one allocation per layer and frees the originals; a replay is one
+``execute_control_list`` per launch, as the mailbox's execute_qpu takes it.
 
 A layer call that launched nothing (it computed on the host) is not replayable and is called
 again each run. Layer calls of ``vc4nn.nn`` given ``out=`` and device buffers do all their work in
@@ -15,6 +18,16 @@ their launches (NN-CONTRACT.md), which is what makes a replay equal to the call.
 
 import contextlib
 import functools
+
+import numpy as np
+
+from ..device import CONTROL_ENTRY_WORDS, RunResult
+
+# A control list entry is (uniforms address, code address).
+CODE_WORD = 1
+# Code, uniform streams and control lists start on 64-byte boundaries in a packed layer: whole
+# uniform-cache and TMU lines (code needs 8).
+PACK_ALIGN = 64
 
 
 @contextlib.contextmanager
@@ -32,6 +45,39 @@ def patched(obj, name, replacement):
             delattr(obj, name)
 
 
+def _align(n):
+    return -(-n // PACK_ALIGN) * PACK_ALIGN
+
+
+class CodePool:
+    """The programs of a session's recordings, each distinct program once in device memory."""
+
+    def __init__(self, device):
+        self.device = device
+        self.programs = {}                  # code bytes -> device buffer
+
+    def address(self, code):
+        key = np.asarray(code).tobytes()
+        buf = self.programs.get(key)
+        if buf is None:
+            buf = self.programs[key] = self.device.array(np.frombuffer(key, np.uint8))
+        return buf.address
+
+    @property
+    def nbytes(self):
+        return sum(int(buf.allocation.size) for buf in self.programs.values())
+
+    def keep_first(self, count):
+        """Free the programs added after the first ``count`` (those of a forgotten recording)."""
+        for key in list(self.programs)[count:]:
+            self.device.free(self.programs.pop(key))
+
+    def free(self):
+        programs, self.programs = self.programs, {}
+        for buf in programs.values():
+            self.device.free(buf)
+
+
 class Recording:
     """The launches of one layer call and the device buffers they need kept."""
 
@@ -39,19 +85,78 @@ class Recording:
         self.device = device
         self.launches = []          # (num_qpus, control list address, timeout)
         self.kept = []
+        self.placed = {}            # bus address -> buffer Device.execute placed (code, uniforms,
+        self.packed = None          # control list); after pack(): the one allocation of them
 
     @contextlib.contextmanager
-    def capture(self):
+    def capture(self, run=True):
+        """Record the launches made inside the block; ``run=False`` records without running
+        them (each launch reports an empty RunResult)."""
         device = self.device
-        launch = device._launch
+        launch, place = device._launch, device._place
 
         def recorded_launch(num_qpus, control_address, timeout):
             self.launches.append((num_qpus, control_address, timeout))
-            return launch(num_qpus, control_address, timeout)
+            if run:
+                return launch(num_qpus, control_address, timeout)
+            return RunResult(num_qpus=num_qpus, host_interrupts=0, qpus=[], seconds=None,
+                             estimated=False, launches=1)
 
-        with patched(device, "_launch", recorded_launch), patched(device, "free",
-                                                                  self.kept.append):
+        def recorded_place(data, temporaries):
+            buf = place(data, temporaries)
+            self.placed[buf.address] = buf
+            return buf
+
+        with patched(device, "_launch", recorded_launch), \
+                patched(device, "free", self.kept.append), \
+                patched(device, "_place", recorded_place):
             yield self
+
+    def pack(self, code_pool=None):
+        """Move what Device.execute placed into one allocation (programs into ``code_pool``, a
+        CodePool, if given); launches point there."""
+        if not self.launches or self.packed is not None:
+            return
+        blobs, where = [], {}               # old address -> offset in the packed allocation
+        size = 0
+
+        def add(address):
+            nonlocal size
+            if address not in where:
+                data = np.asarray(self.placed[address]).view(np.uint8)
+                where[address] = size
+                blobs.append((size, data))
+                size = _align(size + data.nbytes)
+            return where[address]
+
+        lists = []                          # (offset, [(word, relative to the packing)])
+        for num_qpus, control, timeout in self.launches:
+            entries = np.asarray(self.placed[control]).view("<u4")[:num_qpus * CONTROL_ENTRY_WORDS]
+            # A uniforms address the layer gave as its own buffer stays as it is.
+            words = []
+            for index, word in enumerate(map(int, entries)):
+                if word not in self.placed:
+                    words.append((word, False))
+                elif code_pool is not None and index % CONTROL_ENTRY_WORDS == CODE_WORD:
+                    words.append((code_pool.address(self.placed[word]), False))
+                else:
+                    words.append((add(word), True))
+            lists.append((size, words))
+            size = _align(size + 4 * len(words))
+        packed = self.device.alloc(max(size, 1), np.uint8)
+        for offset, data in blobs:
+            packed[offset:offset + data.nbytes] = data
+        base = packed.address
+        launches = []
+        for (offset, words), (num_qpus, _, timeout) in zip(lists, self.launches):
+            fixed = np.array([base + w if relative else w for w, relative in words], "<u4")
+            packed[offset:offset + fixed.nbytes] = fixed.view(np.uint8)
+            launches.append((num_qpus, base + offset, timeout))
+        placed = {id(buf.allocation) for buf in self.placed.values()}
+        self.kept = [buf for buf in self.kept if id(getattr(buf, "allocation", buf)) not in placed]
+        for buf in self.placed.values():
+            self.device.free(buf)
+        self.placed, self.launches, self.packed = {}, launches, packed
 
     def replay(self):
         """The RunResult of relaunching every recorded launch, in order."""
@@ -61,11 +166,14 @@ class Recording:
 
     @property
     def nbytes(self):
-        return sum(int(getattr(getattr(b, "allocation", b), "size", 0)) for b in self.kept)
+        held = self.kept + ([] if self.packed is None else [self.packed])
+        return sum(int(getattr(getattr(b, "allocation", b), "size", 0)) for b in held)
 
     def free(self):
-        kept, self.kept = self.kept, []
-        for buf in kept:
+        held = self.kept + list(self.placed.values()) + \
+            ([] if self.packed is None else [self.packed])
+        self.kept, self.placed, self.packed = [], {}, None
+        for buf in held:
             self.device.free(buf)
 
     def forget(self):

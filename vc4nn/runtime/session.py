@@ -1,9 +1,12 @@
 """InferenceSession: a model file run layer by layer on a device through ``vc4nn.nn``.
 
 At load: the file becomes the optimized IR, every weight is laid out once by the layer's
-``prepare_*`` function, every activation gets its bytes in one arena (``planner``), and each
-layer becomes a call with all its arguments bound (arena views included), so a run is a loop
-of prepared calls. The session knows nothing of the backend: it calls the ``vc4nn.nn`` API only.
+``prepare_*`` function into one weight arena (one device allocation), every activation gets its
+bytes in one activation arena (``planner``), each layer becomes a call with all its arguments
+bound (arena views included), and each call is recorded once without running (``replay``): its
+program assembled (``program_cache``: from disk on a second start) and its uniform streams built.
+A run is then a loop of recorded launches. The session knows nothing of the backend: it calls the
+``vc4nn.nn`` API only.
 
 A uint8 camera frame (``image_input=``) is taken as it is: the model's normalisation is folded
 into the stem convolution's weights and bias, and the frame is written into a buffer whose border
@@ -19,11 +22,13 @@ import numpy as np
 
 from .errors import InputError, UnsupportedModelError
 from .image import Normalization, normalization_for
+from ..nn.layer_call import WeightArena, WeightLayouts, scratch
 from .loader import load_graph
 from . import precision as precision_choice
 from .planner import plan_memory
 from .profile import layer_record
-from .replay import Recording
+from . import program_cache
+from .replay import CodePool, Recording
 
 NodeArg = collections.namedtuple("NodeArg", "name shape type")
 # Device bytes a session may hold with its recorded launches: a Pi's GPU memory split is often
@@ -39,9 +44,9 @@ class InferenceSession:
     ("tflite": [-1, 1], "torchvision": ImageNet mean/std, "auto": by file format) or a
     ``Normalization``; the input is then one uint8 (H, W, 3) RGB frame.
     progress: show tqdm bars for the load (default: only on a terminal).
-    replay: relaunch each layer's recorded launches from the second run on (``replay.py``)
-    instead of calling the layer again, keeping their code and uniforms in device memory while
-    the session's device memory stays within ``memory_budget`` bytes (layers past it are called
+    replay: record each layer's launches at load and relaunch them on every run (``replay.py``)
+    instead of calling the layer, keeping their code and uniforms in device memory while the
+    session's device memory stays within ``memory_budget`` bytes (layers past it are called
     every run; None: no limit); False calls every layer every run.
     precision: "fp32", "fp16" (weights and activations stored as halves where the layers' kernels
     can, float32 arithmetic) or "auto" (fp16 per layer where it is faster and the layer's output
@@ -52,6 +57,7 @@ class InferenceSession:
     def __init__(self, path, device=None, num_qpus=12, image_input=None, progress=None,
                  replay=True, memory_budget=DEFAULT_MEMORY_BUDGET, precision="fp32",
                  tolerance=precision_choice.DEFAULT_TOLERANCE, calibration=None):
+        start, cpu_start = time.perf_counter(), time.process_time()
         self.path = str(path)
         self.precision = precision_choice.check_precision(precision, tolerance)
         self.graph = load_graph(self.path)
@@ -63,7 +69,8 @@ class InferenceSession:
         self._normalization = self._pick_normalization(image_input)
         self._stem = self._foldable_stem()
         self._own_device = device is None
-        self._prepared, self._arena = [], None
+        self._weights, self._arena, self._code = None, None, None
+        self.program_cache_stats = None     # {"hits", "misses", "folder"} of the load
         self.last_runs = []
         if device is None:
             from .. import open_device
@@ -77,6 +84,9 @@ class InferenceSession:
         except BaseException:
             self.close()
             raise
+        # Wall and CPU seconds of the load (on a shared machine the CPU figure is the steadier).
+        self.load_seconds = time.perf_counter() - start
+        self.load_cpu_seconds = time.process_time() - cpu_start
 
     # -- inputs and outputs ------------------------------------------------------------------
     def _pick_normalization(self, image_input):
@@ -140,10 +150,42 @@ class InferenceSession:
             t, b, l, r = self._stem.attrs["pads"]
             self._interior = self._input_view[t:t + h, l:l + w]
             self._border = np.asarray(self._normalization.mean, np.float32)
-        self.steps = []
-        for node in bar:
-            self.steps.append((node, self._bind(node)))
+        # Weights go into one arena; its size is known once every layout is made (host pass).
+        sizing = WeightLayouts()
+        for node in nodes:
+            self._bind(node, sizing)
+        self._weights = WeightArena(self.device, sizing.nbytes)
+        self.steps = [(node, self._bind(node, self._weights)) for node in bar]
         self.host_steps = [n for n in g.nodes if n.op == "softmax"]
+        # A layer's workspace (the pointwise transpose) shares the arena with the values that
+        # are dead while it runs.
+        arena_bytes = self._arena.view(np.uint8)
+        self._scratch = {}
+        for step, node in enumerate(nodes):
+            offset, size = self.plan.free_span(step)
+            self._scratch[node.name] = arena_bytes[offset:offset + size]
+        if self.replay:
+            self._code = CodePool(self.device)
+            with program_cache.active() as store:
+                for node, call in _progress(self.steps, progress, "assembling layers"):
+                    self._record(node, call)
+            if store is not None:
+                self.program_cache_stats = {"hits": store.hits, "misses": store.misses,
+                                            "folder": store.folder}
+
+    def _record(self, node, call):
+        """Record the layer's launches without running them (its program assembled, its
+        uniforms built), unless the memory budget is spent."""
+        if call is None:
+            return
+        recording = self._recordings[node.name] = Recording(self.device)
+        with recording.capture(run=False):
+            self._invoke(node, call)
+        programs = len(self._code.programs)
+        recording.pack(self._code)
+        if self.memory_budget is not None and self.memory()["total_bytes"] > self.memory_budget:
+            recording.forget()      # over the budget: this layer is called every run
+            self._code.keep_first(programs)
 
     def _choose_per_layer(self, image_input, tolerance, calibration, progress):
         """precision="auto": try each fp16 layer against a float32 session; rebuild with the
@@ -176,11 +218,11 @@ class InferenceSession:
         return self._arena.view(np.uint8)[start:end].view(dtype).reshape(shape)
 
     def _prepare(self, fn, *args):
-        prepared = fn(*args, device=self.device)
-        self._prepared.append(prepared)
-        return prepared
+        return fn(*args, device=self.device, placement=self._placement)
 
-    def _bind(self, node):
+    def _bind(self, node, placement):
+        """The layer call of ``node``, its weights laid out into ``placement``."""
+        self._placement = placement
         nn, g, a = self.nn, self.graph, node.attrs
         common = dict(device=self.device, num_qpus=self.num_qpus, return_run=True)
         if node.op == "reshape":
@@ -285,20 +327,14 @@ class InferenceSession:
         return [self._output(n, values) for n in names]
 
     def _call(self, node, call):
-        if not self.replay:
-            return call()[1]
         recording = self._recordings.get(node.name)
-        if recording is None:
-            recording = self._recordings[node.name] = Recording(self.device)
-            with recording.capture():
-                result = call()[1]
-            if self.memory_budget is not None and \
-                    self.memory()["total_bytes"] > self.memory_budget:
-                recording.forget()      # over the budget: this layer is called every run
-            return result
-        if recording.launches:
+        if recording is not None and recording.launches:
             return recording.replay()
-        return call()[1]                # not replayable, or not kept
+        return self._invoke(node, call)[1]      # replay off, not replayable, or not kept
+
+    def _invoke(self, node, call):
+        with scratch(self._scratch[node.name]):
+            return call()
 
     def _output(self, name, values):
         y = values[name] if name in values else np.array(self._view(name))
@@ -321,9 +357,10 @@ class InferenceSession:
     # -- memory ------------------------------------------------------------------------------
     def memory(self):
         """Device bytes this session holds: the activation arena and the prepared weights."""
-        weights = sum(int(getattr(p, "nbytes", 0)) for p in self._prepared)
+        weights = 0 if self._weights is None else self._weights.nbytes
         arena = 0 if self._arena is None else int(self._arena.nbytes)
-        recorded = sum(r.nbytes for r in self._recordings.values())
+        recorded = sum(r.nbytes for r in self._recordings.values()) + \
+            (0 if self._code is None else self._code.nbytes)
         return {"arena_bytes": arena, "weight_bytes": weights, "recorded_bytes": recorded,
                 "total_bytes": arena + weights + recorded,
                 "peak_live_activation_bytes": self.plan.peak_live_bytes}
@@ -338,9 +375,12 @@ class InferenceSession:
         for recording in self._recordings.values():
             recording.free()
         self._recordings = {}
-        for prepared in self._prepared:
-            prepared.free()
-        self._prepared = []
+        if self._code is not None:
+            self._code.free()
+            self._code = None
+        if self._weights is not None:
+            self._weights.free()
+            self._weights = None
         if self._arena is not None:
             self.device.free(self._arena)
             self._arena = None

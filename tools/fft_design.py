@@ -1,0 +1,459 @@
+#!/usr/bin/env python3
+"""A GPU_FFT-design FFT in the DSL: the calibration workload for GPU_FFT's published timings.
+
+    python tools/fft_design.py --log2n 10 --jobs 1      # run one size, check it against numpy
+
+GPU_FFT (Andrew Holme, release 2.0, 2014; raspberrypi/firmware opt/vc/src/hello_pi/hello_fft,
+gpu_fft.txt) published per-transform times on a Pi 1. This module is written for the calibration
+from the facts of that design (its gpu_fft.txt, its host code's launch and allocation choices,
+the structure of its shaders: passes, codelets, reads, writes, handshakes); none of its code is
+copied, and the decomposition, register use and loop control here are this module's own:
+
+- 8 QPUs, one launch per batch of transforms (the jobs loop inside the program);
+- passes of radix 16, 32 or 64 (one, two or four vectors; radix 64 fills the 64 VPM rows, so
+  it has no double buffer), as many passes as GPU_FFT uses for the size (2 for 256..2048
+  points, 3 for 4096..65536); a radix-16 DFT is done ACROSS the 16 lanes of
+  a vector: 4 radix-2 stages, each a per-lane twiddle multiply and a butterfly whose partner comes
+  from a vector rotation by 2^t lanes;
+- the first pass reads its input through the TMU in bit-reversed order (16 single-lane gathers
+  per vector, re and im as two requests); later passes read 16 consecutive points per vector;
+- the twiddles between passes step by a complex multiply (a recurrence), not a table per group;
+- the output of the 8 QPUs is gathered in the VPM (each QPU writes its re/im vectors vertically
+  into its two columns) and one QPU, the master, stores it with one VDW of 16-word rows strided
+  N/R points apart; the others wait on semaphores, so the 8 QPUs move in lock step;
+- memory is allocated with the board's mailbox flags (0xC, L2-cached, on the Pi 1 as GPU_FFT);
+- the launch is by direct V3D register writes when jobs x N <= 20480 points (GPU_FFT's busy-wait
+  limit), through the mailbox otherwise.
+
+The decomposition (Stockham, decimation in time; verified against numpy.fft by the tests): after
+pass p of radix R (M = product of the radices so far, S = N / M), group G (0 <= G < N / R) with
+k1 = G // S reads the R points at R*G.. (pass 1: at bitrev(R*G + i)), multiplies point n2 by
+w_M^(n2*k1), takes their R-point DFT and writes output k2 to G + k2 * N / R.
+
+Sizes 2^8..2^17 are built; GPU_FFT's batch-1 table goes on to 2^21, whose passes would store
+rows further apart than the VDW's 16-bit stride allows in this design (RADICES).
+It is a calibration workload, not a library FFT: forward transforms of the sizes above only.
+"""
+
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from asm import (element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb,  # noqa: E402
+                 tmu0_s, uniform, vdw_setup, vdw_stride, vpm, vpm_write_setup, vw_addr, vw_setup)
+from vc4nn.emulator import EmulatorDevice  # noqa: E402
+from vc4nn.emulator.timing import Timing  # noqa: E402
+
+QPUS = 8                            # GPU_FFT_QPUS
+LANES = 16
+BUSY_WAIT_LIMIT = 5 << 12           # GPU_FFT: direct launch when jobs * N is at most this
+# log2(N) -> radices of the passes, with GPU_FFT's pass counts (gpu_fft.txt: "log2_N=12...16 use
+# an odd number of passes"; 8..11 two passes, 17 four). From 2^18 points on, a pass of radix R
+# would store rows N/R points apart, beyond the VDW's 16-bit stride (facts §5.14): not built.
+RADICES = {8: (16, 16), 9: (32, 16), 10: (32, 32), 11: (64, 32),
+           12: (16, 16, 16), 13: (32, 16, 16), 14: (32, 32, 16), 15: (32, 32, 32),
+           16: (64, 32, 32), 17: (32, 16, 16, 16)}
+SIZES = tuple(sorted(RADICES))
+DONE, GO = 0, (1, 2)                # semaphores: slaves -> master; master -> slaves per step parity
+
+# Registers (ra / rb pairs hold re / im of the same thing, except H1: im in ra, re in rb, so
+# that H0 + H1 reads one register of each file).
+Q, Q2 = ra[0], ra[1]                # QPU index, 2q (its VPM column)
+STAGE_TW = 2                        # ra/rb 2..5: lane twiddles of the 4 cross-lane stages
+W32, W64, W64_HI = 6, 7, 8          # w_32^l, w_64^l, w_64^(l+16): the radix-32/64 combines
+OFFSET = 9                          # ra 9..16: lane byte offsets of the 2 requests per vector
+TW, STEP = 17, 21                   # ra/rb 17..20: group twiddles per vector; 21..24: their step
+HELD = 25                           # ra/rb 25..28: transformed vectors waiting for the combine
+OUT, BASE, FLAGS, ROW_BYTES = rb[16], rb[29], ra[29], ra[30]  # store address (master), the
+#                                     group's first point, step flags, 64
+ADVANCE, RELEASE, MORE = 1, 2, 4    # step flags: next k1 (twiddles step), release the slaves,
+#                                     more steps follow in this pass
+
+
+def bitrev(value, bits):
+    return int(format(value, f"0{bits}b")[::-1], 2) if bits else 0
+
+
+def log2(n):
+    return int(math.log2(n))
+
+
+# -- the program ----------------------------------------------------------------------------------
+
+def jump(a, label, cond="always"):
+    """Branch, with its 3 delay slots empty."""
+    a.branch(label, cond=cond)
+    for _ in range(3):
+        a.nop()
+
+
+def load_rows(a, dsts):
+    """TMU-load consecutive 16-float rows of the table whose address is in r3 (r2 = 64) into
+    ``dsts``, at most 4 requests in flight (facts §5.13)."""
+    for start in range(0, len(dsts), 4):
+        batch = dsts[start:start + 4]
+        for _ in batch:
+            a.mov(tmu0_s, r3)
+            a.add(r3, r3, r2)
+        for dst in batch:
+            a.nop(sig="ldtmu0")
+            a.mov(dst, r4)
+
+
+def table_address(a):
+    """r3 = this QPU's lane of the table row 0 whose address is the next uniform; r2 = 64."""
+    a.shl(r2, element_number, 2)
+    a.add(r3, r2, uniform)
+    a.ldi(r2, 64)
+
+
+def deinterleave(a):
+    """Pop a vector's two TMU requests into (r0, r1) = (re, im). Each request reads whole points:
+    request A gives even lanes the re of their point and odd lanes the im of the point before,
+    B the re of the point after (even lanes) and the im of their own (odd lanes), so the two
+    touch each point's line once, not twice (GPU_FFT's shaders read in the same way)."""
+    a.nop(sig="ldtmu0")
+    a.mov(r2, r4, sig="ldtmu0")
+    a.mov(r3, r4)
+    a.and_(null, element_number, 1, sf=True)              # Z: even lanes
+    a.v8min(r0, r3, r3, rotate=1)                         # lane l: B[l - 1], the re of point l
+    a.mov(r0, r2, cond="zs").v8min(r1, r2, r2, rotate=LANES - 1)   # A[l + 1]: im of point l
+    a.mov(r1, r3, cond="zc")
+
+
+def complex_multiply(a, re, im, cond="always"):
+    """(r0, r1) *= (re, im) in the lanes ``cond`` selects; r2, r3 are scratch."""
+    a.fmul(r2, r0, re, cond=cond)
+    a.fmul(r3, r1, im, cond=cond)
+    a.fsub(r2, r2, r3, cond=cond).fmul(r3, r0, im, cond=cond)
+    a.mov(r0, r2, cond=cond).fmul(r1, r1, re, cond=cond)
+    a.fadd(r1, r1, r3, cond=cond)
+
+
+def dft16_across_lanes(a):
+    """(r0, r1): 16 points in bit-reversed lane order -> their DFT in natural order. Stage t pairs
+    lane l (bit t clear, 'top') with l + 2^t ('bottom'): bottom *= w_{2^(t+1)}^(l mod 2^t), then
+    top, bottom = top + bottom, top - bottom, the partner read through a vector rotation."""
+    for t in range(4):
+        d = 1 << t
+        a.and_(null, element_number, d, sf=True)            # Z: top lanes
+        if t:
+            complex_multiply(a, ra[STAGE_TW + t], rb[STAGE_TW + t], cond="zc")
+        a.v8min(r2, r0, r0, rotate=LANES - d)                 # lane l: r0[l + d]
+        a.v8min(r3, r0, r0, rotate=d)                         # lane l: r0[l - d]
+        a.fadd(r0, r0, r2, cond="zs").v8min(r2, r1, r1, rotate=LANES - d)
+        a.fsub(r0, r3, r0, cond="zc").v8min(r3, r1, r1, rotate=d)
+        a.fadd(r1, r1, r2, cond="zs")
+        a.fsub(r1, r3, r1, cond="zc")
+
+
+def vpm_rows(a, y):
+    """Point the VPM writes at this QPU's two columns of rows y..y+15 (re, then im)."""
+    a.ldi(r2, vpm_write_setup(y, horizontal=False))
+    a.add(vw_setup, r2, Q2)
+
+
+def held(v):
+    """(re, im) registers of held vector v (H1 swapped, see the register table)."""
+    return (rb[HELD + v], ra[HELD + v]) if v == 1 else (ra[HELD + v], rb[HELD + v])
+
+
+def load_and_transform(a, first_pass, vectors):
+    """TMU-gather the group's vectors (at most 4 requests in flight), twiddle each (after pass
+    1) and take its 16-point DFT; all but the last are left in the held registers."""
+    a.mov(r2, uniform)                                   # the group's first point
+    requests = 2 * vectors
+    for request in range(min(requests, 4)):
+        a.add(tmu0_s, r2, ra[OFFSET + request])
+    if requests > 4:
+        a.mov(BASE, r2)
+    a.mov(FLAGS, uniform)
+    for v in range(vectors):
+        deinterleave(a)
+        for request in range(2 * v + 4, min(2 * v + 6, requests)):
+            a.add(tmu0_s, BASE, ra[OFFSET + request])
+        if not first_pass:
+            complex_multiply(a, ra[TW + v], rb[TW + v])
+        dft16_across_lanes(a)
+        if vectors == 4 and v % 2:                       # E2, E3 *= w_32^l (radix-64 stage 1)
+            complex_multiply(a, ra[W32], rb[W32])
+        if v + 1 < vectors:
+            re, im = held(v)
+            a.mov(re, r0)
+            a.mov(im, r1)
+
+
+def write_outputs(a, y, vectors):
+    """The group's outputs k = l + 16h into VPM rows y + 16h (h = 0..vectors-1)."""
+    if vectors == 1:
+        vpm_rows(a, y)
+        a.mov(vpm, r0)
+        a.mov(vpm, r1)
+    elif vectors == 2:                                   # radix 32: the last radix-2 stage
+        complex_multiply(a, ra[W32], rb[W32])
+        for h, combine in enumerate((a.fadd, a.fsub)):
+            vpm_rows(a, y + LANES * h)
+            combine(vpm, ra[HELD], r0)
+            combine(vpm, rb[HELD], r1)
+    else:
+        # Radix 64. Held: E0, w E2, E1 (the vectors hold n2 = 0, 2, 1, 3 mod 4); (r0, r1) = w E3.
+        # G1 = E1 +- w E3, G0 = E0 +- w E2 (lo, hi); X[h] = G0 +- w_64 G1 (h = 0, 2; 1, 3).
+        a.fsub(ra[HELD + 3], ra[HELD + 2], r0)           # G1 hi
+        a.fsub(rb[HELD + 3], rb[HELD + 2], r1)
+        a.fadd(r0, ra[HELD + 2], r0)                     # G1 lo
+        a.fadd(r1, rb[HELD + 2], r1)
+        w_e2_re, w_e2_im = held(1)
+        a.fadd(ra[HELD + 2], ra[HELD], w_e2_re)          # G0 lo
+        a.fadd(rb[HELD + 2], rb[HELD], w_e2_im)
+        a.fsub(ra[HELD], ra[HELD], w_e2_re)              # G0 hi
+        a.fsub(rb[HELD], rb[HELD], w_e2_im)
+        for half, w, g0 in ((0, W64, HELD + 2), (1, W64_HI, HELD)):
+            if half:
+                a.mov(r0, ra[HELD + 3])
+                a.mov(r1, rb[HELD + 3])
+            complex_multiply(a, ra[w], rb[w])
+            for h, combine in ((half, a.fadd), (half + 2, a.fsub)):
+                vpm_rows(a, y + LANES * h)
+                combine(vpm, ra[g0], r0)
+                combine(vpm, rb[g0], r1)
+
+
+def step(a, master, parity, first_pass, vectors, row_stride):
+    """One group per QPU: load, twiddle, DFT, write the VPM; the master stores all 8 groups.
+    Radix 64 fills all 64 VPM rows: one buffer, so the master waits for each store."""
+    if not master:
+        a.sema_acquire(GO[parity])
+    load_and_transform(a, first_pass, vectors)
+    y = 0 if vectors == 4 else parity * LANES * vectors
+    write_outputs(a, y, vectors)
+    if master:
+        master_store(a, y, vectors, row_stride)
+    else:
+        a.sema_release(DONE)
+    if not first_pass:                                   # next k1: twiddles *= step
+        a.and_(null, FLAGS, ADVANCE, sf=True)
+        for v in range(vectors):
+            a.mov(r0, ra[TW + v])
+            a.mov(r1, rb[TW + v])
+            complex_multiply(a, ra[STEP + v], rb[STEP + v])
+            a.mov(ra[TW + v], r0, cond="zc")
+            a.mov(rb[TW + v], r1, cond="zc")
+    if master:
+        hand_over(a, parity)
+
+
+def master_store(a, y, vectors, row_stride):
+    """When the 7 slaves have written their columns: store the 8 groups' outputs, one VDW of
+    16-word rows ``row_stride`` bytes apart (the previous store must have read the VPM)."""
+    for _ in range(QPUS - 1):
+        a.sema_acquire(DONE)
+    a.wait_dma_store()
+    a.ldi(vw_setup, vdw_setup(LANES * vectors, LANES, y))
+    a.ldi(vw_setup, vdw_stride(row_stride - 4 * LANES))
+    a.mov(vw_addr, OUT)
+    a.add(OUT, OUT, ROW_BYTES)                           # the next 8 groups' outputs
+    if vectors == 4:
+        a.wait_dma_store()                               # the VPM is free for the next group
+
+
+def hand_over(a, parity):
+    """The master lets the slaves start the next step; after a pass's last step only once its
+    store is in memory (the next pass reads it), and not at all after the very last step."""
+    if parity:
+        with a.scope():
+            a.and_(null, FLAGS, MORE, sf=True)
+            jump(a, "more", "all_zc")
+            a.wait_dma_store()
+            a.label("more")
+    with a.scope():
+        a.and_(null, FLAGS, RELEASE, sf=True)
+        jump(a, "last", "all_zs")
+        for _ in range(QPUS - 1):
+            a.sema_release(GO[1 - parity])
+        a.label("last")
+
+
+def role(a, master, radices, n):
+    """The program of the master (QPU 0) or of a slave: jobs x passes x steps."""
+    if master:
+        a.ldi(ROW_BYTES, 4 * LANES)
+        for _ in range(QPUS - 1):
+            a.sema_release(GO[0])
+    a.label("job")
+    a.mov(null, uniform, sf=True)                         # 0: no more jobs
+    jump(a, "end", "all_zs")
+    for p, radix in enumerate(radices):
+        vectors = radix // LANES
+        table_address(a)
+        rows = [ra[OFFSET + request] for request in range(2 * vectors)]
+        if p:
+            for v in range(vectors):
+                rows += [ra[TW + v], rb[TW + v], ra[STEP + v], rb[STEP + v]]
+        load_rows(a, rows)
+        a.mov(OUT, uniform)                               # the pass's output buffer
+        a.label(f"pass{p}")
+        step(a, master, 0, p == 0, vectors, n // radix * 8)
+        step(a, master, 1, p == 0, vectors, n // radix * 8)
+        a.and_(null, FLAGS, MORE, sf=True)
+        jump(a, f"pass{p}", "all_zc")
+    jump(a, "job")
+    a.label("end")
+
+
+@kernel
+def fft_design(a, log2n):
+    radices, n = RADICES[log2n], 1 << log2n
+    a.mov(Q, uniform)
+    table_address(a)
+    load_rows(a, [ra[STAGE_TW + t] for t in range(4)] + [rb[STAGE_TW + t] for t in range(4)]
+              + [reg for w in (W32, W64, W64_HI) for reg in (ra[w], rb[w])])
+    a.shl(Q2, Q, 1)
+    a.mov(null, Q, sf=True)
+    jump(a, "master", "all_zs")
+    with a.scope():
+        role(a, False, radices, n)
+    a.exit()
+    a.label("master")
+    with a.scope():
+        role(a, True, radices, n)
+    a.exit()
+
+
+# -- the host side: tables and uniform streams ---------------------------------------------------
+
+def _w(exponent, m):
+    return np.exp(-2j * np.pi * exponent / m)
+
+
+def constants_table():
+    """Rows: stage twiddle re (t = 0..3), im (t = 0..3); re, im of w_32^l, w_64^l, w_64^(l+16)."""
+    lanes = np.arange(LANES)
+    stage = [_w(lanes % (1 << t), 2 << t) for t in range(4)]
+    rows = [s.real for s in stage] + [s.imag for s in stage]
+    for combine in (_w(lanes, 32), _w(lanes, 64), _w(lanes + LANES, 64)):
+        rows += [combine.real, combine.imag]
+    return np.array(rows, np.float32)
+
+
+def pass_plan(n, radices):
+    """Per pass: (radix, M, S, lane positions n2 per vector)."""
+    plan, m = [], 1
+    for radix in radices:
+        m *= radix
+        bits = log2(radix)
+        n2 = np.array([[bitrev(LANES * v + lane, bits) for lane in range(LANES)]
+                       for v in range(radix // LANES)])
+        plan.append((radix, m, n // m, n2))
+    return plan
+
+
+def pass_table(n, p, radix, m, s, n2, q):
+    """This QPU's table for pass p: lane byte offsets per vector, then (pass > 0) per vector the
+    twiddles of its first group and their step (re, im, step re, step im)."""
+    log2n, bits = log2(n), log2(radix)
+    vectors = radix // LANES
+    pos = np.arange(radix).reshape(vectors, LANES)
+    if p == 0:
+        points = 8 * np.array([[bitrev(int(i), bits) << (log2n - bits) for i in row]
+                               for row in pos])
+    else:
+        points = 8 * pos
+    lane = np.arange(LANES)
+    odd = 4 * (lane & 1)
+    rows = [np.array([points[v][lane & ~1] + odd, points[v][lane | 1] + odd], np.uint32)
+            for v in range(vectors)]
+    if p:
+        k1, delta = q // s, ((q + QPUS) // s) - q // s if s < QPUS else 1
+        for v in range(vectors):
+            tw, stepw = _w(n2[v] * k1, m), _w(n2[v] * delta, m)
+            rows.append(np.array([tw.real, tw.imag, stepw.real, stepw.imag],
+                                 np.float32).view(np.uint32))
+    return np.vstack(rows)
+
+
+def uniform_streams(n, radices, jobs, consts_addr, tables, buffers):
+    """Per QPU, its uniform stream (see step() for the per-step words)."""
+    plan, log2n = pass_plan(n, radices), log2(n)
+    streams = []
+    for q in range(QPUS):
+        words = [q, consts_addr]
+        for job in range(jobs):
+            words.append(1)
+            for p, (radix, m, s, _n2) in enumerate(plan):
+                src, dst = buffers[job][p % 2], buffers[job][(p + 1) % 2]
+                words += [tables[p][q], dst]
+                steps = n // radix // QPUS
+                bits = log2(radix)
+                for t in range(steps):
+                    g = QPUS * t + q
+                    base = (src + 8 * bitrev(g, log2n - bits) if p == 0 else src + 8 * radix * g)
+                    final = job == jobs - 1 and p == len(plan) - 1 and t == steps - 1
+                    flags = ((ADVANCE if g // s != (g + QPUS) // s else 0)
+                             | (0 if final else RELEASE) | (MORE if t < steps - 1 else 0))
+                    words += [base, flags]
+        words.append(0)
+        streams.append(words)
+    return streams
+
+
+def launch_path(n, jobs):
+    """GPU_FFT's choice: direct register writes for short batches, the mailbox otherwise."""
+    return "direct" if jobs * n <= BUSY_WAIT_LIMIT else "mailbox"
+
+
+def run_fft(x, board="pi1", overrides=None, checks=None):
+    """Forward FFT of each row of ``x`` (jobs x N complex) on the emulated 8 QPUs in one launch.
+    Returns (result, run, seconds per transform including the launch path's overhead)."""
+    x = np.atleast_2d(np.asarray(x, np.complex64))
+    jobs, n = x.shape
+    log2n = log2(n)
+    if n != 1 << log2n or log2n not in RADICES:
+        raise SystemExit(f"N={n}: this workload builds N = 2^k for k in {SIZES}")
+    radices = RADICES[log2n]
+    path = launch_path(n, jobs)
+    with EmulatorDevice(board=board, checks=checks) as device:
+        device.machine.timing = Timing(board, launch_path=path, **(overrides or {}))
+        consts = device.array(constants_table())
+        plan = pass_plan(n, radices)
+        tables = [[device.array(pass_table(n, p, *plan[p], q)).address for q in range(QPUS)]
+                  for p in range(len(plan))]
+        data = [(device.array(row.view(np.float32)), device.alloc(2 * n, np.float32))
+                for row in x]
+        buffers = [(a.address, b.address) for a, b in data]
+        streams = uniform_streams(n, radices, jobs, consts.address, tables, buffers)
+        run = device.execute(fft_design.assemble(log2n), QPUS, streams)
+        out = np.array([np.asarray(pair[len(radices) % 2]).view(np.complex64) for pair in data])
+    return out, run, (run.cycles / run.clock_hz + device.machine.timing.launch_overhead) / jobs
+
+
+def random_signal(jobs, n, rng):
+    return (rng.standard_normal((jobs, n)) + 1j * rng.standard_normal((jobs, n))).astype(np.complex64)
+
+
+def relative_rms_error(out, x):
+    """Of ``out`` against numpy's double-precision FFT of ``x`` (GPU_FFT's accuracy measure)."""
+    ref = np.fft.fft(x.astype(np.complex128), axis=1)
+    return float(np.sqrt(np.mean(np.abs(out - ref) ** 2) / np.mean(np.abs(ref) ** 2)))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--log2n", type=int, choices=SIZES, default=8)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--board", default="pi1")
+    args = parser.parse_args()
+    n = 1 << args.log2n
+    x = random_signal(args.jobs, n, np.random.default_rng(0))
+    out, run, seconds = run_fft(x, args.board)
+    print(f"N={n} jobs={args.jobs} ({launch_path(n, args.jobs)} launch): rel rms error "
+          f"{relative_rms_error(out, x):.2g}; {run.cycles:,} clocks; {seconds * 1e6:.1f} us per "
+          f"transform (estimate, {args.board})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""The panel kernel's chunk boundary: the QPU barrier and the DMA loads of B's next chunk."""
+
+import functools
+
+from asm import null, r3, r5, r5rep, uniform, vr_addr, vr_setup, vr_wait
+
+from .common import ops_then_branch
+from .panel_registers import registers
+from .panel_uniforms import pieces_per_load
+from .sgemm import SEMA_DONE, SEMA_GO
+
+
+# The barrier's other two semaphores (see boundary); sgemm.py uses only DONE and GO.
+SEMA_RELAY, SEMA_ARRIVED = SEMA_GO + 1, SEMA_GO + 2
+
+
+def issue_loads(a, plan):
+    """Loaders (flags: Z clear) start the DMA pieces of one chunk, read from the uniform stream.
+    The flags must hold ``role``'s test."""
+    a.branch("skip", cond="all_zs")
+    a.nop()
+    a.nop()
+    a.nop()
+    for _ in range(pieces_per_load(plan)):
+        a.mov(vr_setup, uniform)
+        a.mov(vr_addr, uniform)
+    a.label("skip")
+
+
+def boundary(a, plan, masters):
+    """Before each chunk: finish my load of it, meet the others, start my load of the next.
+
+    The barrier covers both conditions at once: the chunk's loads were waited for by their
+    issuers before they arrived, and nobody reads the previous chunk any more, so its buffer is
+    free for the next chunk's loads. The master (QPU 0) is the QPU everyone waits for: it starts
+    a chunk after handing out "go" and counts the others' arrivals after computing it, so its
+    semaphore instructions are on every chunk's path, and the relays (the loaders other than the
+    master) take some of them over:
+
+    - arrive: every QPU but the master releases ARRIVED. Each relay acquires
+      ``relay_counts(plan)[0]`` ARRIVED tokens (its own and some leaves', whichever) and then
+      releases DONE; the master acquires the remaining ARRIVED tokens and one DONE per relay.
+      That consumes exactly one ARRIVED per other QPU, so the master passes when all arrived.
+    - go: the master releases RELAY once per relay and GO for some leaves; each relay, in the
+      instruction after it gets its RELAY token, releases GO for ``relay_counts(plan)[1]``
+      leaves. Exactly one GO per leaf.
+
+    Every token is released while the QPUs it is for are already waiting for it (they arrived,
+    or the master would not have passed) and nothing that can stall lies between a relay's
+    RELAY and its GO releases, so a QPU gets its token within a few instructions, long before
+    anyone could finish a chunk and ask again: the tokens of two chunks are never outstanding
+    at once and one semaphore per kind suffices (see ``relay`` for what broke this once).
+    Leaves fall through; the master and the relays branch to their code, placed after the end
+    of the program (``masters``). Flat arrival, with the master acquiring one DONE per QPU and
+    releasing one GO per QPU, measured 15.00 GFLOPS on the quick AlexNet shape, this 15.22.
+    """
+    regs = registers(plan)[0]
+    number = len(masters)
+    with a.scope():
+        a.mov(null, regs["role"], sf=True)              # N: master; Z: a leaf; else a relay
+        a.branch(f"master{number}", cond="all_ns")
+        a.xor(regs["buffer"], regs["buffer"], regs["toggle"])   # delay slots: the next buffer
+        a.nop()
+        a.add(r3, regs["buffer"], plan.row_base)                     # and r3 for the k steps
+        if relays(plan):
+            a.branch(f"relay{number}", cond="all_zc")
+        # (delay slots of the relay branch) a relay's load of this chunk must be done before it
+        # arrives; vr_wait returns at once on a leaf, which has no load in flight.
+        a.read(vr_wait)
+        a.sema_release(SEMA_ARRIVED)
+        if relays(plan):
+            a.nop()
+        a.sema_acquire(SEMA_GO)                         # leaves
+        back = a.label("back")
+    masters.append(functools.partial(master, a, plan, number, back))
+    if relays(plan):
+        masters.append(functools.partial(relay, a, plan, number, back))
+
+
+def relays(plan):
+    """The relays: the loaders other than the master (see boundary)."""
+    return [q for q in range(1, plan.qpus) if plan.loader_slot(q) is not None]
+
+
+def relay_counts(plan):
+    """(ARRIVED tokens each relay acquires, GO tokens each relay releases): the same for every
+    relay, since they run the same code; the master does the rest (``master_counts``)."""
+    count = len(relays(plan))
+    if not count:
+        return 0, 0
+    others = plan.qpus - 1
+    return others // count, (others - count) // count
+
+
+def master_counts(plan):
+    """(ARRIVED tokens, GO tokens) the master acquires / releases itself."""
+    arrived, go = relay_counts(plan)
+    count = len(relays(plan))
+    return plan.qpus - 1 - arrived * count, plan.qpus - 1 - count - go * count
+
+
+def load_ops(a, plan):
+    """The DMA pieces of this QPU's k-row of the next chunk, read from the uniform stream."""
+    ops = []
+    for _ in range(pieces_per_load(plan)):
+        ops += [lambda: a.mov(vr_setup, uniform), lambda: a.mov(vr_addr, uniform)]
+    return ops
+
+
+def master(a, plan, number, back):
+    """The master's part of one boundary's barrier (and its loads, when it loads)."""
+    arrived, go = master_counts(plan)
+    count = len(relays(plan))
+    a.label(f"master{number}")
+    loads, wait = [], []
+    if plan.loader_slot(0) is not None:     # its load of this chunk, before anyone may read it
+        loads, wait = load_ops(a, plan), [lambda: a.read(vr_wait)]
+    ops_then_branch(a, wait + [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived
+                    + [lambda: a.sema_acquire(SEMA_DONE)] * count
+                    + [lambda: a.sema_release(SEMA_RELAY)] * count
+                    + [lambda: a.sema_release(SEMA_GO)] * go + loads, back)
+
+
+def relay(a, plan, number, back):
+    """A relay's part of one boundary's barrier: arrivals, its "go", its leaves' "go", its loads.
+
+    Nothing that can stall (a uniform read of the load words waits for a line fill, possibly
+    queued behind the other relays' DMAs) may lie between its DONE and its RELAY, nor between
+    its RELAY and its leaves' GO: a token released while the QPU it is for is not yet waiting
+    can be taken at the next barrier by a QPU already through this one. The emulator's race
+    check caught both: a GO taken by a fast leaf, and, in a revision that read the load words
+    between DONE and RELAY, a RELAY taken by a fast relay (40x100x256 on 10 QPUs). So the load
+    words of the first DMA piece are read after the arrivals and before DONE: the setup into
+    vr_setup (the previous load was waited for), the address into r5, which is dead between
+    chunks (see registers), and vr_addr is written after the GO releases.
+    """
+    arrived, go = relay_counts(plan)
+    a.label(f"relay{number}")
+    early = [lambda: a.mov(vr_setup, uniform), lambda: a.mov(r5rep, uniform)]
+    late = [lambda: a.mov(vr_addr, r5)] + load_ops(a, plan)[2:]
+    ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived + early
+                    + [lambda: a.sema_release(SEMA_DONE), lambda: a.sema_acquire(SEMA_RELAY)]
+                    + [lambda: a.sema_release(SEMA_GO)] * go + late, back)

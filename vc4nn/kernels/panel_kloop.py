@@ -1,0 +1,156 @@
+"""The panel kernel's k loop: per k, the broadcast of A and the multiply-adds with B's k-row.
+
+Also the schedule of A's TMU gathers along k (KStep): which k asks for a gather ahead, which
+waits for one, and whether a gather holds one k or two.
+"""
+
+import typing
+
+from asm import isa, r0, r1, r2, r3, r4, r5, r5rep, tmu0_s, vpm, vr_setup
+
+from .common import LANES
+from .panel_plan import MAX_ROWS, ceil_div
+from .panel_registers import registers
+
+
+# A is gathered two k at a time when a chunk holds an even number of k-rows: lanes 0-7 hold
+# A[rows, k], lanes 8-15 A[rows, k+1] (a QPU has at most 8 rows), which halves the TMU requests
+# and the copies out of r4. A gather is asked for this many gathers ahead of its use: 4 k (or
+# 3 single ones), well past the TMU latency and a line fill queued on the bus behind the other
+# QPUs' fills and the chunk DMAs; at most that many requests are outstanding, within the FIFO
+# depth of 4 (facts §5.13), and none reads past A (see KStep).
+GATHERS_AHEAD = {1: 3, 2: 2}
+
+
+class KStep(typing.NamedTuple):
+    """What one k does with A, besides its multiply-adds.
+
+    ``half``: which lanes of the gather hold this k (0: lanes 0-7, 1: lanes 8-15). ``request``:
+    on the first k of a gather, ask for the gather GATHERS_AHEAD ahead: "full", or "single" for
+    a last gather with one k (odd K), whose upper lanes then repeat the lower ones instead of
+    reading past A. ``pop``: on the last k of a gather, wait for the next gather into r4."""
+
+    half: int
+    request: typing.Optional[str]
+    pop: bool
+
+
+def gather_kind(plan, gather):
+    """"single" for a last two-k gather that holds one k (odd K), else "full"."""
+    single = plan.gather_k == 2 and gather * 2 + 1 == plan.k
+    return "single" if single else "full"
+
+
+def k_kinds(plan):
+    """The KStep of every k of a panel, in the order the panel runs them."""
+    width, ahead = plan.gather_k, GATHERS_AHEAD[plan.gather_k]
+    gathers = ceil_div(plan.k, width)
+    out = []
+    for k in range(plan.k):
+        gather, half = divmod(k, width)
+        request = gather_kind(plan, gather + ahead) if half == 0 and gather + ahead < gathers else None
+        out.append(KStep(half, request, half == width - 1 and k + 1 < plan.k))
+    return out
+
+
+def steady_kinds(plan):
+    """The KSteps of a chunk in the middle of a panel: the chunk loop's body."""
+    width = plan.gather_k
+    return [KStep(row % width, "full" if row % width == 0 else None, row % width == width - 1)
+            for row in range(plan.chunk_rows)]
+
+
+def count_row(plan):
+    """The k-row whose first instruction steps the chunk loop's counter: the first after row 0
+    that copies a gather (a free ADD slot next to the copy), else row 1 on its own."""
+    rows = [row for row, kind in enumerate(steady_kinds(plan)) if row and kind.half == 0]
+    return rows[0] if rows else min(1, plan.chunk_rows - 1)
+
+
+def request_a(a, plan, kind, sig=None, upper=None):
+    """Ask for one gather of A at r2 and step r2 to the next (the MUL reads r2 before the ADD
+    writes it). A "single" gather is the last: its upper lanes repeat the lower ones, taking
+    off ``upper`` (lane_k unless given)."""
+    regs = registers(plan)[0]
+    if kind == "single":
+        return a.sub(tmu0_s, r2, regs["lane_k"] if upper is None else upper, sig=sig)
+    return a.add(r2, r2, regs["a_step"], sig=sig).mov(tmu0_s, r2)
+
+
+def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
+    """The k of k-row ``row`` of a chunk: up to 2 bookkeeping instructions, then per row g of A
+    the broadcast of A[m0+g, k] and its V multiply-adds. ``kind``: a KStep.
+
+    Group g's VPM reads are queued (facts §3: two setups) by group g-1's first multiply-add,
+    and group 0's by the previous k-row's last group, except on a chunk's first k-row (the
+    chunk before had no next k-row to queue). r3 is the setup of k-row 1 (see boundary), so
+    every k-row's setup is r3 plus a small immediate. ``loop``: the chunk loop's label; its
+    counter is stepped in a free ADD slot (count_row) and its branch goes 3 instructions
+    before the end of the last k-row (the delay slots are multiply-adds)."""
+    regs = registers(plan)[0]
+    rows, vectors = plan.rows, variant.vectors
+    count_here = loop and row == count_row(plan)
+
+    def setup(for_row):
+        """(emit(sig), small) of an instruction that queues reads of ``for_row`` and multiplies."""
+        offset = for_row * plan.panel_vectors - plan.row_base
+        if not offset:
+            return lambda sig: a.mov(vr_setup, r3, sig=sig).fmul(r0, r5, vpm), False
+        return lambda sig: a.add(vr_setup, r3, offset, sig=sig).fmul(r0, r5, vpm), True
+
+    def count(sig):
+        return a.sub(regs["chunks_left"], regs["chunks_left"], 1, sf=True, sig=sig)
+
+    def first(sig):         # group 0's reads or the loop count, and a new gather to r1
+        if row == 0:
+            ins = a.add(vr_setup, r3, -plan.row_base, sig=sig)
+        elif count_here:
+            ins = count(sig)
+        else:
+            return a.mov(r1, r4, sig=sig)
+        return ins.mov(r1, r4) if kind.half == 0 else ins   # r1: rotations read it (§5.12)
+
+    # Each step: (emit(sig), True if it uses a small immediate, which excludes a signal).
+    steps = []
+    if row == 0 or count_here:
+        steps.append((first, True))
+    elif kind.half == 0:
+        steps.append((first, False))
+    if kind.request:
+        steps.append((lambda sig: request_a(a, plan, kind.request, sig), False))
+    if count_here and row == 0:
+        steps.append((count, True))
+    flags_at = len(steps) if count_here else 0
+    prev = acc[-1][-1]
+    for g in range(rows):
+        rotate = (LANES - MAX_ROWS * kind.half - g) % LANES or None    # element g -> 0
+        steps.append((lambda sig, prev=prev, rotate=rotate:
+                      a.fadd(prev, prev, r0, sig=sig).v8min(r5rep, r1, r1, rotate=rotate), True))
+        last_rotation = len(steps) - 1
+        for j in range(vectors):
+            if j == 0 and g + 1 < rows:     # queue the next group's reads
+                steps.append(setup(row))
+            elif j == 0 and not last_row:   # last group: queue the next k-row's group 0
+                steps.append(setup(row + 1))
+            elif j == 0:
+                steps.append((lambda sig: a.fmul(r0, r5, vpm, sig=sig), False))
+            else:
+                steps.append((lambda sig, reg=acc[g][j - 1]:
+                              a.fadd(reg, reg, r0, sig=sig).fmul(r0, r5, vpm), False))
+        prev = acc[g][-1]
+    nop = (lambda sig: a.nop(sig=sig), False)
+    # ldtmu0 pops A(k+1) after the last rotation has read r1 and on an instruction without a
+    # small immediate; a one-vector panel has none, so it gets a nop for it.
+    if kind.pop and all(small for _, small in steps[last_rotation + 1:]):
+        steps.append(nop)
+    branch = loop and last_row
+    if branch:
+        branch_at = max(len(steps) - isa.BRANCH_DELAY_SLOTS, flags_at)
+        steps.insert(branch_at, None)
+        steps += [nop] * (branch_at + 1 + isa.BRANCH_DELAY_SLOTS - len(steps))
+    pop_at = max(i for i, step in enumerate(steps) if step is not None and not step[1])
+    for i, step in enumerate(steps):
+        if step is None:
+            a.branch(loop, cond="all_zc")
+        else:
+            step[0]("ldtmu0" if kind.pop and i == pop_at else None)

@@ -1,0 +1,267 @@
+"""The panel kernel's plan: everything the host decides before assembling.
+
+The shape (M, N, K, op(A)), the QPUs, the epilogue and the tiling (rows of A per QPU, panel
+width, k-rows per chunk) and what follows from them: passes, panels and their edge variant,
+chunks, who loads, and the TMU-cache aliasing rules the SGEMM and pointwise routes use.
+vc4nn/kernels/sgemm_panel.py explains the kernel.
+"""
+
+import collections
+import dataclasses
+
+from asm import isa
+
+from .. import hardware
+from .common import LANES, WORD
+from .epilogue import Epilogue
+
+
+# By default a panel is 6 vectors (96 columns): 8 rows x 6 vectors = 48 accumulators per QPU,
+# and with 12 QPUs the 96 rows of AlexNet conv1 in one pass (docs/sgemm.md: the bus table for
+# W = 96). A plan may take another width (``panel_vectors``) and chunk depth (``chunk_depth``):
+# rows x vectors <= ACCUMULATORS, and both chunk buffers plus one staging row per QPU within the
+# VPM rows a QPU can read (isa.VPM_ROWS): 6 x 4, 8 x 3 (128 columns) or 12 x 2 k-rows.
+PANEL_VECTORS = 6
+ACCUMULATORS = 48               # registers for accumulators besides the 16 of bookkeeping
+MAX_ROWS = 8                    # rows of A (of C) per QPU: lanes 0-7 of a two-k gather
+CHUNK_ROWS = 4                  # k-rows per chunk: 2 x 4 x 6 = 48 VPM rows double-buffered
+ROW_BYTES = LANES * WORD
+SMALL_IMMEDIATES = range(-16, 16)
+
+# ROLE word (first word after "participates"): bit 31 = barrier master (so the N flag of the
+# word tests it), bit 0 = loader. Any other QPU that does not load has role 0 (the Z flag).
+ROLE_MASTER, ROLE_LOADER = 1 << 31, 1
+
+
+def ceil_div(a, b):
+    return -(-a // b)
+
+
+@dataclasses.dataclass(frozen=True)
+class PanelVariant:
+    """The code of one kind of panel: ``vectors`` of B's columns starting at column ``start``.
+
+    ``partial`` is (vector index, VPM x, depth) of the one vector that is stored only in part,
+    or None. Two kinds of edge: when N >= 96 the last panel's window is shifted
+    left to end at column N (its first vector overlaps the panel before and stores only its
+    last ``depth`` lanes); when N < 96 is not a multiple of 16 the window starts at 0 and its
+    last vector is loaded and stored with ``depth`` < 16 columns ("narrow").
+    """
+
+    vectors: int
+    start: int
+    partial: tuple = None
+    narrow: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class PanelPlan:
+    m: int
+    n: int
+    k: int
+    trans_a: bool
+    num_qpus: int
+    alpha_one: bool
+    beta_zero: bool
+    # The layers' fused bias / residual / activation (vc4nn/kernels/epilogue.py): the bias is
+    # where the accumulators start, the residual is gathered and added before the store, the
+    # activation is applied on the VPM write. It replaces alpha and beta (their registers).
+    epilogue: Epilogue = Epilogue()
+    # At most this many rows per QPU (1..MAX_ROWS): fewer keep the rows that the QPUs sharing a
+    # TMU cache gather from aliasing (vc4nn/kernels/pointwise.py), at the price of more passes.
+    max_rows: int = MAX_ROWS
+    # The panel's width in vectors of 16 columns and the k-rows per chunk (see PANEL_VECTORS).
+    panel_vectors: int = PANEL_VECTORS
+    chunk_depth: int = CHUNK_ROWS
+
+    def __post_init__(self):
+        if not 1 <= self.max_rows <= MAX_ROWS:
+            raise ValueError(f"max_rows must be 1..{MAX_ROWS}")
+        if not 1 <= self.panel_vectors <= LANES:
+            raise ValueError(f"panel_vectors must be 1..{LANES}")
+        if self.chunk_depth < 1 or self.staging_y + self.num_qpus > isa.VPM_ROWS:
+            raise ValueError(f"chunk_depth {self.chunk_depth} x panel_vectors "
+                             f"{self.panel_vectors}, double-buffered, and {self.num_qpus} "
+                             f"staging rows exceed the {isa.VPM_ROWS} VPM rows")
+        offsets = [(row - 1) * self.panel_vectors for row in range(self.chunk_rows)]
+        if any(offset not in SMALL_IMMEDIATES for offset in offsets):
+            raise ValueError(f"chunk_depth {self.chunk_depth} x panel_vectors "
+                             f"{self.panel_vectors}: the k-rows' VPM read setups lie too far "
+                             f"apart for small-immediate offsets")
+        if not self.epilogue.is_identity and not (self.alpha_one and self.beta_zero):
+            raise ValueError("a panel plan with an epilogue takes alpha = 1 and beta = 0")
+
+    # -- rows: R rows of C per QPU, in passes of (participating QPUs) x R rows ----------------
+    @property
+    def rows(self):
+        """R: as many as fit (8, or fewer accumulators of wider panels) unless fewer balance the
+        QPUs better in the last pass."""
+        most = min(self.max_rows, ACCUMULATORS // self.panel_vectors)
+        passes = ceil_div(self.m, most * self.num_qpus)
+        return ceil_div(self.m, self.num_qpus * passes)
+
+    @property
+    def blocks(self):
+        return ceil_div(self.m, self.rows)
+
+    @property
+    def qpus(self):
+        """QPUs that take part (the others exit at once): there is no point in more than the
+        row blocks, since every participant computes a whole block on every panel."""
+        return min(self.num_qpus, self.blocks)
+
+    @property
+    def passes(self):
+        return ceil_div(self.blocks, self.qpus)
+
+    # -- k: chunks of Kc k-rows, one k-row loaded by each of the first Kc QPUs ----------------
+    @property
+    def chunk_rows(self):
+        return min(self.chunk_depth, self.qpus)
+
+    @property
+    def buffer_rows(self):
+        """VPM rows of one chunk buffer; buffer 1 follows buffer 0."""
+        return self.chunk_depth * self.panel_vectors
+
+    @property
+    def staging_y(self):
+        """QPU q stages C in VPM row staging_y + q, after both buffers."""
+        return 2 * self.buffer_rows
+
+    @property
+    def row_base(self):
+        """r3 during a chunk: the read setup of its k-row 1, so that every k-row's setup is r3
+        plus a small immediate (-6, 0, 6, 12 for 6-vector panels)."""
+        return self.panel_vectors
+
+    @property
+    def chunks(self):
+        return ceil_div(self.k, self.chunk_rows)
+
+    def loader_slot(self, q):
+        """The k-row of each chunk QPU ``q`` loads, or None. The loaders are QPUs 1..Kc: not
+        the master, whose barrier work is on everybody's path, unless every QPU must load
+        (QPUs <= 4). A loader reads its load words just after the barrier, and the emulator hands
+        out the "go" tokens in QPU order: the first ones out find the bus free of the others'
+        loads (loaders as the last QPUs waited up to 5% of the run for their uniforms)."""
+        first = 1 if self.qpus > self.chunk_rows else 0
+        return q - first if first <= q < first + self.chunk_rows else None
+
+    @property
+    def gather_k(self):
+        """k per TMU gather of A: 2 when every chunk's k-rows pair up (see GATHERS_AHEAD)."""
+        return 2 if self.chunk_rows % 2 == 0 else 1
+
+    @property
+    def last_chunk_rows(self):
+        return self.k - (self.chunks - 1) * self.chunk_rows
+
+    # -- n: full panels, then one edge variant ------------------------------------------------
+    @property
+    def full_panels(self):
+        return self.n // (self.panel_vectors * LANES)
+
+    @property
+    def edge(self):
+        """The variant of the last, narrower panel, or None when N is a multiple of 96."""
+        width = self.panel_vectors * LANES
+        rest = self.n % width
+        if not rest:
+            return None
+        vectors = ceil_div(rest, LANES)
+        tail = rest - (vectors - 1) * LANES          # columns of the partial vector
+        if self.full_panels:                         # shift the window to end at column N
+            start = self.n - vectors * LANES
+            partial = None if tail == LANES else (0, LANES - tail, tail)
+            return PanelVariant(vectors, start, partial)
+        partial = None if tail == LANES else (vectors - 1, 0, tail)
+        return PanelVariant(vectors, 0, partial, narrow=partial is not None)
+
+    @property
+    def variants(self):
+        full = [PanelVariant(self.panel_vectors, 0)] if self.full_panels else []
+        return tuple(full + ([self.edge] if self.edge else []))
+
+    def panel_starts(self):
+        """(variant, first column) of every panel, in the order the kernel runs them."""
+        width = self.panel_vectors * LANES
+        out = [(self.variants[0], p * width) for p in range(self.full_panels)]
+        if self.edge:
+            out.append((self.edge, self.edge.start))
+        return out
+
+    # -- strides of op(A) ---------------------------------------------------------------------
+    @property
+    def a_lane(self):
+        """Bytes between rows of op(A) (the gather's lanes)."""
+        return WORD if self.trans_a else self.k * WORD
+
+    @property
+    def a_k(self):
+        """Bytes between k of op(A) (the gather address step)."""
+        return self.m * WORD if self.trans_a else WORD
+
+
+def deepest_chunk(vectors, num_qpus):
+    """The most k-rows per chunk a panel of ``vectors`` can take on ``num_qpus`` QPUs (see
+    PanelPlan's checks: VPM rows and small-immediate read setups)."""
+    rows = (isa.VPM_ROWS - num_qpus) // (2 * vectors)
+    while rows > 2 and (rows - 2) * vectors not in SMALL_IMMEDIATES:
+        rows -= 1
+    return rows
+
+
+# What one chunk boundary costs besides its k-rows, in instructions' time (barrier, loads,
+# waits), and what a panel costs besides its chunks (bias, store): rough values, which rank the
+# widths as the cycle model does (pi_zero, 12 QPUs, full layers: 14x14x512->512 8 > 6 > 4
+# vectors, 2.13 / 2.34 / 2.58 M clocks; 56x56x64->128 8 > 6; 112x112x32->64 4 = 6 within 0.4%).
+BOUNDARY_COST = 40
+PANEL_COST = 30
+
+
+def issue_estimate(plan):
+    """Instructions' time one QPU spends on a plan, roughly: per k of each panel, R broadcasts
+    and R x V multiply-adds plus the gather's copy and request, per chunk BOUNDARY_COST, per
+    panel PANEL_COST plus its stores. For choosing a panel width, not for reporting."""
+    per_k_gather = 2 / plan.gather_k
+    total = 0
+    for variant, _ in plan.panel_starts():
+        k_loop = plan.k * (plan.rows * (variant.vectors + 1) + per_k_gather)
+        total += k_loop + plan.chunks * BOUNDARY_COST + PANEL_COST + 6 * plan.rows * variant.vectors
+    return total * plan.passes
+
+
+def a_rows_per_set(plan):
+    """How many of the rows of A that one gather reads (NN: K floats apart) fall on the same set
+    of the TMU cache (vc4nn/hardware.py); more than its ways and every gather misses. With K a
+    multiple of 256, as in most of MobileNet's pointwise layers: K = 256 puts rows g and g+4
+    together, K = 1024 all of them. The rows of A^T that a TN gather reads are one row, so the
+    SGEMM API can transpose such an A on the GPU first (transpose_a_first)."""
+    if plan.trans_a:
+        return 1
+    line, ways = hardware.TMU_CACHE_LINE_BYTES, hardware.TMU_CACHE_WAYS
+    sets = hardware.TMU_CACHE_BYTES // (line * ways)
+    return max(collections.Counter(g * plan.a_lane // line % sets for g in range(plan.rows))
+               .values())
+
+
+def transpose_a_first(plan):
+    """Whether the SGEMM API should transpose A on the GPU and run the TN path instead: when A's
+    rows alias (a_rows_per_set) on more than 4 QPUs, or 4 rows or more share a set on 3 or 4
+    QPUs. With fewer QPUs the misses are served by the L2 without queueing on the bus and the
+    transpose launch costs more than it saves. Measured in the cycle model (pi1; clocks direct
+    -> transposed, the transpose launch included):
+
+    - 12 QPUs: 49x128x256 285 612 -> 124 576; 96x96x256 279 704 -> 135 992; 96x192x1024
+      2 269 536 -> 786 300; 392x64x256 1 079 072 -> 528 400. 8 QPUs: 49x128x256 241 480 ->
+      139 512. 6 QPUs: 96x192x256 605 908 -> 339 056.
+    - 4 QPUs: 49x128x256 (2 rows per set) 215 220 -> 240 490; 96x192x256 (2) 424 810 ->
+      469 108; 96x192x512 (4) 1 433 164 -> 950 292; 49x128x1024 (7) 1 523 512 -> 971 010.
+      3 QPUs: 49x128x256 (2) 301 734 -> 330 660; 49x128x1024 (6) 2 565 274 -> 1 279 998.
+    - 2 QPUs: 49x128x1024 1 910 230 -> 1 978 288; 96x192x512 1 781 684 -> 1 901 896. 1 QPU:
+      49x128x256 850 346 -> 902 832; 49x128x1024 3 301 802 -> 3 513 600.
+    """
+    shared = a_rows_per_set(plan)
+    ways = hardware.TMU_CACHE_WAYS
+    return (plan.qpus > 4 and shared > ways) or (plan.qpus > 2 and shared >= 4 * ways)

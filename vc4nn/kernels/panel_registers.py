@@ -1,0 +1,63 @@
+"""The panel kernel's registers: accumulators and bookkeeping on the two register files."""
+
+import functools
+
+from asm import ra, rb
+
+
+# ---------------------------------------------------------------------------------------------
+# Registers. Accumulators r0-r5 all have a job in the k loop:
+#   r0 product (added by the next instruction)   r1 the current gather of A (8 rows x 1-2 k)
+#   r2 TMU address of the next gather to ask for r3 VPM read setup of the chunk's k-row 1
+#   r4 the next gather as ldtmu0 delivers it     r5 the broadcast scalar A[m0+g, k]
+# (r5 is dead between chunks: a relay keeps the address of its next load there across the
+# barrier, see relay.)
+# The regfile holds the R x V accumulators and the bookkeeping below. A counter decremented
+# with a small immediate must be on regfile A (a small-immediate instruction cannot read
+# regfile B, facts §1), and so must acc[g][V-1]: it is added in the instruction that rotates
+# (the rotation amount is a small immediate).
+# ---------------------------------------------------------------------------------------------
+# role is tested with a small immediate and toggle is xored with the B-side buffer: both on
+# regfile A too.
+A_SIDE_BOOKKEEPING = ("buffer", "chunks_left", "panels_left", "passes_left", "a_row", "store",
+                      "role")
+
+
+def bookkeeping_names(plan):
+    names = ["toggle", "c_panel", "stage_w", "vdw_full", "vdw_part"]
+    if not plan.alpha_one:
+        names.append("alpha")
+    if not plan.beta_zero:
+        names.append("beta")
+    if plan.epilogue.bias:
+        names.append("bias")            # the bias's address - C's address of the block's row 0
+    if plan.epilogue.residual:
+        names.append("residual")        # the residual's address - C's address
+    if plan.gather_k == 2 and plan.k % 2:     # see request_a
+        names.append("lane_k")
+    return names + ["a_step"]
+
+
+@functools.lru_cache(maxsize=64)
+def registers(plan):
+    """(bookkeeping name -> register, free A-side registers, free B-side registers)."""
+    a_free, b_free = list(ra), list(rb)
+    regs = {name: a_free.pop() for name in A_SIDE_BOOKKEEPING}
+    regs.update({name: b_free.pop() for name in bookkeeping_names(plan)})
+    return regs, tuple(a_free), tuple(b_free)
+
+
+def accumulators(plan, vectors):
+    """acc[g][j]: row g of the QPU's block, vector j of the panel. Column V-1 on regfile A (see
+    above); the others alternate sides, which lets any of them pair with a vpm read."""
+    _, a_free, b_free = registers(plan)
+    a_free, b_free = list(a_free), list(b_free)
+    acc = [[None] * vectors for _ in range(plan.rows)]
+    for g in range(plan.rows):
+        acc[g][vectors - 1] = a_free.pop(0)
+    pool = [reg for pair in zip(a_free, b_free) for reg in pair]
+    pool += a_free[len(b_free):] + b_free[len(a_free):]
+    for g in range(plan.rows):
+        for j in range(vectors - 1):
+            acc[g][j] = pool.pop(0)
+    return acc

@@ -1,0 +1,143 @@
+"""The panel kernel's epilogue side: accumulators started at the bias, C stored through VDW.
+
+Per row of C the QPU owns: the residual (or beta*C) gathered and added, the activation applied
+on the VPM write (vc4nn/kernels/epilogue.py), one DMA store per 16-column vector.
+"""
+
+import functools
+
+from asm import (element_number, null, r0, r1, r2, r3, r4, r5, tmu0_s, vpm, vw_addr, vw_setup,
+                 vw_wait)
+
+from .common import GATHER_DEPTH, LANES, WORD
+from .epilogue import activate, prepare_activation
+from .panel_registers import registers
+
+
+def start_at_bias(a, plan, variant, acc):
+    """The epilogue's bias as the accumulators' start: one gather per vector of the panel
+    (lanes clamped to its stored columns, so no gather leaves the bias), copied into that
+    vector's accumulator of every row. Done before the panel asks for A, so the TMU FIFO holds
+    only these gathers."""
+    regs = registers(plan)[0]
+    base = r2
+    a.mov(r3, regs["bias"])                 # c_panel and bias are both on regfile B (and
+    a.add(base, r3, regs["c_panel"])        # c_panel may be written just before the panel)
+    vectors = variant.vectors
+    for i in range(vectors + GATHER_DEPTH):
+        if i >= GATHER_DEPTH:
+            a.nop(sig="ldtmu0")
+            for row in acc:
+                a.mov(row[i - GATHER_DEPTH], r4)
+        if i < vectors:
+            request_vector(a, variant, i, base, i * LANES * WORD)
+
+
+def store(a, plan, variant, acc):
+    """C = alpha*acc (+ beta*C) for the rows this QPU owns, one 16-column row of C at a time
+    through this QPU's staging row of the VPM. ``store`` holds the number of valid rows (0 on a
+    pass this QPU only helps with); rows past it are skipped, since their lanes of A repeated
+    the last valid row and their addresses lie past the matrix. The epilogue's residual is
+    added like beta*C (from its own address) and its activation applied on the VPM write."""
+    regs = registers(plan)[0]
+    alpha, address = r2, r1
+    with a.scope():
+        a.mov(null, regs["store"], sf=True)
+        a.branch("skip", cond="all_zs")
+        if not plan.alpha_one:
+            a.mov(alpha, regs["alpha"])     # an accumulator: acc may sit on either regfile
+        else:
+            a.nop()
+        a.ldi(r3, column_offset(variant, 0))
+        a.add(address, regs["c_panel"], r3)
+        prepare_activation(a, plan.epilogue)
+        for g, row in enumerate(acc):
+            if g:               # rows past the valid ones: done (g == store, since we go up by 1)
+                a.sub(null, regs["store"], g, sf=True)
+                a.branch("skip", cond="all_zs")
+                a.ldi(r3, plan.n * WORD)                # the delay slots step to row g
+                a.add(address, address, r3)
+                a.nop()
+            if not plan.beta_zero:
+                add_gathered(a, variant, row, address, functools.partial(pop_beta_c, a, plan, alpha))
+            if plan.epilogue.residual:
+                a.add(r2, address, regs["residual"])    # alpha is 1: r2 is free
+                add_gathered(a, variant, row, r2, functools.partial(pop_residual, a))
+            store_row(a, plan, variant, row, address, alpha)
+        a.label("skip")
+
+
+def column_offset(variant, j):
+    """Bytes from the panel's first column to the stored part of vector j."""
+    x = variant.partial[1] if variant.partial and variant.partial[0] == j else 0
+    return (j * LANES + x) * WORD
+
+
+def store_row(a, plan, variant, row, address, alpha):
+    """Write the row's vectors, each stored by one DMA; ``address`` ends where it started."""
+    regs = registers(plan)[0]
+    partial = variant.partial[0] if variant.partial else None
+    scale = not plan.alpha_one and plan.beta_zero
+    for j, reg in enumerate(row):
+        # One store in flight per QPU (facts §3): the previous one still reads the staging row,
+        # so wait for it here, not after starting each store. A store's instructions then run
+        # while it moves, and the panel's last store drains during the next panel's start.
+        a.read(vw_wait)
+        a.mov(vw_setup, regs["stage_w"])
+        if scale:
+            a.fmul(vpm, reg, alpha)
+        else:
+            activate(a, vpm, reg, plan.epilogue.activation, r5)
+        a.mov(vw_setup, regs["vdw_part"] if j == partial else regs["vdw_full"])
+        # to the next vector; after the last, back to the first
+        step = column_offset(variant, (j + 1) % len(row)) - column_offset(variant, j)
+        a.ldi(r3, step)
+        a.add(address, address, r3).mov(vw_addr, address)      # the MUL reads the old address
+
+
+def add_gathered(a, variant, row, base, pop):
+    """Gather a row of some matrix shaped like C (``base``: its address at the row's first
+    stored column) up to GATHER_DEPTH vectors ahead, and let ``pop(reg)`` combine each vector
+    into the row's accumulator ``reg``. Lanes of a partial vector outside its stored columns
+    repeat its nearest stored column, so the gather neither leaves the matrix nor reads words
+    this QPU stored in the previous panel (facts §3: stale TMU data)."""
+    vectors = len(row)
+    for i in range(vectors + GATHER_DEPTH):
+        if i >= GATHER_DEPTH:
+            pop(row[i - GATHER_DEPTH])
+        if i < vectors:             # r0 and r3 are free: the pop above is done with them
+            request_vector(a, variant, i, base, i * LANES * WORD - column_offset(variant, 0))
+
+
+def pop_beta_c(a, plan, alpha, reg):
+    """reg = alpha*reg + beta*C, C's vector arriving in r4."""
+    regs = registers(plan)[0]
+    if plan.alpha_one:
+        a.nop(sig="ldtmu0")
+    else:
+        a.fmul(reg, reg, alpha, sig="ldtmu0")
+    a.fmul(r0, r4, regs["beta"])
+    a.fadd(reg, reg, r0)
+
+
+def pop_residual(a, reg):
+    """reg += the residual's vector arriving in r4."""
+    a.nop(sig="ldtmu0")
+    a.fadd(reg, reg, r4)
+
+
+def request_vector(a, variant, i, base, first):
+    """Gather vector i of a panel-shaped row whose column 0 is at ``base`` + ``first`` bytes,
+    lanes clamped to the vector's stored columns. Uses r0 and r3."""
+    partial = variant.partial[0] if variant.partial else None
+    if i == partial:
+        _, x, depth = variant.partial
+        a.ldi(r0, x + depth - 1)
+        a.min(r0, element_number, r0)
+        a.max(r0, r0, x)
+    else:
+        a.mov(r0, element_number)
+    a.shl(r0, r0, 2)
+    a.ldi(r3, first)
+    a.add(r3, r3, base)
+    a.add(tmu0_s, r3, r0)

@@ -1,0 +1,127 @@
+"""The panel kernel's uniform streams: the host/kernel contract, one list of words per QPU.
+
+What each QPU reads, in the order the kernel reads it (the table below), including every DMA
+load of B a loader issues: the host computes all addresses, so the kernel has no address
+arithmetic for B.
+"""
+
+from asm import vdr_setup, vdw_setup, vpm_write_setup
+
+from .common import LANES, WORD
+from .panel_plan import ROLE_LOADER, ROLE_MASTER, ROW_BYTES
+
+
+# ---------------------------------------------------------------------------------------------
+# The uniform stream of one QPU (the host/kernel contract), in the order the kernel reads it:
+#   [participates]                         0: this QPU exits at once
+#   [role, staging write setup, VDW setup full vector, VDW setup partial vector] [alpha] [beta]
+#   [residual: its address - C's address]
+#   loaders: the DMA pieces of chunk 0, each [vdr setup, address]
+#   per pass: [A address of the block's first row, rows valid - 1, rows to store (0: a pass
+#             this QPU only helps with), C address of the block's row 0, (bias) the bias's
+#             address - that C address]
+#      per panel: [A's gather step in bytes (negative: k runs backwards), bytes to its first
+#                 k, (two-k gathers) A's k step]
+#         per chunk: loaders: the DMA pieces of the chunk after it
+# ---------------------------------------------------------------------------------------------
+def dma_pieces(plan, variant, slot, buffer):
+    """(vdr setup, column offset) of the loads that bring one k-row of a panel into ``slot``."""
+    y = buffer * plan.buffer_rows + slot * plan.panel_vectors
+    pitch = ROW_BYTES
+    if not variant.narrow:
+        return [(vdr_setup(variant.vectors, LANES, y, pitch=pitch), 0)]
+    full = variant.vectors - 1          # narrow: the last vector has fewer than 16 columns
+    pieces = [(vdr_setup(full, LANES, y, pitch=pitch), 0)] if full else []
+    return pieces + [(vdr_setup(1, variant.partial[2], y + full, pitch=pitch), full * LANES)]
+
+
+def pieces_per_load(plan):
+    """DMA loads per k-row: the same for every chunk, since a narrow panel is the only panel."""
+    return len(dma_pieces(plan, plan.variants[-1], 0, 0))
+
+
+def panel_sequence(plan):
+    """Every panel the QPUs run together, in order: (variant, first column, reversed).
+
+    Every other panel runs k backwards, so it starts on the k where the panel before ended:
+    the lines of A the QPUs gathered last are still in the shared L2 (timing.l2_cache_bytes,
+    ~32 KB) and the new panel's first ~70 k of A cost no bus time (docs/sgemm.md)."""
+    panels = [(variant, col) for _ in range(plan.passes) for variant, col in plan.panel_starts()]
+    return [(variant, col, i % 2 == 1) for i, (variant, col) in enumerate(panels)]
+
+
+def panel_direction(plan, reverse):
+    """The panel's uniforms, in the order the kernel reads them: bytes per gather step of A,
+    bytes from A's k = 0 to the panel's first k, and (two-k gathers) bytes per k."""
+    step = -plan.a_k if reverse else plan.a_k
+    words = [(step * plan.gather_k) & 0xFFFFFFFF, (plan.k - 1) * plan.a_k if reverse else 0]
+    return words + ([step & 0xFFFFFFFF] if plan.gather_k == 2 else [])
+
+
+def chunk_sequence(plan):
+    """Every chunk the QPUs run together, in order: (variant, first column, reversed, index of
+    its first k-row along the panel's direction)."""
+    return [(variant, col, reverse, c * plan.chunk_rows)
+            for variant, col, reverse in panel_sequence(plan) for c in range(plan.chunks)]
+
+
+def load_words(plan, b_addr, chunk, index, slot):
+    """Uniform words of loader ``slot`` for one chunk (the global ``index``-th one): each piece
+    [setup, address]. k-rows past the panel's end (in its last chunk) reload its last k-row
+    into a slot nobody reads, so every loader always issues the same number of loads."""
+    variant, col, reverse, first = chunk
+    step = min(first + slot, plan.k - 1)
+    k = plan.k - 1 - step if reverse else step
+    words = []
+    for setup, offset in dma_pieces(plan, variant, slot, index % 2):
+        words += [setup, b_addr + (k * plan.n + col + offset) * WORD]
+    return words
+
+
+def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
+    """Per QPU, the list of 32-bit uniforms. ``addresses``: bus addresses of a, b and c;
+    ``bias``, ``residual``: bus addresses of the epilogue's operands, when the plan has them."""
+    a_addr, b_addr, c_addr = addresses
+    chunks = chunk_sequence(plan)
+    # A harmless extra load after the last chunk keeps the boundary code the same for every
+    # chunk: it refills the buffer of the chunk before the last one, which nobody reads again.
+    loads_after = chunks[1:] + chunks[:1]
+    partial = next((v.partial for v in plan.variants if v.partial), None)
+    streams = []
+    for q in range(plan.num_qpus):
+        if q >= plan.qpus:
+            streams.append([0])
+            continue
+        slot = plan.loader_slot(q)
+        loader = slot is not None
+        role = (ROLE_MASTER if q == 0 else 0) | (ROLE_LOADER if loader else 0)
+        y = plan.staging_y + q
+        words = [1, role, vpm_write_setup(y), vdw_setup(units=1, depth=LANES, y=y),
+                 vdw_setup(units=1, depth=partial[2], y=y, x=partial[1]) if partial else 0]
+        if not plan.alpha_one:
+            words.append(float(alpha))
+        if not plan.beta_zero:
+            words.append(float(beta))
+        if plan.epilogue.residual:
+            words.append((residual - c_addr) & 0xFFFFFFFF)
+        if loader:
+            words += load_words(plan, b_addr, chunks[0], 0, slot)
+        panels = iter(panel_sequence(plan))
+        index = 0
+        for p in range(plan.passes):
+            block = min(p * plan.qpus + q, plan.blocks - 1)     # past the end: repeat the last
+            m0 = block * plan.rows
+            store = p * plan.qpus + q < plan.blocks
+            words += [a_addr + m0 * plan.a_lane,
+                      min(plan.rows, plan.m - m0) - 1, min(plan.rows, plan.m - m0) if store else 0,
+                      c_addr + m0 * plan.n * WORD]
+            if plan.epilogue.bias:
+                words.append((bias - c_addr - m0 * plan.n * WORD) & 0xFFFFFFFF)
+            for _ in plan.panel_starts():
+                words += panel_direction(plan, next(panels)[2])
+                for _ in range(plan.chunks):
+                    if loader:
+                        words += load_words(plan, b_addr, loads_after[index], index + 1, slot)
+                    index += 1
+        streams.append(words)
+    return streams
