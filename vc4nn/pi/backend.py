@@ -126,6 +126,10 @@ class PiDevice(Device):
         """Give back every GPU allocation, switch the QPUs off and close the device files."""
         with cleanup.signals_deferred():
             try:
+                # A direct launch interrupted by a signal (the SIGINT handler closes devices
+                # from inside its poll loop) still runs: stop it before its memory goes.
+                if self._direct is not None:
+                    self._direct.stop()
                 super().close()
             finally:
                 self._shut_down()
@@ -133,7 +137,6 @@ class PiDevice(Device):
 
     def _shut_down(self):
         try:
-            # First: a direct launch interrupted by a signal still runs until this stops it.
             if self._direct is not None:
                 direct, self._direct = self._direct, None
                 direct.close()
