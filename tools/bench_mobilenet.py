@@ -3,6 +3,7 @@
 
     python tools/bench_mobilenet.py --plan-only              # memory plans, no kernels run
     python tools/bench_mobilenet.py --model v1 --size 224    # MobileNet v1 1.0/224 (random weights)
+    python tools/bench_mobilenet.py --model v1 --launch both # mailbox and direct launches, one run
     python tools/bench_mobilenet.py --model mnv2             # torchvision's MobileNetV2 (real)
     python tools/bench_mobilenet.py --model v2 --width 0.35 --size 32   # tiny MobileNetV2-style
     python tools/bench_mobilenet.py --model FILE.onnx        # any file
@@ -52,6 +53,34 @@ def plan_line(path):
             f"{plan.weight_bytes / mib:.2f} MiB ({plan.total_bytes() / 1e6:.1f} MB)"}
 
 
+def bench_one(path, args, launch):
+    options = {"launch": launch}
+    if (args.device or "emulator") == "emulator":
+        options["board"] = args.board
+    with vc4nn.open_device(args.device, **options) as device, \
+            vc4nn.InferenceSession(path, device=device, num_qpus=args.qpus,
+                                   memory_budget=args.memory_budget * 1e6 or None) as sess:
+        report = bench(sess)
+    report["board"] = args.board
+    report["lines"].insert(0, f"-- {launch} launches --")
+    return report
+
+
+def comparison(reports):
+    """The two paths side by side: the figure each includes, and the difference."""
+    key = "total_seconds_estimate" if reports[0]["gpu_estimated"] else "wall_seconds_median"
+    kind = "estimate" if reports[0]["gpu_estimated"] else "measured"
+    mailbox, direct = (r[key] for r in reports)
+    lines = [f"-- end to end per inference ({kind}; each includes its own path's launches) --"]
+    for r in reports:
+        lines.append(f"{r['launch_path']:>8}: {r[key] * 1e3:.2f} ms ({r['launches']} launches; "
+                     f"GPU {r['gpu_seconds'] * 1e3:.2f} ms)")
+    lines.append(f"direct saves {(mailbox - direct) * 1e3:.2f} ms per inference "
+                 f"({(mailbox - direct) / mailbox * 100:.1f}%)")
+    return {"comparison": key, "mailbox_seconds": mailbox, "direct_seconds": direct,
+            "lines": lines}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -61,6 +90,8 @@ def main(argv=None):
     p.add_argument("--qpus", type=int, default=12)
     p.add_argument("--board", default="pi_zero")
     p.add_argument("--device", default=None)
+    p.add_argument("--launch", choices=("mailbox", "direct", "both"), default="mailbox",
+                   help="launch path (both: one session per path, in this run)")
     p.add_argument("--plan-only", action="store_true", help="memory plans of v1 and mnv2")
     p.add_argument("--memory-budget", type=float, default=24.0, metavar="MB",
                    help="device memory the session may hold with recorded launches; 0: no limit")
@@ -72,13 +103,10 @@ def main(argv=None):
                        for m in ("v1", "mnv2")]
         else:
             path = model_file(args.model, args.size, args.width, folder)
-            options = {"board": args.board} if (args.device or "emulator") == "emulator" else {}
-            with vc4nn.open_device(args.device, **options) as device, \
-                    vc4nn.InferenceSession(path, device=device, num_qpus=args.qpus,
-                                           memory_budget=args.memory_budget * 1e6 or None) as sess:
-                report = bench(sess)
-            report["board"] = args.board
-            reports = [report]
+            launches = ("mailbox", "direct") if args.launch == "both" else (args.launch,)
+            reports = [bench_one(path, args, launch) for launch in launches]
+            if len(reports) == 2:
+                reports.append(comparison(reports))
     if args.json:
         print(json.dumps([{k: v for k, v in r.items() if k not in ("lines", "text")}
                           for r in reports], indent=1, default=str))

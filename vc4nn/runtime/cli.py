@@ -52,14 +52,14 @@ def _open(args, image_input=None):
         raise
 
 
-def _time_text(records):
+def _time_text(records, device):
     from .profile import summarize
     total = summarize(records)
     if total["device_seconds"] is None:
         return "device time not available"
     kind = "cycle-model estimate" if total["estimated"] else "measured"
     return (f"{total['device_seconds'] * 1e3:.2f} ms on the GPU ({kind}), "
-            f"{total['launches']} launches")
+            f"{total['launches']} launches ({device.launch_path} path)")
 
 
 def classify_main(argv):
@@ -86,7 +86,7 @@ def classify_main(argv):
     print(f"{args.model} on {args.image} ({device.name}, {args.qpus} QPUs):")
     for rank, index in enumerate(np.argsort(-probs, kind="stable")[:args.top], 1):
         print(f"{rank:2d}. {probs[index] * 100:6.2f}%  {index:4d}  {names[index]}")
-    print(f"time: {_time_text(records)}{_board_text(device)}")
+    print(f"time: {_time_text(records, device)}{_board_text(device)}")
     return 0
 
 
@@ -128,7 +128,7 @@ def profile_main(argv):
             gf = "-" if r.gflops is None else f"{r.gflops:.2f}"
             print(f"{r.name[:32]:32s} {r.op:16s} {'x'.join(map(str, r.shape)):>14s} {ms:>8s} "
                   f"{gf:>7s}  {r.bound}")
-        print(f"total: {_time_text(records)}{_board_text(device)}; "
+        print(f"total: {_time_text(records, device)}{_board_text(device)}; "
               f"{total['flops'] / 1e6:.1f} MFLOP")
         print(f"GPU memory: {memory['total_bytes'] / 2**20:.2f} MiB (activation arena "
               f"{memory['arena_bytes'] / 2**20:.2f} MiB, weights "

@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from ..errors import DeviceError
 from .errors import InputError, UnsupportedModelError
 from .image import Normalization, normalization_for
 from ..nn.layer_call import WeightArena, WeightLayouts, scratch
@@ -47,10 +48,13 @@ class InferenceSession:
     instead of calling the layer, keeping their code and uniforms in device memory while the
     session's device memory stays within ``memory_budget`` bytes (layers past it are called
     every run; None: no limit); False calls every layer every run.
+    launch: the launch path of the device the session opens itself ("mailbox" or "direct",
+    vc4nn.device.LAUNCH_PATHS; None: the backend's default); with a ``device`` it must match
+    the device's (a device's launch path is chosen when it is opened).
     """
 
     def __init__(self, path, device=None, num_qpus=12, image_input=None, progress=None,
-                 replay=True, memory_budget=DEFAULT_MEMORY_BUDGET):
+                 replay=True, memory_budget=DEFAULT_MEMORY_BUDGET, launch=None):
         start, cpu_start = time.perf_counter(), time.process_time()
         self.path = str(path)
         self.graph = load_graph(self.path)
@@ -67,7 +71,11 @@ class InferenceSession:
         self.last_runs = []
         if device is None:
             from .. import open_device
-            device = open_device()
+            device = open_device(**({} if launch is None else {"launch": launch}))
+        elif launch is not None and launch != device.launch_path:
+            raise DeviceError(f"launch={launch!r} but the {device.name} device given launches "
+                              f"by the {device.launch_path} path; open the device with "
+                              f"launch={launch!r} (vc4nn.open_device(..., launch={launch!r}))")
         self.device = device
         try:
             self._build(progress)
