@@ -7,7 +7,9 @@
     vc4nn export-mobilenet-v2 OUT.onnx [--weights PTH]     torchvision's MobileNetV2 as ONNX
     vc4nn demo [--image FILE]                              the cat, real MobileNetV2 (demo.py)
 
-Every command that runs a model takes --device emulator|pi, --qpus N and --board (emulator).
+Every command that runs a model takes --device emulator|pi, --qpus N, --board (emulator) and
+--launch mailbox|direct (how launches start: the firmware's execute_qpu or the V3D's registers;
+in the emulator it picks the launch overhead the cycle model charges).
 Times from the emulator are cycle-model estimates at the board's V3D clock; on a Pi they are
 measured.
 """
@@ -19,6 +21,7 @@ import sys
 
 import numpy as np
 
+from ..device import LAUNCH_PATHS
 from ..errors import Vc4nnError
 
 COMMANDS = ("classify", "profile", "bench", "ops", "export-mobilenet-v2", "demo")
@@ -30,6 +33,9 @@ def _device_args(parser):
     parser.add_argument("--qpus", type=int, default=12)
     parser.add_argument("--board", default=None,
                         help="emulator board preset for the cycle model (default: pi_zero)")
+    parser.add_argument("--launch", choices=LAUNCH_PATHS, default=None,
+                        help="launch path: mailbox (default; the firmware's execute_qpu) or "
+                             "direct (V3D registers; on a Pi needs /dev/mem, see vc4nn doctor)")
     parser.add_argument("--quiet", "--no-progress", action="store_true", dest="quiet",
                         help="no progress bars")
     parser.add_argument("--memory-budget", type=float, default=24.0, metavar="MB",
@@ -41,6 +47,8 @@ def _open(args, image_input=None):
     from .. import open_device
     from .session import InferenceSession
     options = {"board": args.board} if args.board else {}
+    if args.launch:
+        options["launch"] = args.launch
     device = open_device(args.device, **options)
     try:
         return InferenceSession(args.model, device=device, num_qpus=args.qpus,
