@@ -49,3 +49,23 @@ def test_a_hung_program_times_out_and_the_device_recovers(pi):
         pi.execute(spin_forever.assemble(), num_qpus=1, timeout=0.2)
     assert len(pi._allocations) == held
     assert pi.execute(finish.assemble(), timeout=1.0).host_interrupts == 1
+
+
+@pytest.fixture
+def direct_pi(pi):
+    """A second device on the same Pi, launching by the V3D's registers (needs root)."""
+    with PiDevice(launch="direct") as device:
+        yield device
+
+
+@pytest.mark.parametrize("num_qpus", [1, 12])
+def test_direct_launches_end_and_write_memory(direct_pi, num_qpus):
+    out = direct_pi.alloc(num_qpus, np.uint32)
+    result = direct_pi.execute(finish.assemble(), num_qpus=num_qpus, timeout=1.0)
+    assert result.num_qpus == num_qpus and not result.estimated and (out == 0).all()
+
+
+def test_a_hung_direct_launch_times_out_and_the_device_recovers(direct_pi):
+    with pytest.raises(PiTimeout, match="1 of programs 0-0 still running"):
+        direct_pi.execute(spin_forever.assemble(), num_qpus=1, timeout=0.2)
+    assert direct_pi.execute(finish.assemble(), timeout=1.0).num_qpus == 1
