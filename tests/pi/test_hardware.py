@@ -59,13 +59,12 @@ def direct_pi(pi):
 
 
 @pytest.mark.parametrize("num_qpus", [1, 12])
-def test_direct_launches_end_and_write_memory(direct_pi, num_qpus):
-    out = direct_pi.alloc(num_qpus, np.uint32)
+def test_direct_launches_end(direct_pi, num_qpus):
     result = direct_pi.execute(finish.assemble(), num_qpus=num_qpus, timeout=1.0)
-    assert result.num_qpus == num_qpus and not result.estimated and (out == 0).all()
+    assert result.num_qpus == num_qpus and not result.estimated
 
 
 def test_a_hung_direct_launch_times_out_and_the_device_recovers(direct_pi):
-    with pytest.raises(PiTimeout, match="1 of programs 0-0 still running"):
+    with pytest.raises(PiTimeout, match="1 of program 0 still running"):
         direct_pi.execute(spin_forever.assemble(), num_qpus=1, timeout=0.2)
     assert direct_pi.execute(finish.assemble(), timeout=1.0).num_qpus == 1

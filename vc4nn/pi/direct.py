@@ -127,12 +127,14 @@ def timeout_message(count, queued, completed, control_address, seconds, status):
     running = started - completed
     parts = [f"{completed} ended"]
     if running:
-        parts.append(f"{running} of programs 0-{started - 1} still running (the V3D counts "
+        parts.append(f"{running} of {_programs(0, started - 1)} still running (the V3D counts "
                      f"completions, not which program completed)")
     if queued:
-        never = (f"program {started}" if queued == 1
-                 else f"programs {started}-{count - 1}")
-        parts.append(f"{never} never started (still queued)")
+        parts.append(f"{_programs(started, count - 1)} never started (still queued)")
     return (f"{count} QPU program(s) launched directly from control list {control_address:#010x} "
             f"did not all end within {seconds * 1e3:g} ms: {', '.join(parts)} (SRQCS = "
             f"{status:#010x}); each program must end with thrend (a.exit())")
+
+
+def _programs(first, last):
+    return f"program {first}" if first == last else f"programs {first}-{last}"
