@@ -245,3 +245,12 @@ def test_the_runner_sees_the_uniforms_of_each_program():
     with PiDevice(fake, launch="direct") as dev:
         dev.execute(np.zeros(2, np.uint64), num_qpus=3, uniforms=[[7], [8], [9]])
     assert seen == [[7, 8, 9]]
+
+
+def test_a_single_hung_program_is_named():
+    fake = pi_zero_w(root=True, runner=lambda fake, launch: HANG)
+    with PiDevice(fake, launch="direct") as dev:
+        with pytest.raises(PiTimeout, match=r"within 1 ms: 0 ended, 1 of program 0 still running "
+                                            r"\(the V3D counts completions, not which program "
+                                            r"completed\) \(SRQCS = 0x00000100\)"):
+            dev.execute(np.zeros(2, np.uint64), timeout=0.001)
