@@ -298,8 +298,8 @@ class Device(abc.ABC):
 def checked_launch_path(launch):
     """``launch`` if it names a launch path (LAUNCH_PATHS), else a DeviceError."""
     if launch not in LAUNCH_PATHS:
-        raise DeviceError(f"launch must be one of {', '.join(map(repr, LAUNCH_PATHS))}, "
-                          f"got {launch!r}")
+        raise DeviceError(f"launch path (launch=) must be one of "
+                          f"{', '.join(map(repr, LAUNCH_PATHS))}, got {launch!r}")
     return launch
 
 
