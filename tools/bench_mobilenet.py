@@ -7,6 +7,7 @@
     python tools/bench_mobilenet.py --model mnv2             # torchvision's MobileNetV2 (real)
     python tools/bench_mobilenet.py --model v2 --width 0.35 --size 32   # tiny MobileNetV2-style
     python tools/bench_mobilenet.py --model FILE.onnx        # any file
+    python tools/bench_mobilenet.py --model v1 --precision auto   # fp16 storage where it pays
 
 In the emulator every GPU time is a cycle-model ESTIMATE at the board's V3D clock (default
 pi_zero); the Pi Zero host figure scales this machine's measured host work by an assumed factor
@@ -59,10 +60,15 @@ def bench_one(path, args, launch):
         options["board"] = args.board
     with vc4nn.open_device(args.device, **options) as device, \
             vc4nn.InferenceSession(path, device=device, num_qpus=args.qpus,
-                                   memory_budget=args.memory_budget * 1e6 or None) as sess:
+                                   memory_budget=args.memory_budget * 1e6 or None,
+                                   precision=args.precision) as sess:
         report = bench(sess)
+        fp16 = sum(s == "fp16" for s in sess.storage.layers.values())
     report["board"] = args.board
+    report["precision"] = args.precision
     report["lines"].insert(0, f"-- {launch} launches --")
+    report["lines"].append(f"precision {args.precision}: {fp16} of "
+                           f"{len(sess.storage.layers)} layers store fp16")
     return report
 
 
@@ -108,6 +114,8 @@ def main(argv=None):
     p.add_argument("--plan-only", action="store_true", help="memory plans of v1 and mnv2")
     p.add_argument("--memory-budget", type=float, default=24.0, metavar="MB",
                    help="device memory the session may hold with recorded launches; 0: no limit")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "auto"),
+                   help="storage of weights and activations (InferenceSession precision=)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:

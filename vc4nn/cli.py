@@ -6,7 +6,7 @@
                                                       run a program with its buffers, show them
     vc4nn sgemm [--m M --n N --k K] [--qpus N]        multiply random matrices on a device, check vs numpy
     vc4nn doctor                                      diagnose the Raspberry Pi set-up
-    vc4nn classify | profile | bench | ops | export-mobilenet-v2 | demo    the model runtime (see
+    vc4nn classify | profile | bench | accuracy | ops | export-mobilenet-v2 | demo    the runtime (see
                                                       vc4nn.runtime.cli)
     vc4nn bench-layers [--quick] [--net v1,v2] [--json]  per-layer MobileNet figures (cycle model)
     vc4nn tune [--net v1,v2] [--cache FILE]           search layer tilings, store the winners

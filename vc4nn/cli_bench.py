@@ -5,6 +5,7 @@
     vc4nn bench-layers --only pw13,dw13 --json
     vc4nn bench-layers --net v1 --kind gemm --stalls   # pointwise, FC, pool; per-stall shares
     vc4nn bench-layers --net v1 --kind spatial --rows 8 --boards pi_zero   # stem, dw, pool
+    vc4nn bench-layers --net v1 --storage fp16 # activations and weights as halves
     vc4nn bench-layers --from-json a.json b.json --markdown --png layers.png
 
 Per layer: its shape, kernel time on each board preset, GFLOPS, bytes moved, % of the
@@ -56,6 +57,9 @@ def add_arguments(parser):
                         "weigh each tile's halo and ramp-up more)")
     parser.add_argument("--plans", choices=("tuned", "default"), default="tuned",
                         help="tuned: the layer API's choice (tuned cache, else default)")
+    parser.add_argument("--storage", choices=("fp32", "fp16"), default="fp32",
+                        help="fp16: activations and weights stored as halves where the layer's "
+                        "kernel can (arithmetic stays fp32); the records say which ran so")
     parser.add_argument("--only", default="", help="comma-separated layer names")
     parser.add_argument("--kind", default="", help="comma-separated layer kinds or groups "
                         f"({', '.join(KIND_GROUPS)}); see above")
@@ -121,11 +125,12 @@ def run_records(args, progress=print, save=None):
         seen = {}
         for index, (network, layer) in enumerate(network_layers(args)):
             key = (layer.kind, layer.height, layer.width, layer.cin, layer.cout, layer.stride,
-                   layer.activation, layer.residual)
+                   layer.activation, layer.residual, args.storage)
             started = time.time()
             if key not in seen:
                 seen[key] = measure_layer(layer, device, args.qpus, reduction,
-                                          {} if args.plans == "default" else None)
+                                          {} if args.plans == "default" else None,
+                                          storage=args.storage)
             record = dict(seen[key].as_dict(), name=layer.name, network=network, core=core,
                           index=index)
             records.append(record)
@@ -135,7 +140,8 @@ def run_records(args, progress=print, save=None):
             progress(f"[{board}] {network} {layer.name:12} {record['ms']:9.3f} ms "
                      f"({time.time() - started:.0f} s host)")
         device.close()
-    return records, {"qpus": args.qpus, "core": core, "whole": not (args.only or args.kind)}
+    return records, {"qpus": args.qpus, "core": core, "whole": not (args.only or args.kind),
+                     "storage": args.storage}
 
 
 def read_records(path):

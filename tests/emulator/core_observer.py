@@ -4,8 +4,9 @@
 ``scenario(device)`` and returns, per launch: the RunResult (cycles, per-QPU instructions,
 cycles and stall counters, warnings) or the error (type, message, rule, QPU, PC, unit,
 address), the final registers and flags of every QPU, the memory bus's statistics (busy
-clocks, V3D and VideoCore L2 hits and misses, write epoch) and the bytes of every allocation. Two
-cores are equivalent on a scenario when the two observations are equal.
+clocks, V3D and VideoCore L2 hits and misses, write epoch), the VPM (its bytes, setups, read
+queues and DMAs) and the bytes of every allocation. Two cores are equivalent on a scenario
+when the two observations are equal.
 """
 
 import dataclasses
@@ -34,6 +35,21 @@ def _bus_record(bus):
             ("busy_clocks", "l2_hits", "l2_misses", "vc_l2_hits", "write_epoch")}
 
 
+def _vpm_record(vpm):
+    """The VPM's bytes and what the run left in its units (setups, queues, DMAs)."""
+    if vpm is None:
+        return None
+    setup = lambda s: None if s is None else tuple(getattr(s, n) for n in s.__slots__)  # noqa
+    dma = lambda d: None if d is None else (d.qpu, d.kind, d.words.tobytes(), d.complete,  # noqa
+                                             d.settled)
+    return {"bytes": vpm.bytes.tobytes(),
+            "reads": [[setup(s) for s in queue] for queue in vpm._reads],
+            "last_read": [setup(s) for s in vpm._last_read], "write": [setup(s) for s in vpm._write],
+            "vdr": list(vpm._vdr), "vdr_pitch": list(vpm._vdr_pitch), "vdw": list(vpm._vdw),
+            "vdw_stride": list(vpm._vdw_stride), "load": [dma(d) for d in vpm._load],
+            "store": [dma(d) for d in vpm._store], "unsettled": [dma(d) for d in vpm._unsettled]}
+
+
 def _memory(device):
     memory = device.memory
     return [(start, memory._blocks[start].memory.tobytes()) for start in memory._starts]
@@ -59,6 +75,7 @@ def observe(core, scenario, **options):
                 record["state"] = _state_record(machine.final_state)
                 record["memory"] = _memory(device)
                 record["bus"] = _bus_record(machine.bus)
+                record["vpm"] = _vpm_record(getattr(machine, "vpm", None))
                 launches.append(record)
 
         machine.run = recorded

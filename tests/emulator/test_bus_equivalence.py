@@ -1,4 +1,4 @@
-"""The C core's memory bus (csrc/bus.c) against vpm.MemoryBus, the specification: random
+"""The C core's memory bus (csrc/bus.c) against bus.MemoryBus, the specification: random
 sequences of bookings, DMA stores, line fills and uniform lines on both give the same answers,
 statistics and written-word epochs."""
 
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from vc4nn.emulator import ccore
 from vc4nn.emulator.timing import Timing
-from vc4nn.emulator.vpm import MemoryBus
+from vc4nn.emulator.bus import MemoryBus
 
 pytestmark = pytest.mark.skipif(not ccore.available(), reason="the C core is not built")
 

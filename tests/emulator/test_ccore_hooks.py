@@ -1,4 +1,5 @@
-"""The C core's hooks into Python: the progress callback and Ctrl-C (KeyboardInterrupt)."""
+"""The C core's hooks into Python: the progress callback, Ctrl-C (KeyboardInterrupt) and the
+cache of lowered instructions."""
 
 import numpy as np
 import pytest
@@ -61,3 +62,33 @@ def test_final_state_of_both_cores():
         assert p["z"].all()
         for key in p:
             assert np.array_equal(p[key], c[key]), key
+
+
+def test_a_program_loaded_again_elsewhere_is_not_lowered_again(monkeypatch):
+    """The record cache (csrc/plans.c) is keyed by the instruction word, and by the address too
+    for branches only: a copy of the program at a new address lowers just its branch."""
+    lowered = []
+    lower = ccore.lower_word
+    monkeypatch.setattr(ccore, "lower_word", lambda word, pc: lowered.append(pc) or
+                        lower(word, pc))
+    program = countdown.assemble(iterations=3)
+    words = len(program.to_bytes()) // 8
+    with EmulatorDevice(core="c") as device:
+        counts = []
+        for shift in range(3):
+            padding = device.alloc(4096 * (shift + 1), np.uint8)    # moves the program
+            before = len(lowered)
+            runs = [_run_at(device, program) for _ in range(2)]
+            counts.append(len(lowered) - before)
+            assert runs[0] == runs[1]
+            device.free(padding)
+    assert 0 < counts[0] <= words
+    assert counts[1] == counts[2] == 1          # the loop's branch, once per new address
+
+
+def _run_at(device, program):
+    code = device.array(np.frombuffer(program.to_bytes(), dtype=np.uint32))
+    try:
+        return device.execute(code, 1).qpus[0].instructions
+    finally:
+        device.free(code)

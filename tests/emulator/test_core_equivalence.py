@@ -1,7 +1,8 @@
 """The C core against the Python core (the specification): the same launches must leave the
-same memory, registers, flags, cycles, stall counters, warnings and errors. Every library
+same memory, VPM, registers, flags, cycles, stall counters, warnings and errors. Every library
 kernel (SGEMM, transposes, the NN layers), the examples, the seeded scheduler, the ends of a
-run and thousands of random programs (VC4NN_EQUIVALENCE_EXAMPLES, default 2000)."""
+run, float sums of hard operands and thousands of random programs and random VPM transfers
+(VC4NN_EQUIVALENCE_EXAMPLES, default 2000)."""
 
 import os
 import sys
@@ -142,6 +143,76 @@ def test_tmu_sweeps_through_both_l2s(board):
     assert (observed["launches"][0]["bus"]["vc_l2_hits"] > 0) == (board == "pi1")
 
 
+# --- float additions: the C core's float32 shortcut (csrc/alu.c fadd_toward_zero) ------------
+
+def _float_pairs(rng, n):
+    """n pairs of float32 bit patterns, most of them hard for a round-toward-zero sum: equal and
+    nearby exponents, cancellation, results near the smallest normal and near overflow, Inf,
+    NaN, denormals."""
+    a = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    b = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    kind = rng.integers(0, 6, n)
+    shift = rng.integers(-30, 31, n)
+    exponent = ((a >> 23) & 0xFF).astype(np.int64) + shift
+    near = (b & 0x807FFFFF) | ((exponent & 0xFF).astype(np.uint32) << 23)
+    b = np.where(kind == 1, near, b)
+    b = np.where(kind == 2, (b & 0x807FFFFF) | (a & 0x7F800000), b)                 # same exponent
+    b = np.where(kind == 3, a ^ 0x80000000 ^ (b & 0xF), b)                          # cancellation
+    tiny = (b & 0x80FFFFFF) | ((b >> 24) % 4 << 23).astype(np.uint32)
+    b = np.where(kind == 4, tiny, b)
+    a = np.where(kind == 4, (a & 0x80FFFFFF) | ((a >> 24) % 4 << 23).astype(np.uint32), a)
+    huge = (b & 0x80FFFFFF) | ((0xFC + (b >> 24) % 4) << 23).astype(np.uint32)
+    b = np.where(kind == 5, huge, b)
+    a = np.where(kind == 5, (a & 0x80FFFFFF) | ((0xFC + (a >> 24) % 4) << 23).astype(np.uint32), a)
+    return a.astype(np.uint32), b.astype(np.uint32)
+
+
+def _fadd_scenario(seed, rows=32):
+    from asm import element_number, kernel, r0, r1, r2, r3, r4, ra, rb, tmu0_s, tmu1_s, uniform, \
+        vpm, vw_setup
+    from asm.vpm import vdw_setup, vdw_stride, vpm_write_setup
+
+    @kernel
+    def sums(a):
+        """Uniforms: A, B, out addresses. out rows 2k, 2k+1 = A[k] + B[k], A[k] - B[k]."""
+        a.mov(r0, uniform)
+        a.mov(r1, uniform)
+        a.mov(ra[1], uniform)
+        a.ldi(rb[2], 64)
+        a.ldi(vw_setup, vpm_write_setup(y=0))
+        a.mov(r2, element_number)
+        a.shl(r2, r2, 2)
+        a.add(r0, r0, r2)
+        a.add(r1, r1, r2)
+        for _ in range(rows):
+            a.add(tmu0_s, r0, 0)
+            a.add(tmu1_s, r1, 0)
+            a.add(r0, r0, rb[2])
+            a.add(r1, r1, rb[2], sig="ldtmu0")
+            a.mov(r3, r4, sig="ldtmu1")
+            a.fadd(vpm, r3, r4)
+            a.fsub(vpm, r3, r4)
+        a.ldi(vw_setup, vdw_setup(2 * rows, 16, y=0))
+        a.ldi(vw_setup, vdw_stride(0))
+        a.start_dma_store(ra[1])
+        a.wait_dma_store()
+        a.exit()
+
+    def scenario(device):
+        x, y = _float_pairs(np.random.default_rng(seed), rows * 16)
+        a, b = device.array(x.reshape(rows, 16)), device.array(y.reshape(rows, 16))
+        out = device.alloc((2 * rows, 16), np.uint32)
+        device.execute(sums.assemble(), 1, [[a.address, b.address, out.address]])
+        return np.asarray(out).tobytes()
+    return scenario
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_float_sums_of_hard_operands(seed):
+    observed = assert_equivalent(_fadd_scenario(seed))
+    assert observed["outcome"][0] == "returned"
+
+
 # --- NN layers (vc4nn.nn) -------------------------------------------------------------------
 
 def _rand(rng, *shape):
@@ -215,10 +286,11 @@ alu_words_pm = st.builds(
     op_mul=st.integers(0, 7), raddr_a=st.sampled_from(fuzz._READS),
     raddr_b=st.sampled_from(fuzz._READS), add_a=st.integers(0, 7), add_b=st.integers(0, 7),
     mul_a=st.integers(0, 7), mul_b=st.integers(0, 7), **fuzz._common)
-words = st.one_of(fuzz.plausible_word, alu_words_pm.map(encode), fuzz.any_word)
+words = st.one_of(fuzz.plausible_word, alu_words_pm.map(encode), fuzz.any_word, fuzz.vpm_word,
+                  fuzz.vpm_word)
 programs = st.lists(words, min_size=1, max_size=16)
 interesting_uniforms = st.one_of(
-    st.integers(min_value=0, max_value=0xFFFFFFFF), st.just("buffer"),
+    st.integers(min_value=0, max_value=0xFFFFFFFF), fuzz.buffer_addresses,
     st.sampled_from([0, 1, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001,
                      0x00000001, 0x807FFFFF, 0x3F800000, 0xBF800000, 0x477FE000, 0x33800000]))
 uniform_lists = st.lists(interesting_uniforms, min_size=0, max_size=8)
@@ -229,8 +301,7 @@ def _random_scenario(program_words, uniforms, num_qpus):
         scratch = device.alloc(4096, np.uint8)
         scratch[:] = np.arange(4096) * 7 % 256
         code = np.array(list(program_words) + fuzz.EXIT, dtype=np.uint64)
-        per_qpu = [[scratch.address if u == "buffer" else u for u in uniforms] or None] \
-            * num_qpus
+        per_qpu = [[fuzz.uniform_value(u, scratch) for u in uniforms] or None] * num_qpus
         device.execute(code, num_qpus, per_qpu, timeout=0.01)
     return scenario
 
@@ -242,6 +313,21 @@ def _random_scenario(program_words, uniforms, num_qpus):
 # found by CI: a generic write setup with an unused bit set took the C fast path unchecked
 @example(program_words=[0xe000403100041c00], uniforms=[], num_qpus=1, mode="error", seed=None)
 def test_random_programs(program_words, uniforms, num_qpus, mode, seed):
+    assert_equivalent(_random_scenario(program_words, uniforms, num_qpus), checks=mode,
+                      seed=seed, max_instructions=3000)
+
+
+# Whole VPM transfers (fuzz.dma_programs) between random words, on uniforms that are mostly
+# addresses in the scratch buffer: the DMA engines and generic VPM access past their setup
+# checks, with races, ranges and faults. Fewer examples than above: each runs longer.
+@settings(max_examples=int(os.environ.get("VC4NN_EQUIVALENCE_EXAMPLES", 2000)) // 2,
+          deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program_words=fuzz.dma_programs,
+       uniforms=st.lists(st.one_of(fuzz.buffer_addresses, fuzz.buffer_addresses,
+                                   interesting_uniforms), min_size=1, max_size=8),
+       num_qpus=st.integers(1, 6), mode=st.sampled_from(["error", "warn", "off"]),
+       seed=st.sampled_from([None, None, 5]))
+def test_random_programs_with_vpm_transfers(program_words, uniforms, num_qpus, mode, seed):
     assert_equivalent(_random_scenario(program_words, uniforms, num_qpus), checks=mode,
                       seed=seed, max_instructions=3000)
 

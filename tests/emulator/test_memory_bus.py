@@ -18,7 +18,7 @@ from asm import element_number, kernel, r0, r1, tmu0_s, uniform
 from vc4nn.emulator import EmulatorDevice
 from vc4nn.emulator.cache import LruCache
 from vc4nn.emulator.timing import Timing
-from vc4nn.emulator.vpm import MemoryBus
+from vc4nn.emulator.bus import MemoryBus
 
 from .unit_setup import Units, vdr
 

@@ -10,7 +10,8 @@ from vc4nn.emulator.checks import Checks
 from vc4nn.emulator.memory import BusMemory
 from vc4nn.emulator.timing import Timing
 from vc4nn.emulator.tmu import Tmu
-from vc4nn.emulator.vpm import MemoryBus, Vpm
+from vc4nn.emulator.bus import MemoryBus
+from vc4nn.emulator.vpm import Vpm
 
 SIZE_CODE = {8: 0, 16: 1, 32: 2}          # facts §3: SIZE 0 8-bit, 1 16-bit, 2 32-bit
 

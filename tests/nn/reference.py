@@ -32,6 +32,28 @@ def assert_close(result, expected, magnitude, terms):
                                   f"(error {err[worst]:.3g} > bound {bound[worst]:.3g})")
 
 
+# fp16 storage: a result stored as a half differs from the exact value by the float32 bound
+# plus the half's rounding. The pack rounds to nearest even in the emulator, unverified on
+# hardware: allow a whole half ulp (2**-10 relative) so that truncation would pass too, and
+# 2**-14 absolute (magnitudes below the smallest normal half flush to 0; docs/kernels.md).
+HALF_ULP = 2.0 ** -10
+HALF_SMALLEST_NORMAL = 2.0 ** -14
+
+
+def assert_close_fp16(result, expected, magnitude, terms):
+    """assert_close for a float16 result (inputs already rounded to halves by the caller: the
+    reference applies to the same values the kernel read)."""
+    result = np.asarray(result)
+    assert result.shape == expected.shape, (result.shape, expected.shape)
+    assert result.dtype == np.float16
+    bound = ((terms + 3) * ULP * magnitude + HALF_ULP * np.abs(expected)
+             + HALF_SMALLEST_NORMAL)
+    err = np.abs(result.astype(np.float64) - expected)
+    worst = np.unravel_index(np.argmax(err / bound), err.shape)
+    assert np.all(err <= bound), (f"y{worst} = {result[worst]}, expected {expected[worst]} "
+                                  f"(error {err[worst]:.3g} > bound {bound[worst]:.3g})")
+
+
 def dense(x, w, bias, residual, activation):
     """(expected, magnitude) of act(sum_c x[..., c] w[c, :] + bias + residual)."""
     x64, w64 = np.asarray(x, np.float64), np.asarray(w, np.float64)

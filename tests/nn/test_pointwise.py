@@ -222,13 +222,23 @@ def test_mobilenet_v1_layer_full(device, name):
 
 
 def test_pair_aliasing_takes_fewer_rows(device):
-    """Cin = 128 on 12 QPUs: 8 pixels per QPU would put the pixels of the two QPUs sharing a
-    TMU cache on the same sets (rows r and r + 8, 512 bytes apart); 4 per QPU avoid it."""
-    plan = kernel.PointwisePlan(4, 24, 128, 16, 12, True, False, "relu6")
+    """Cin = 128 on 12 QPUs, two-k gathers (6-vector panels): 8 pixels per QPU would put the
+    pixels of the two QPUs sharing a TMU cache on the same sets (rows r and r + 8, 512 bytes
+    apart); 4 per QPU avoid it."""
+    plan = kernel.PointwisePlan(4, 24, 128, 16, 12, True, False, "relu6", panel_vectors=6)
     assert kernel.lines_per_set(sgemm_panel.PanelPlan(96, 16, 128, False, 12, True, True), 2) == 2
     assert plan.route[0] is False and plan.panel.rows == 4
     assert kernel.lines_per_set(plan.panel, 2) == 1
     run_case(device, 4, 24, 128, 16, 12, True, False, "relu6")
+
+
+def test_pair_aliasing_with_single_k_gathers_keeps_the_rows():
+    """8-vector panels gather one k at a time: two lines per set within a TMU pair are cheaper
+    than halving the pixels per QPU (measurements in PointwisePlan._route)."""
+    plan = kernel.PointwisePlan(56, 56, 128, 128, 12, True, False, "relu6")
+    assert plan.vectors == 8 and plan.panel.gather_k == 1
+    assert kernel.lines_per_set(plan.panel, 2) == 2
+    assert plan.route == (False, sgemm_panel.MAX_ROWS) and plan.panel.rows == 6
 
 
 @pytest.mark.parametrize("cin", [1, 8, 16])

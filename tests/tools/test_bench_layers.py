@@ -76,3 +76,17 @@ def test_bench_layers_bad_kind_is_one_line_error(capsys):
 def test_bench_layers_bad_network_is_one_line_error(capsys):
     assert main(["bench-layers", "--net", "v3"]) == 1
     assert "unknown network(s) v3" in capsys.readouterr().err
+
+
+def test_bench_layers_fp16_storage(capsys):
+    """--storage fp16: the depthwise layer runs with halves (half the bytes, less time); a layer
+    without fp16 kernels runs float32 and its record says so."""
+    args = ["bench-layers", "--net", "v1", "--alpha", "0.25", "--size", "128", "--only",
+            "dw13,pool", "--boards", "pi_zero", "--json"]
+    records = {}
+    for storage in ("fp32", "fp16"):
+        assert main(args + ["--storage", storage]) == 0
+        records[storage] = {r["name"]: r for r in json.loads(capsys.readouterr().out)["layers"]}
+    dw16, dw32 = records["fp16"]["dw13"], records["fp32"]["dw13"]
+    assert dw16["storage"] == "fp16" and records["fp16"]["pool"]["storage"] == "fp32"
+    assert 2 * dw16["bytes_moved"] == dw32["bytes_moved"] and dw16["ms"] < dw32["ms"]

@@ -22,9 +22,10 @@ def test_bench_emulator_prints_both_cores_side_by_side():
     out = run_tool("bench_emulator.py", "--workload", "dma", "alu", "--blocks", "2",
                    "--iterations", "50")
     for workload in ("dma", "alu"):
-        line = re.search(rf"{workload} +\(([\d,]+) instructions\): (.*)", out)
-        assert line and int(line.group(1).replace(",", "")) > 0
-        assert re.search(r"python [\d,]+/s", line.group(2))
+        for timed in ("in launches", "end to end"):
+            line = re.search(rf"{workload} +{timed} +\(([\d,]+) instructions\): (.*)", out)
+            assert line and int(line.group(1).replace(",", "")) > 0
+            assert re.search(r"python [\d,]+/s", line.group(2))
     assert "clocks (estimate)" in out
 
 
@@ -35,6 +36,9 @@ def test_bench_emulator_json():
     record = json.loads(out.splitlines()[0])
     assert record["workload"] == "sgemm" and record["core"] == "python"
     assert record["instructions"] > 0 and record["instructions_per_second"] > 0
+    # the launches are part of the whole call
+    assert 0 < record["launch_cpu_seconds"] <= record["host_cpu_seconds"]
+    assert record["end_to_end_instructions_per_second"] <= record["instructions_per_second"]
 
 
 def test_profile_emulator_alu_loop():

@@ -2,13 +2,14 @@
 
 Two cores run the same launches with the same results (docs/design.md "Two cores"): the
 pure-Python core (qpu.py, plan.py, machine.py), which is the specification, and a C core
-(csrc/). The C core runs the scheduler, the QPUs and the ALUs, generic VPM access, the TMU
-requests and caches, semaphores and the mutex, and the memory bus with both L2s and the
-uniform line timing (``memory_bus``: vpm.MemoryBus in C); decoding stays in Python
-(``lowering.py`` turns each instruction into a compact record), and the DMA engines are the
-Python units themselves, called from C when an instruction uses them, so their checks, errors
-and timing are the specification's by construction. Rare paths (check reports, faults, the seeded scheduler's draws) call back into
-Python, into the same helpers the Python core uses.
+(csrc/). The C core runs the scheduler, the QPUs and the ALUs, the VPM with its generic
+access and its DMA engines, the TMU requests and caches, semaphores and the mutex, and the
+memory bus with both L2s and the uniform line timing (``memory_bus``: bus.MemoryBus in C);
+decoding stays in Python (``lowering.py`` turns each instruction into a compact record, which
+the machine's record cache keeps across launches). Rare paths (check reports, whose messages
+are the Python units' own, faults, the seeded scheduler's draws) call back into Python, into
+the same helpers the Python core uses; at the end of a run the units' state goes back into the
+Python units, whose end-of-run checks are the specification's.
 """
 
 import os
@@ -17,14 +18,14 @@ import types
 
 import numpy as np
 
-from asm import isa
-
 from ..errors import DeviceError
 from . import sync
+from .dma import Dma
 from .lowering import ENUMS, RECORD_WORDS, lower_word
-from .vpm import GenericSetup
 from .qpu import STALL_CAUSES, r4_early_message, r4_overwritten_message, \
     regfile_hazard_message, uniform_early_message, uniform_word
+from .vpm import GenericSetup
+from .vpm_checks import MESSAGES
 
 try:
     from . import _ccore
@@ -39,11 +40,11 @@ BUILD_HINT = ("install a C compiler (Raspberry Pi OS / Debian: sudo apt install 
 CORE_RULES = ("regfile_read_after_write", "r4_read_before_sfu_result",
               "r4_overwritten_during_sfu", "uniform_read_after_address_write")
 _SFU_NAMES = ("recip", "recipsqrt", "exp", "log")
+# Lowered instructions a machine keeps (csrc/plans.c; the cache starts again when full).
 RECORD_CACHE_LIMIT = 1 << 16
 # The TMU runs in C (csrc/tmu.c); False sends every TMU operation to the Python Tmu instead
 # (slower, and always what tmu.py says: the switch for a tmu.py change not yet ported to C).
 TMU_IN_C = True
-_SIG_SHIFT = isa.ALU_FIELDS["sig"][0]
 _BLOCKED_SEMAPHORE = ENUMS["BLOCKED"].index("semaphore")
 # The core of machines made with core=None when set ("c" or "python"); the tests run the
 # emulator suite once per core through it.
@@ -89,26 +90,16 @@ class _Glue:
             machine.bus
         self.rng = machine._rng
         self.timeout = None
-        self.generic_setup_class = GenericSetup
         self.tmu_in_c = TMU_IN_C
 
     def fetch(self, pc, qpu):
-        """The record of the instruction at ``pc`` (Machine.plan_at's fetch and faults)."""
+        """The record of the instruction at ``pc`` (Machine.plan_at's fetch and faults), for a
+        word the machine's record cache (csrc/plans.c) does not hold."""
         machine = self.machine
         if pc & 7:
             machine.plan_at(pc, types.SimpleNamespace(index=qpu))    # raises the fault
         low, high = machine.memory.read_words(pc, 2, "fetch", qpu, pc)
-        word = int(low) | int(high) << 32
-        # Only a branch's record depends on its address (target, link): the others are cached
-        # by content, so a program loaded at a new address is not lowered again.
-        key = (pc, word) if word >> _SIG_SHIFT == isa.SIG_BRANCH else word
-        cache = machine._record_cache
-        record = cache.get(key)
-        if record is None:
-            if len(cache) >= RECORD_CACHE_LIMIT:
-                cache.clear()
-            record = cache[key] = lower_word(word, pc)
-        return record
+        return lower_word(int(low) | int(high) << 32, pc)
 
     def report(self, rule, qpu, pc, a, b):
         if rule == 0:
@@ -140,6 +131,22 @@ class _Glue:
                             if kind == _BLOCKED_SEMAPHORE else sync.mutex_blocked_reason(a))
                       for qpu, (kind, a, b, c) in blocked.items()}
 
+    def vpm_report(self, rule, qpu, key, args):
+        self.machine.checks.report(rule, MESSAGES[key](*args), qpu)
+
+    def vpm_import(self, qpus, unsettled):
+        """Put the C core's VPM state (csrc/vpm.c vpm_export) into the Python Vpm: its finish
+        makes the end-of-run checks from it."""
+        vpm = self.vpm
+        for qpu, (reads, last, write, vdr, pitch, vdw, stride, load, store) in enumerate(qpus):
+            vpm._reads[qpu].extend(_setup(s) for s in reads)
+            vpm._last_read[qpu], vpm._write[qpu] = _setup(last), _setup(write)
+            vpm._vdr[qpu], vpm._vdr_pitch[qpu], vpm._vdw[qpu], vpm._vdw_stride[qpu] = \
+                vdr, pitch, vdw, stride
+            vpm._load[qpu], vpm._store[qpu] = _dma(qpu, "load", load), _dma(qpu, "store", store)
+        slots = (vpm._load, vpm._store)
+        vpm._unsettled = [slots[kind][qpu] for qpu, kind in unsettled]
+
     def uniform_word(self, address, qpu, pc):
         return uniform_word(self.machine.memory, address, qpu, pc)[0]
 
@@ -156,9 +163,29 @@ class _Glue:
 
 
 def memory_bus(timing):
-    """The C core's memory bus: vpm.MemoryBus in C (csrc/bus.c), with the same methods and
-    statistics, which the Python DMA engines use as they use the Python bus."""
+    """The C core's memory bus: bus.MemoryBus in C (csrc/bus.c), with the same methods and
+    statistics, which the Python Tmu uses as it uses the Python bus."""
     return _ccore.MemoryBus(timing)
+
+
+def _setup(fields):
+    if fields is None:
+        return None
+    setup = GenericSetup.__new__(GenericSetup)
+    (setup.horizontal, setup.laned, setup.width, setup.stride, setup.addr, setup.remaining,
+     setup.ready) = fields
+    if setup.remaining < 0:         # a write setup counts no vectors
+        setup.remaining = None
+    return setup
+
+
+def _dma(qpu, kind, fields):
+    if fields is None:
+        return None
+    complete, settled, words = fields
+    dma = Dma(qpu, kind, np.frombuffer(words, dtype=bool).copy(), complete)
+    dma.settled = settled
+    return dma
 
 
 def _where(positions):
@@ -185,7 +212,7 @@ def run(machine, entries, deadline, budget, timeout):
     """Run a launch on the C core; per-QPU summaries with the attributes Machine._result and
     the end-of-run checks read from a Qpu."""
     if not hasattr(machine, "_record_cache"):
-        machine._record_cache = {}
+        machine._record_cache = _ccore.record_cache()
     glue = _Glue(machine)
     glue.timeout = timeout
     timing, checks = machine.timing, machine.checks
@@ -194,7 +221,7 @@ def run(machine, entries, deadline, budget, timeout):
         glue, list(entries), float(deadline), float(budget), machine.progress,
         (timing.issue_clocks, timing.sfu_latency, timing.uniform_line_bytes,
          timing.semaphore_clocks, timing.mutex_clocks),
-        _allocations(machine.memory), off, machine.keep_final_state)
+        _allocations(machine.memory), off, machine.keep_final_state, machine._record_cache)
     qpus = []
     for s in summaries:
         qpus.append(types.SimpleNamespace(

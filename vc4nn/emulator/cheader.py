@@ -18,10 +18,12 @@ from asm import isa
 from ..device import BUS_ADDRESS_MASK, BUS_ALIAS_MASK
 from ..hardware import BUS_ALIAS_SHIFT, VC_L2_ALLOCATING_ALIASES, VC_L2_CACHED_ALIASES
 from . import lowering
+from .bus import MemoryBus
+from .ccore import RECORD_CACHE_LIMIT
 from .machine import JITTER_CLOCKS, PROGRESS_INTERVAL
-from .vpm import WORD_BYTES, MemoryBus
 from .qpu import STALL_CAUSES
 from .sfu import FRACTION_BITS
+from .vpm_layout import WORD_BYTES
 
 HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "isa_gen.h")
 
@@ -45,7 +47,8 @@ def render():
         "THREAD_END_DELAY_SLOTS": isa.THREAD_END_DELAY_SLOTS,
         "BRANCH_DELAY_SLOTS": isa.BRANCH_DELAY_SLOTS,
         "BRANCH_REGISTER_ELEMENT": lowering.BRANCH_REGISTER_ELEMENT,
-        "NUM_SEMAPHORES": isa.NUM_SEMAPHORES, "VPM_ROWS": isa.VPM_ROWS, "SFU_FRACTION_BITS": FRACTION_BITS,
+        "NUM_SEMAPHORES": isa.NUM_SEMAPHORES, "VPM_ROWS": isa.VPM_ROWS,
+        "VPM_DMA_ROWS": isa.VPM_DMA_ROWS, "SFU_FRACTION_BITS": FRACTION_BITS,
         "JITTER_CLOCKS": JITTER_CLOCKS, "PROGRESS_INTERVAL": PROGRESS_INTERVAL,
         "NUM_STALL_CAUSES": len(STALL_CAUSES), "RECORD_WORDS": lowering.RECORD_WORDS,
         "BUS_ALIAS_SHIFT": BUS_ALIAS_SHIFT, "WORD_BYTES": WORD_BYTES,
@@ -54,6 +57,8 @@ def render():
         "VC_L2_ALLOCATING_ALIAS_BITS": sum(1 << a for a in VC_L2_ALLOCATING_ALIASES),
         "BUS_HISTORY_CLOCKS": MemoryBus.HISTORY_CLOCKS,
         "BUS_HISTORY_BOOKINGS": MemoryBus.HISTORY_BOOKINGS,
+        "SIG_SHIFT": isa.ALU_FIELDS["sig"][0], "SIG_BRANCH": isa.SIG_BRANCH,
+        "RECORD_CACHE_LIMIT": RECORD_CACHE_LIMIT,
     }
     lines += [f"#define {name} {value}" for name, value in constants.items()]
     lines.append(f"#define BUS_ADDRESS_MASK {BUS_ADDRESS_MASK:#x}u")
@@ -69,13 +74,22 @@ def render():
     lines += _defines("PACK_MUL", isa.PACK_MUL)
     lines += _defines("STALL", {name: i for i, name in enumerate(STALL_CAUSES)})
     for prefix, table in (("VPM_GENERIC_READ", isa.VPM_GENERIC_READ),
-                          ("VPM_GENERIC_WRITE", isa.VPM_GENERIC_WRITE)):
+                          ("VPM_GENERIC_WRITE", isa.VPM_GENERIC_WRITE),
+                          ("VDR_SETUP", isa.VDR_SETUP), ("VDR_EXTENDED", isa.VDR_EXTENDED),
+                          ("VDW_SETUP", isa.VDW_SETUP), ("VDW_STRIDE", isa.VDW_STRIDE)):
         for name, (lsb, width) in table.items():
             lines.append(f"#define {prefix}_{_c_name(name)}_LSB {lsb}")
             lines.append(f"#define {prefix}_{_c_name(name)}_BITS {width}")
         lines.append(f"#define {prefix}_UNUSED_BITS {isa.unused_bits(table):#010x}u")
     lines.append(f"#define VPM_GENERIC_ID {isa.VPM_GENERIC_ID}")
     lines += _defines("VPM_SIZE", {f"bytes{bits // 8}": code for bits, code in isa.VPM_SIZES.items()})
+    lines += _defines("DMA", {"vdr_setup_id": isa.VDR_SETUP_ID,
+                              "vdr_extended_id": isa.VDR_EXTENDED_ID,
+                              "vdw_setup_id": isa.VDW_SETUP_ID, "vdw_stride_id": isa.VDW_STRIDE_ID,
+                              "vdr_mpitch_bytes": isa.VDR_MPITCH_BYTES})
+    # DMA_MODEW_WIDTHS: the element widths in bits, in the order dma_width tries them
+    lines.append(f"#define DMA_MODEW_WIDTHS {{{', '.join(str(b) for b in isa.DMA_MODEW)}}}")
+    lines.append(f"#define DMA_MODEW_BASES {{{', '.join(str(v) for v in isa.DMA_MODEW.values())}}}")
     lines.append("")
     for prefix, names in lowering.ENUMS.items():
         lines += _defines(prefix, {name: i for i, name in enumerate(names)})

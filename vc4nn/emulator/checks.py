@@ -32,7 +32,7 @@ class Rule(NamedTuple):
     hardware: str       # what a Pi does, and the source, which justifies the default
 
 
-# Rules of the QPU core and the machine. The units (vpm.py, tmu.py, sync.py) list their own
+# Rules of the QPU core and the machine. The units (vpm_checks.py, tmu.py, sync.py) list their own
 # rules in a module-level CHECK_RULES table of the same form.
 RULES = MappingProxyType({
     "regfile_read_after_write": Rule(
@@ -57,7 +57,7 @@ RULES = MappingProxyType({
         "SRQCS for the completed-program count does not need one (docs/hardware-choices.md "
         "'Launch paths'), so the outcome depends on the host"),
 })
-UNIT_MODULES = ("vpm", "tmu", "sync")
+UNIT_MODULES = ("vpm_checks", "tmu", "sync")
 
 
 @functools.lru_cache(maxsize=None)

@@ -27,6 +27,7 @@ from asm import isa
 from ..device import QpuStats, RunResult
 from ..errors import DeviceError, Vc4nnError
 from . import ccore
+from .bus import MemoryBus
 from .checks import as_checks
 from .errors import DeadlockError, EmulatorError, EmulatorTimeout, MemoryFault
 from .plan import compile_word
@@ -34,7 +35,7 @@ from .qpu import Qpu, final_state
 from .sync import Sync
 from .timing import DEFAULT_BOARD, Timing
 from .tmu import Tmu
-from .vpm import MemoryBus, Vpm
+from .vpm import Vpm
 
 # Enough for the big SGEMM runs (a few million instructions) with room to spare; an endless
 # loop stops after this many instructions instead of after the modelled timeout (which at

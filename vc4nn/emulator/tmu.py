@@ -16,10 +16,11 @@ import numpy as np
 from asm import isa
 
 from ..device import BUS_ADDRESS_MASK, BUS_ALIAS_MASK
+from .bus import MemoryBus
 from .cache import LruCache
 from .checks import Rule
 from .errors import MemoryFault
-from .vpm import MemoryBus, scalar
+from .vpm_layout import scalar
 
 _WORD = 4
 _ZEROS = np.zeros(isa.SIMD_WIDTH, dtype=np.uint32)

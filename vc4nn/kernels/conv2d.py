@@ -4,7 +4,7 @@ im2col on the fly, lanes = 16 output pixels along a row (docs/kernels.md "Convol
 A *group* is 16 neighbouring output pixels of one output row. For each group the QPU
 1. works out, per kernel column kw, each lane's input column (clamped into the image) as a byte
    offset and a 0/1 mask for lanes whose column is padding;
-2. gathers the window (every (kh, kw, ci) tap, up to 32 - KH at a time) with TMU lookups, one input
+2. gathers the window (every (kh, kw, ci) tap, up to 30 - KH at a time) with TMU lookups, one input
    element per lane, and multiplies each by its mask: padding contributes 0 (rows outside the
    image come from a zero row whose address the uniform stream gives);
 3. for each output channel, runs the taps against the weights, which arrive as scalars in the
@@ -12,7 +12,10 @@ A *group* is 16 neighbouring output pixels of one output row. For each group the
    it reads them, and back at its record afterwards): ``fadd r0, r0, product; fmul product,
    tap, uniform``, one instruction per multiply-add;
 4. stages 16 channels x 16 pixels in the VPM (vertical writes: one column per channel, one row
-   per pixel, which is NHWC) and stores them with one VDW. The staging *slots* (16 VPM rows
+   per pixel, which is NHWC) and stores them with one VDW. An fp16 result is packed into
+   PACKED (two regfile-A registers kept free of taps) and written with 16-bit laned vertical
+   writes:
+   channel c lands in half c of the pixel's row, which a 16-bit VDW stores as halves. The staging *slots* (16 VPM rows
    each, four of them) are shared: QPU q uses slot q % 4, guarded by semaphore q % 4.
 """
 
@@ -25,13 +28,14 @@ from asm import vdw_setup, vdw_stride, element_number, kernel, null, r0, r1, r2,
 from asm import isa
 
 from . import dma
-from .common import LANES, each_record
+from .common import LANES, WORD, each_record
 from .epilogue import activate
-from .spatial import STORAGE_BITS, PlanError, SpatialShape
+from .spatial import PlanError, SpatialShape, check_storage
 
 # Regfile A: the taps gathered at once from ra0 up, the group's input row addresses (one per
 # kernel row) at the top.
-TAPS = [ra[i] for i in range(32)]
+TAPS = [ra[i] for i in range(30)]
+PACKED = (ra[30], ra[31])      # fp16 result: a channel converted to a half
 MAX_KERNEL_H = 7
 OUT = [rb[i] for i in range(LANES)]            # one register per output channel of a block
 OFFSETS = [rb[i] for i in range(16, 21)]       # per kw: lane input column x pixel bytes
@@ -55,8 +59,9 @@ class Conv2dPlan(SpatialShape):
     pads: tuple
     activation: object = None
     num_qpus: int = 12
-    storage: str = "float32"
-    taps_per_pass: int = 0      # taps gathered at once; 0: all that fit (32 - kernel_h)
+    in_storage: str = "fp32"
+    out_storage: str = "fp32"
+    taps_per_pass: int = 0      # taps gathered at once; 0: all that fit (30 - kernel_h)
 
     @property
     def taps(self):
@@ -99,8 +104,8 @@ class Conv2dPlan(SpatialShape):
         return len(range(slot, self.qpus, self.slots))
 
     def check(self):
-        if self.storage not in STORAGE_BITS:
-            raise PlanError(f"storage {self.storage!r}: conv2d stores {', '.join(STORAGE_BITS)}")
+        check_storage("in_storage", self.in_storage, ("fp32",))
+        check_storage("out_storage", self.out_storage)
         if self.kernel_h > MAX_KERNEL_H or self.kernel_w > len(OFFSETS):
             raise PlanError(f"conv2d: a {self.kernel_h}x{self.kernel_w} kernel needs more row "
                             f"and column registers than the kernel has (at most "
@@ -131,7 +136,7 @@ class Conv2dPlan(SpatialShape):
         output column, return address, then per block: store setup, store stride, address].
         ``stream_addresses[q]`` is where QPU q's stream will live (the return addresses point
         into it)."""
-        esz, groups, qpus = self.elem_bytes, self.groups, self.qpus
+        esz, groups, qpus = self.in_bytes, self.groups, self.qpus
         bounds = [len(groups) * q // qpus for q in range(qpus + 1)]
         out = []
         for q in range(qpus):
@@ -148,9 +153,9 @@ class Conv2dPlan(SpatialShape):
                 units = min(LANES, self.out_w - j0)
                 for c0, n in self.blocks:
                     words += [vdw_setup(units, n, SLOT_ROWS * slot,
-                                        size=STORAGE_BITS[self.storage]),
-                              vdw_stride((self.cout - n) * esz),
-                              y_addr + ((i * self.out_w + j0) * self.cout + c0) * esz]
+                                        size=self.out_bits),
+                              vdw_stride((self.cout - n) * self.out_bytes),
+                              y_addr + ((i * self.out_w + j0) * self.cout + c0) * self.out_bytes]
             out.append(words + [0])
         return out
 
@@ -172,7 +177,7 @@ def column_offsets(a, plan):
         a.sub(null, r2, r0, sf=True)             # Z where the column was in the image
         a.ldi(MASKS[kw], 0.0)
         a.mov(MASKS[kw], 1.0, cond="zs")
-        a.ldi(r2, plan.cin * plan.elem_bytes)
+        a.ldi(r2, plan.cin * plan.in_bytes)
         a.mul24(OFFSETS[kw], r0, r2)
 
 
@@ -183,7 +188,7 @@ def gather(a, plan, t0, t1, depth=4):
     def request(t):
         kh, kw, ci = taps[t]
         a.add(r1, plan.rows[kh], OFFSETS[kw])
-        dma.add_constant(a, tmu0_s, r1, ci * plan.elem_bytes, scratch=r2)
+        dma.add_constant(a, tmu0_s, r1, ci * plan.in_bytes, scratch=r2)
 
     for t in range(min(depth, len(taps))):
         request(t)
@@ -220,7 +225,7 @@ def group(a, plan):
     offset = 0
     for b, (c0, n) in enumerate(plan.blocks):
         pending_gather = b == 0 or len(passes) > 1     # one pass: the taps stay in registers
-        dma.add_constant(a, unif_addr, WEIGHTS, offset * plan.elem_bytes, scratch=r0)
+        dma.add_constant(a, unif_addr, WEIGHTS, offset * WORD, scratch=r0)
         for p, (t0, t1) in enumerate(passes):
             if pending_gather:
                 gather(a, plan, t0, t1)
@@ -268,10 +273,20 @@ def stage_and_store(a, plan, slot, channels):
     """Write the block (OUT[0..channels)) into the slot's 16 VPM rows, one column per channel,
     and store it, holding the slot's semaphore."""
     a.sema_acquire(slot)
+    # 16-bit: laned, so lane (pixel) i writes half H of row i; ADDR steps {X, H}, so channel c
+    # lands in half c of the pixel's row.
     a.ldi(vw_setup, vpm_write_setup(y=SLOT_ROWS * slot, horizontal=False,
-                                    size=STORAGE_BITS[plan.storage]))
-    for co in range(channels):
-        a.mov(vpm, OUT[co])
+                                    size=plan.out_bits, laned=plan.out_bits == 16))
+    if plan.out_bits == 32:
+        for co in range(channels):
+            a.mov(vpm, OUT[co])
+    else:
+        for co in range(channels):
+            a.fmax(PACKED[co % 2], OUT[co], OUT[co], pack="16a")
+            if co:
+                a.mov(vpm, PACKED[(co - 1) % 2])
+        a.nop()
+        a.mov(vpm, PACKED[(channels - 1) % 2])
     setup, stride, address = STORE_WORDS
     a.mov(vw_setup, setup)
     a.mov(vw_setup, stride)

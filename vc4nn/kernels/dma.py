@@ -6,11 +6,12 @@ in this DMA, which buffer). The fields do not overlap, so base + delta is the se
 ``ldi`` and one ``add`` per DMA, no per-QPU code.
 """
 
-from asm import r0, vdr_setup, vdw_setup, vpm_read_setup, vpm_write_setup, vr_addr, vr_setup, \
+from asm import isa, r0, vdr_setup, vdw_setup, vpm_read_setup, vpm_write_setup, vr_addr, vr_setup, \
     vw_addr, vw_setup
 
 MAX_ROWS_FIELD = 16         # a load setup with 16 rows stores 0 in NROWS
 MAX_UNITS_FIELD = 128       # a store setup with 128 units stores 0 in UNITS
+WORD_BITS = isa.WORD_BITS
 
 
 def load_setup_base(rowlen, y, size):
@@ -62,11 +63,21 @@ def generic_row_offset(y, size):
     return vpm_read_setup(1, y, size=size) - vpm_read_setup(1, 0, size=size)
 
 
+def row_stride(size):
+    """The generic access STRIDE that steps one VPM row: ADDR counts {Y, H} or {Y, B} for
+    16/8-bit elements, so a narrow vector per row reads (or writes) elements 0..15 of each."""
+    return WORD_BITS // size
+
+
 def read_rows(a, first_row, num, y, size):
-    """Queue a generic read of ``num`` VPM rows from row ``y`` (relative to ``first_row``)."""
-    add_constant(a, vr_setup, first_row, vpm_read_setup(num, y, size=size))
+    """Queue a generic read of ``num`` VPM rows from row ``y`` (relative to ``first_row``):
+    one vector per row (16/8-bit: its first 16 elements, zero-extended)."""
+    add_constant(a, vr_setup, first_row, vpm_read_setup(num, y, size=size,
+                                                          stride=row_stride(size)))
 
 
 def write_rows(a, first_row, y, size):
-    """Set generic VPM writes to start at row ``y`` (relative to ``first_row``)."""
-    add_constant(a, vw_setup, first_row, vpm_write_setup(y, size=size))
+    """Set generic VPM writes to start at row ``y`` (relative to ``first_row``), one vector
+    per row (16/8-bit: bits 15:0 / 7:0 of each lane into the row's first 16 elements)."""
+    add_constant(a, vw_setup, first_row, vpm_write_setup(y, size=size,
+                                                         stride=row_stride(size)))

@@ -21,6 +21,12 @@ nothing else on it. The panel kernel (one A row, 8 lanes of every gather wasted,
 - **Store**: each block's vector through the QPU's VPM staging row with the activation applied
   on the write (vc4nn/kernels/epilogue.py), one DMA of up to 16 columns. Groups past the last
   block repeat it (same inputs, same order, so the same bits go to the same address).
+- **fp16 weights** (``w_storage="fp16"``): a block is 32 output columns and its k-row is still
+  one 64-byte line, of channel-pair words: word i = (column i, column i + 16) as halves (16a,
+  16b; ``prepare`` permutes once). Each gather feeds two multiply-adds through r4's unpack
+  (``fmul r0, r4.unpack("16a"), r5`` and the same with 16b into r3), into two accumulators per
+  block: half the weight bytes per output. The second half of a last block past Cout stores to
+  a 16-word scratch buffer (not to a real column: a repeated group would race).
 
 Uniform stream of one QPU: [VPM write setup of its staging row, x address, address of x's last
 element], then per group [1, (bias) the bias address of each block, the w address of each block,
@@ -31,7 +37,7 @@ import dataclasses
 import functools
 import typing
 
-from asm import element_number, kernel, r0, r1, r2, r4, r5, r5rep, ra, rb, tmu0_s, uniform, \
+from asm import element_number, kernel, r0, r1, r2, r3, r4, r5, r5rep, ra, rb, tmu0_s, uniform, \
     vdw_setup, vpm, vpm_write_setup, vw_addr, vw_setup, vw_wait
 
 from ..errors import DeviceError
@@ -43,6 +49,8 @@ ADDR = [ra[i] for i in range(MAX_GROUP)]     # per-lane address of each block's 
 ACC = [rb[i] for i in range(MAX_GROUP)]
 XADDR, XBASE, LANE_BYTES = ra[MAX_GROUP], ra[MAX_GROUP + 1], ra[MAX_GROUP + 2]
 XLIMIT, ROW, XSTEP, STAGE_W = (rb[MAX_GROUP + i] for i in range(4))
+HALF_UNPACKS = ("16a", "16b")   # fp16 weights: the low and high column of a channel-pair word
+WEIGHT_BYTES = {"fp32": 4, "fp16": 2}
 # Gathers asked ahead past the last k-block: up to GATHER_DEPTH - 1 k-rows of w (one block per
 # group) read these zero rows instead of leaving the buffer.
 PAD_ROWS = GATHER_DEPTH - 1
@@ -62,15 +70,31 @@ class FullyConnectedPlan:
     num_qpus: int
     bias: bool = False
     activation: typing.Optional[str] = None
-    storage: str = "f32"
+    storage: str = "f32"        # of x and y
     group_size: typing.Optional[int] = None
+    w_storage: str = "fp32"
 
     def __post_init__(self):
         if STORAGE_BYTES.get(self.storage) != 4:
             raise DeviceError(f"fully_connected: {self.storage!r} storage is not implemented "
                               f"(f32 only)")
-        if self.group_size is not None and not 1 <= self.group_size <= MAX_GROUP:
-            raise DeviceError(f"fully_connected: group_size must be 1..{MAX_GROUP}")
+        if self.w_storage not in WEIGHT_BYTES:
+            raise DeviceError(f"fully_connected: w_storage={self.w_storage!r}: 'fp32' or 'fp16'")
+        if self.group_size is not None and not 1 <= self.group_size <= self.max_group:
+            raise DeviceError(f"fully_connected: group_size must be 1..{self.max_group}")
+
+    @property
+    def halves(self):
+        """Accumulators (16-column vectors) per block: 2 with fp16 weights."""
+        return 4 // WEIGHT_BYTES[self.w_storage]
+
+    @property
+    def block_cols(self):
+        return LANES * self.halves
+
+    @property
+    def max_group(self):
+        return MAX_GROUP // self.halves
 
     @property
     def epilogue(self):
@@ -82,7 +106,7 @@ class FullyConnectedPlan:
 
     @property
     def blocks(self):
-        return ceil_div(self.cout, LANES)
+        return ceil_div(self.cout, self.block_cols)
 
     @property
     def k_blocks(self):
@@ -90,7 +114,7 @@ class FullyConnectedPlan:
 
     @property
     def group(self):
-        return self.group_size or min(MAX_GROUP, ceil_div(self.blocks, self.num_qpus))
+        return self.group_size or min(self.max_group, ceil_div(self.blocks, self.num_qpus))
 
     @property
     def groups(self):
@@ -103,26 +127,32 @@ class FullyConnectedPlan:
     @property
     def weight_shape(self):
         """The prepared weights' device layout (rows, columns)."""
-        return self.k_blocks * LANES + PAD_ROWS, self.blocks * LANES
+        return self.k_blocks * LANES + PAD_ROWS, self.blocks * self.block_cols
 
     @property
     def bias_shape(self):
-        return (self.blocks * LANES,)
+        return (self.blocks * self.block_cols,)
 
-    def uniform_streams(self, x, w, y, bias=None):
+    def uniform_streams(self, x, w, y, bias=None, scratch=None):
+        """``scratch``: 16 words for the stores of columns past Cout (fp16 weights)."""
         eb = self.element_bytes
+        row_bytes = self.block_cols * WEIGHT_BYTES[self.w_storage]
         streams = []
         for q in range(self.qpus):
             words = [vpm_write_setup(q), x, x + (self.cin - 1) * eb]
             for g in range(q, self.groups, self.qpus):
                 blocks = [min(g * self.group + i, self.blocks - 1) for i in range(self.group)]
+                columns = [b * self.block_cols + h * LANES for b in blocks
+                           for h in range(self.halves)]
                 words.append(1)
                 if self.bias:
-                    words += [bias + b * LANES * eb for b in blocks]
-                words += [w + b * LANES * eb for b in blocks]
-                for b in blocks:
-                    depth = min(LANES, self.cout - b * LANES)
-                    words += [vdw_setup(1, depth, q), y + b * LANES * eb]
+                    words += [bias + c * eb for c in columns]
+                words += [w + b * row_bytes for b in blocks]
+                for c in columns:
+                    if c < self.cout:
+                        words += [vdw_setup(1, min(LANES, self.cout - c), q), y + c * eb]
+                    else:
+                        words += [vdw_setup(1, LANES, q), scratch]
             streams.append(words + [0])
         return streams
 
@@ -130,8 +160,12 @@ class FullyConnectedPlan:
 def prepare(plan, w, bias=None):
     """Host arrays of the device layout: (weights, bias or None); see the module docstring."""
     import numpy as np
-    weights = np.zeros(plan.weight_shape, np.float32)
+    weights = np.zeros(plan.weight_shape, np.float16 if plan.halves == 2 else np.float32)
     weights[:plan.cin, :plan.cout] = w
+    if plan.halves == 2:                        # channel-pair words: (column i, column i + 16)
+        rows = weights.shape[0]
+        weights = np.ascontiguousarray(
+            weights.reshape(rows, plan.blocks, 2, LANES).swapaxes(2, 3).reshape(rows, -1))
     padded_bias = None
     if bias is not None:
         padded_bias = np.zeros(plan.bias_shape, np.float32)
@@ -148,7 +182,7 @@ def k_block(a, plan):
     """16 k of the group: the consumption order is x, then w[k] of each block for k = 0..15.
     Each consumption pops one gather and asks for the one GATHER_DEPTH further on. A block's
     multiply-add is finished (fadd) with the next pop, which rides on it."""
-    group = plan.group
+    group, halves = plan.group, plan.halves
     order = ["x"] + [(k, b) for k in range(LANES) for b in range(group)]
 
     def request(p):
@@ -166,31 +200,37 @@ def k_block(a, plan):
             k = item[0]
             a.v8min(r5rep, r1, r1, rotate=(LANES - k) % LANES or None)
         if pending is not None:
-            a.fadd(pending, pending, r0, sig="ldtmu0")
+            a.fadd(pending[0], pending[0], pending[1], sig="ldtmu0")
         else:
             a.nop(sig="ldtmu0")
         if item == "x":
             a.mov(r1, r4)
             pending = None
-        else:
+        elif halves == 1:
             a.fmul(r0, r4, r5)
-            pending = ACC[item[1]]
+            pending = ACC[item[1]], r0
+        else:
+            low, high = ACC[2 * item[1]], ACC[2 * item[1] + 1]
+            a.fmul(r0, r4.unpack(HALF_UNPACKS[0]), r5)
+            a.fadd(low, low, r0).fmul(r3, r4.unpack(HALF_UNPACKS[1]), r5)
+            pending = high, r3
         request(i + GATHER_DEPTH)
-    a.fadd(pending, pending, r0)
+    a.fadd(pending[0], pending[0], pending[1])
 
 
 def group(a, plan):
     """One group of blocks: accumulators from the bias (or 0), k over all of Cin, the stores."""
     g = plan.group
+    accumulators = g * plan.halves
     if plan.bias:
-        for i in range(g + GATHER_DEPTH):
+        for i in range(accumulators + GATHER_DEPTH):
             if i >= GATHER_DEPTH:
                 a.nop(sig="ldtmu0")
                 a.mov(ACC[i - GATHER_DEPTH], r4)
-            if i < g:
+            if i < accumulators:
                 a.add(tmu0_s, LANE_BYTES, uniform)
     else:
-        for b in range(g):
+        for b in range(accumulators):
             a.ldi(ACC[b], 0)
     for b in range(g):
         a.add(ADDR[b], LANE_BYTES, uniform)
@@ -213,7 +253,7 @@ def group(a, plan):
     for _ in range(GATHER_DEPTH):               # the gathers asked past the last k-block
         a.nop(sig="ldtmu0")
     prepare_activation(a, plan.epilogue)        # (r5 held x[k] until now)
-    for b in range(g):
+    for b in range(accumulators):
         a.read(vw_wait)
         a.mov(vw_setup, STAGE_W)
         activate(a, vpm, ACC[b], plan.epilogue.activation, r5)
@@ -229,7 +269,7 @@ def gemv_kernel(a, plan):
     a.mov(r0, uniform)
     a.add(XBASE, r0, LANE_BYTES)
     a.mov(XLIMIT, uniform)
-    a.ldi(ROW, plan.weight_shape[1] * plan.element_bytes)
+    a.ldi(ROW, plan.weight_shape[1] * WEIGHT_BYTES[plan.w_storage])
     a.ldi(XSTEP, LANES * plan.element_bytes)
     each_record(a, lambda: group(a, plan))
     a.read(vw_wait)

@@ -109,7 +109,13 @@ class PointwisePlan:
         own = lines_per_set(direct)
         if (direct.qpus > 4 and own > ways) or (direct.qpus > 2 and own >= 4 * ways):
             return fits, sgemm_panel.MAX_ROWS       # transpose_a_first's rule, lines counted
-        if direct.qpus <= 8 or lines_per_set(direct, hardware.QPUS_PER_TMU) <= ways:
+        # With single-k gathers (odd chunk depths: 8 vectors x 3 k-rows, 4 x 5), two lines per
+        # set within a TMU pair cost less than re-reading the weights for 4 pixels per QPU
+        # (pi_zero, 12 QPUs, full layers, ms: 56x56x128->128 V8 8.06 against V8 4 pixels 10.16;
+        # 28x28x128->256 3.70 / 4.87; 14x14x384->64 V4 0.93 / 1.19; 14x14x384->96 V8 1.16
+        # against V6 4 pixels 1.53).
+        shared = ways * (2 if direct.gather_k == 1 else 1)
+        if direct.qpus <= 8 or lines_per_set(direct, hardware.QPUS_PER_TMU) <= shared:
             return False, sgemm_panel.MAX_ROWS
         for rows in range(sgemm_panel.MAX_ROWS - 1, MIN_ROWS - 1, -1):
             if lines_per_set(self._panel(False, rows, vectors), hardware.QPUS_PER_TMU) <= ways:

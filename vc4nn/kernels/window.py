@@ -4,10 +4,17 @@ docs/kernels.md "Depthwise convolution and average pooling").
 Registers:
 - ra0..ra27 accumulators: ``acc_sets`` output rows x ``tile_cols`` columns; ra28 the bias;
 - rb0..rb23 the window's weights (depthwise) or the column scales (avg_pool); rb24 6.0 (relu6);
-  rb25.. the tile's VPM rows, setup bases, current input row and store address; ra29 the
-  loop count;
+  rb25.. the tile's VPM rows (as read and as write setup offsets), setup bases, current input
+  row and store address; ra29 the loop count;
 - r0 scratch, r1 the input vector, r2/r3 products (alternating, so that the add of one product
   issues with the multiply of the next).
+
+fp16 storage (docs/kernels.md "fp16 storage"): a pixel's 16-channel block is one 16-bit DMA
+row of halves and one VPM row (halves 0..15), read back by 16-bit generic reads that leave lane
+i = channel i in bits 15:0 of ra30, which the next-but-one instruction unpacks into r1; so the
+lane-to-channel mapping, the accumulators and the weights are those of float32. Results are
+packed into ra30/ra31 (alternating) by the op that computes them and leave by 16-bit generic
+writes and 16-bit DMA stores. fp16 weights reach the lanes through r4's unpack.
 """
 
 import functools
@@ -18,14 +25,16 @@ from asm import element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb, tmu0_s
 from . import dma
 from .common import each_record
 from .epilogue import activate
-from .window_plan import ACCUMULATOR_REGISTERS, STORAGE_BITS
+from .window_plan import ACCUMULATOR_REGISTERS
 
 ACC = [ra[i] for i in range(ACCUMULATOR_REGISTERS)]
 BIAS = ra[28]
 WEIGHTS = [rb[i] for i in range(24)]
 SIX = rb[24]
-VPM_ROW0, LOAD_BASE, STORE_BASE, ROW, STORE = (rb[i] for i in range(25, 30))
+VPM_ROW0, LOAD_BASE, STORE_BASE, ROW, STORE, VPM_WRITE_ROW0 = (rb[i] for i in range(25, 31))
 COUNT = ra[29]
+HALVES = (ra[30], ra[31])      # fp16: the input vector as read; packed results
+HALF = "16a"                   # a 16-bit VPM read zero-extends into bits 15:0
 
 
 class MacPipe:
@@ -35,8 +44,10 @@ class MacPipe:
     regfile register the previous instruction wrote (read right after, it would be a hazard).
     """
 
-    def __init__(self, a):
+    def __init__(self, a, halves=False):
         self.a = a
+        self.halves = halves
+        self.fresh = None           # fp16: the input vector read into ra30, not yet in r1
         self.pending = None
         self.last_write = None
         self.product = r2
@@ -60,6 +71,7 @@ class MacPipe:
     def flush(self):
         if self.pending:
             self._emit()
+        self.fresh = None           # no tap used the vector: r1 is not needed
 
     def settle(self):
         """Flush, and keep the next instruction from reading what the last one wrote."""
@@ -69,26 +81,60 @@ class MacPipe:
         self.last_write = None
 
     def read_input(self):
-        """r1 = the next vector of the VPM read queue."""
-        self._emit(("mov", r1, vpm))
+        """r1 = the next vector of the VPM read queue (fp16: through ra30 and its unpack; the
+        pending add fills the slot before ra30 is readable, but cannot share an instruction
+        with the move: both write regfile A)."""
+        if not self.halves:
+            self._emit(("mov", r1, vpm))
+            return
+        a, held = self.a, HALVES[0]
+        a.mov(held, vpm)
+        self.last_write = None
+        if self.pending:
+            self._emit()
+        else:
+            a.nop()
+        self.last_write = None
+        self.fresh = held
+
+    def _convert(self, mul=None):
+        """r1 = the fresh vector as float32 (ADD ALU), with ``mul`` reading it unpacked from
+        ra30 in the same instruction (the MUL ALU: no add is pending, so regfile A is free)."""
+        held, self.fresh = self.fresh, None
+        handle = self.a.fmax(r1, held.unpack(HALF), held.unpack(HALF))
+        if mul:
+            op, dst, src, weight = mul
+            getattr(handle, op)(dst, held.unpack(HALF) if src is r1 else src, weight)
 
     def multiply_add(self, acc, weight, first, start):
         """acc = (start if first else acc) + r1 * weight."""
         product = self.product
         self.product = r3 if product is r2 else r2
-        self._emit(("fmul", product, r1, weight))
+        if self.fresh:
+            self._convert(("fmul", product, r1, weight))
+        else:
+            self._emit(("fmul", product, r1, weight))
         self.pending = ("fadd", acc, start if first else acc, product)
 
     def add(self, acc, first):
         """acc = r1 if first else acc + r1."""
+        if self.fresh:
+            self._convert()
         self.flush()
         self.pending = ("fadd", acc, r1, 0) if first else ("fadd", acc, acc, r1)
 
 
 def gather_weights(a, dsts, row_bytes, elem_bytes, depth=4):
-    """dsts[t] = the lanes' words of row t of a (rows x padded channels) array whose block
-    address is the next uniform; ``depth`` TMU requests in flight (facts §5.13)."""
-    a.shl(r0, element_number, elem_bytes.bit_length() - 1)
+    """dsts[t] = the lanes' elements of row t of a (rows x padded channels) array whose block
+    address is the next uniform; ``depth`` TMU requests in flight (facts §5.13).
+
+    Halves: the TMU reads whole words, so lanes 2i and 2i + 1 both fetch word i and keep its
+    half 16a or 16b (picked by the flags of lane parity), unpacked from r4 to float32."""
+    if elem_bytes == 2:
+        a.shr(r0, element_number, 1)
+        a.shl(r0, r0, 2)
+    else:
+        a.shl(r0, element_number, elem_bytes.bit_length() - 1)
     a.add(r0, r0, uniform)
 
     def request(t):
@@ -96,9 +142,15 @@ def gather_weights(a, dsts, row_bytes, elem_bytes, depth=4):
 
     for t in range(min(depth, len(dsts))):
         request(t)
+    if elem_bytes == 2:
+        a.and_(null, element_number, 1, sf=True)
     for t, dst in enumerate(dsts):
         a.nop(sig="ldtmu0")
-        a.mov(dst, r4)
+        if elem_bytes == 2:
+            a.fmax(dst, r4.unpack("16a"), r4.unpack("16a"), cond="zs")
+            a.fmax(dst, r4.unpack("16b"), r4.unpack("16b"), cond="zc")
+        else:
+            a.mov(dst, r4)
         if t + depth < len(dsts):
             request(t + depth)
 
@@ -112,8 +164,8 @@ def tile_setup(a, plan):
     a.mov(vw_setup, uniform)
     if plan.op == "depthwise":
         taps = plan.kernel_h * plan.kernel_w
-        gather_weights(a, WEIGHTS[:taps] + [BIAS], plan.padded_channels * plan.elem_bytes,
-                       plan.elem_bytes)
+        gather_weights(a, WEIGHTS[:taps] + [BIAS], plan.padded_channels * plan.w_bytes,
+                       plan.w_bytes)
     a.mov(COUNT, uniform)
     a.mov(r0, uniform)
     variants = plan.variants
@@ -137,16 +189,15 @@ def tile_setup(a, plan):
 def run_variant(a, plan, index):
     """Prologue (column scales, first load), the row loop, the drain of the last prefetch."""
     variant = plan.variants[index]
-    size = STORAGE_BITS[plan.storage]
     if plan.op == "avg_pool":
         for j in range(variant.cols):
             a.ldi(WEIGHTS[j], 1.0 / plan.cols_in_window(variant, j))
     chunks = plan.chunks(variant)
     a.mov(ROW, uniform)
     a.nop()
-    dma.start_load(a, LOAD_BASE, chunks[0][1], 0, size, ROW, 0)
+    dma.start_load(a, LOAD_BASE, chunks[0][1], 0, plan.in_bits, ROW, 0)
     a.label(f"loop{index}")
-    loop_body(a, plan, variant, size)
+    loop_body(a, plan, variant)
     a.sub(COUNT, COUNT, 1, sf=True)
     a.branch(f"loop{index}", cond="all_zc")
     a.nop()
@@ -155,13 +206,14 @@ def run_variant(a, plan, index):
     a.read(vr_wait)                     # the prefetch past the last row (from the zero row)
 
 
-def loop_body(a, plan, variant, size):
+def loop_body(a, plan, variant):
     chunks = plan.chunks(variant)
     rows = plan.body_rows(variant)
     steps = [(r, k) for r in range(rows) for k in range(len(chunks))]
-    pipe = MacPipe(a)
+    pipe = MacPipe(a, halves=plan.in_storage == "fp16")
     stores = 0
-    cols_bytes = plan.channels * plan.elem_bytes
+    size = plan.in_bits
+    cols_bytes = plan.channels * plan.in_bytes
     for index, (r, k) in enumerate(steps):
         first_col, pixels = chunks[k]
         next_col, next_pixels = chunks[steps[(index + 1) % len(steps)][1]]
@@ -199,13 +251,14 @@ def loop_body(a, plan, variant, size):
             out_row = plan.finished(r)
             if out_row is not None:
                 pipe.settle()
-                stores = store_row(a, plan, variant, out_row % plan.acc_sets, size, stores)
+                stores = store_row(a, plan, variant, out_row % plan.acc_sets, stores)
     pipe.flush()
 
 
-def store_row(a, plan, variant, acc_set, size, stores):
+def store_row(a, plan, variant, acc_set, stores):
     """Finish one output row (scale or bias+activation), stage it and store it in chunks.
     Returns the count of stores emitted so far (it picks the staging buffer)."""
+    size = plan.out_bits
     if plan.op == "avg_pool":
         a.mov(r1, uniform)              # 1 / valid rows of this output row's windows
     a.mov(STORE, uniform, sf=True)      # 0: an output row the tile does not own
@@ -216,17 +269,27 @@ def store_row(a, plan, variant, acc_set, size, stores):
         a.nop()
         for first, pixels in plan.store_chunks(variant):
             y = 2 * plan.in_chunk + plan.out_chunk * (stores % 2)
-            dma.write_rows(a, VPM_ROW0, y, size)
+            dma.write_rows(a, VPM_WRITE_ROW0, y, size)
+            packed = None           # fp16: the packed vector not yet written
             for j in range(first, first + pixels):
                 acc = ACC[acc_set * variant.cols + j]
+                dst, pack = vpm, None
+                if size == 16:
+                    dst, pack = HALVES[j % 2], HALF
                 if plan.op == "avg_pool":
                     a.fmul(r0, acc, r1)
-                    a.fmul(vpm, r0, WEIGHTS[j])
+                    a.fmul(dst, r0, WEIGHTS[j], pack=pack)
                 else:
-                    activate(a, vpm, acc, plan.activation, SIX)
+                    activate(a, dst, acc, plan.activation, SIX, pack=pack)
+                if packed is not None:
+                    a.mov(vpm, packed)
+                packed = dst if pack else None
+            if packed is not None:
+                a.nop()             # the last pack is not readable yet
+                a.mov(vpm, packed)
             a.read(vw_wait)
             dma.start_store(a, STORE_BASE, pixels, y, size, STORE,
-                            first * plan.channels * plan.elem_bytes)
+                            first * plan.channels * plan.out_bytes)
             stores += 1
         a.label("skip")
     return stores
@@ -236,6 +299,7 @@ def store_row(a, plan, variant, acc_set, size, stores):
 def window_kernel(a, plan):
     """Every QPU runs the tiles its uniform stream lists (first uniform: its VPM rows)."""
     a.mov(VPM_ROW0, uniform)
+    a.mov(VPM_WRITE_ROW0, uniform)
     if plan.activation == "relu6":
         a.ldi(SIX, 6.0)
     each_record(a, lambda: tile_setup(a, plan))

@@ -27,13 +27,13 @@ from asm import isa, vdr_pitch, vdw_stride
 
 from . import dma
 from .common import LANES
-from .spatial import STORAGE_BITS, PlanError, SpatialShape
+from .spatial import STORAGE_BITS, PlanError, SpatialShape, check_storage
 
 ACCUMULATOR_REGISTERS = 28          # ra0..ra27; ra28..ra31 hold the bias and spares
 MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (16)
 # For the tile-height choice (cycle model, docs/kernels.md): a 64-byte store row costs 0.7 of a
 # load row (the DMA row models of docs/cycle-model.md), and one QPU alone keeps about 2/3 of the
-# bus busy (tools/bench_spatial.py --qpus 1).
+# bus busy (vc4nn bench-layers --kind spatial --qpus 1).
 STORE_ROW_COST = 0.7
 ONE_QPU_BUS_SHARE = 0.66
 
@@ -73,7 +73,9 @@ class WindowPlan(SpatialShape):
     pads: tuple                 # (top, bottom, left, right)
     activation: object = None
     num_qpus: int = 12
-    storage: str = "float32"
+    in_storage: str = "fp32"    # the input activation, the output, the depthwise weights
+    out_storage: str = "fp32"
+    w_storage: str = "fp32"
     tile_cols: int = 0          # 0: choose (see with_defaults)
     tile_rows: int = 0
     in_chunk: int = 0
@@ -152,9 +154,8 @@ class WindowPlan(SpatialShape):
 
     def check(self):
         """Raise PlanError if the tiling does not fit the registers, the VPM or the DMA fields."""
-        if self.storage not in STORAGE_BITS:
-            raise PlanError(f"storage {self.storage!r}: the kernels store "
-                            f"{', '.join(STORAGE_BITS)}")
+        for name in ("in_storage", "out_storage", "w_storage"):
+            check_storage(name, getattr(self, name))
         if self.acc_sets * self.tile_cols > ACCUMULATOR_REGISTERS:
             raise PlanError(f"tile_cols={self.tile_cols}: {self.acc_sets} output rows x "
                             f"{self.tile_cols} columns of accumulators exceed the "
@@ -172,7 +173,7 @@ class WindowPlan(SpatialShape):
             raise PlanError(f"{self.qpus} QPUs x {need} VPM rows (buffers of {self.in_chunk} "
                             f"input and {self.out_chunk} output pixels) exceed the "
                             f"{isa.VPM_ROWS} rows generic access reaches")
-        pitch = self.channels * self.elem_bytes
+        pitch = self.channels * self.in_bytes
         if pitch >= 1 << isa.VDR_EXTENDED["mpitchb"][1]:
             raise PlanError(f"{self.channels} channels: a pixel is {pitch} bytes, more than the "
                             f"DMA load pitch field holds")
@@ -260,11 +261,13 @@ class WindowPlan(SpatialShape):
 
     # -- uniform streams -------------------------------------------------------------------------
     def uniform_streams(self, x_addr, y_addr, weights_addr, zero_addr):
-        """Per QPU: [its first VPM row as a generic setup offset, tile records..., 0]."""
+        """Per QPU: [its first VPM row as a generic read and as a generic write setup offset,
+        tile records..., 0]."""
         streams = []
         per_qpu = self.vpm_rows_per_qpu(self.qpus)
         for q, tiles in enumerate(self.qpu_tiles()):
-            words = [dma.generic_row_offset(q * per_qpu, STORAGE_BITS[self.storage])]
+            words = [dma.generic_row_offset(q * per_qpu, self.in_bits),
+                     dma.generic_row_offset(q * per_qpu, self.out_bits)]
             for tile in tiles:
                 words += self._tile_header(tile, q * per_qpu, weights_addr)
                 words += self._row_and_store_words(tile, x_addr, y_addr, zero_addr)
@@ -274,25 +277,24 @@ class WindowPlan(SpatialShape):
     def _tile_header(self, tile, vpm_row, weights_addr):
         """[1, load setup base, load pitch, store setup base, store stride, (weights), loop
         count, variant]: the order the kernel reads them (vc4nn/kernels/window.py)."""
-        size = STORAGE_BITS[self.storage]
         depth = min(LANES, self.channels - tile.block * LANES)
-        pitch = self.channels * self.elem_bytes
-        words = [1, dma.load_setup_base(depth, vpm_row, size), vdr_pitch(pitch),
-                 dma.store_setup_base(depth, vpm_row, size),
-                 vdw_stride((self.channels - depth) * self.elem_bytes)]
+        pitch = self.channels * self.in_bytes
+        words = [1, dma.load_setup_base(depth, vpm_row, self.in_bits), vdr_pitch(pitch),
+                 dma.store_setup_base(depth, vpm_row, self.out_bits),
+                 vdw_stride((self.channels - depth) * self.out_bytes)]
         if self.op == "depthwise":
-            words.append(weights_addr + tile.block * LANES * self.elem_bytes)
+            words.append(weights_addr + tile.block * LANES * self.w_bytes)
         return words + [self.iterations(tile), tile.variant]
 
     def _row_and_store_words(self, tile, x_addr, y_addr, zero_addr):
         variant = self.variants[tile.variant]
-        esz, c = self.elem_bytes, self.channels
+        c = self.channels
         rows = self.body_rows(variant)
         out_per_iter = rows // self.stride_h
         needed = (tile.rows - 1) * self.stride_h + self.kernel_h
         top = tile.row0 * self.stride_h - self.pads[0]          # global row of local row 0
         left = tile.col0 * self.stride_w - self.pads[2] + variant.lo
-        channel0 = tile.block * LANES * esz
+        channel = tile.block * LANES
 
         def row_address(i):
             g = top + i
@@ -300,7 +302,7 @@ class WindowPlan(SpatialShape):
                 return 0
             if not 0 <= g < self.in_h:
                 return zero_addr
-            return x_addr + ((g * self.in_w + left) * c) * esz + channel0
+            return x_addr + ((g * self.in_w + left) * c + channel) * self.in_bytes
 
         def output_row(o):
             return o if 0 <= o < tile.rows else None
@@ -317,8 +319,8 @@ class WindowPlan(SpatialShape):
                 elif o is None:
                     words.append(0)
                 else:
-                    words.append(y_addr + ((tile.row0 + o) * self.out_w + tile.col0) * c * esz
-                                 + channel0)
+                    words.append(y_addr + (((tile.row0 + o) * self.out_w + tile.col0) * c
+                                           + channel) * self.out_bytes)
         return words
 
     def _rows_in_window(self, out_row):
@@ -337,12 +339,23 @@ class WindowPlan(SpatialShape):
 
     def bytes_moved(self):
         """Bytes the layer must move at least: the input and output once (weights are tiny)."""
-        return (self.in_h * self.in_w + self.out_h * self.out_w) * self.channels * self.elem_bytes
+        return (self.in_h * self.in_w * self.in_bytes
+                + self.out_h * self.out_w * self.out_bytes) * self.channels
+
+    @property
+    def w_bytes(self):
+        return STORAGE_BITS[self.w_storage] // 8
+
+    def weights_shape(self):
+        """(rows, padded channels) of the depthwise weight table: one row per tap, then the
+        bias row (vc4nn/nn/depthwise.py lays it out)."""
+        return self.kernel_h * self.kernel_w + 1, self.padded_channels
 
 
 def make_plan(op, in_h, in_w, channels, kernel, stride, pads, activation=None, num_qpus=12,
-              storage="float32", **tiling):
+              in_storage="fp32", out_storage="fp32", w_storage="fp32", **tiling):
     """A checked plan with defaults filled in."""
     plan = WindowPlan(op, in_h, in_w, channels, kernel[0], kernel[1], stride[0], stride[1],
-                      tuple(pads), activation, num_qpus, storage, **tiling)
+                      tuple(pads), activation, num_qpus, in_storage, out_storage, w_storage,
+                      **tiling)
     return plan.with_defaults().check()

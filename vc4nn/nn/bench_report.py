@@ -96,7 +96,9 @@ def target_misses(records, whole=True):
 def header_lines(records, meta):
     boards = boards_of(records)
     reduced = any(r["reduced"] for r in records)
-    lines = [f"Cycle-model ESTIMATES (not measurements), {meta['qpus']} QPUs, fp32, boards: "
+    stored = sorted({r.get("storage", "fp32") for r in records})
+    lines = [f"Cycle-model ESTIMATES (not measurements), {meta['qpus']} QPUs, storage "
+             f"{'/'.join(stored)} (arithmetic fp32), boards: "
              + ", ".join(clock_label(records, b) for b in boards) + f"; emulator core: "
              f"{meta['core']}."]
     if reduced:
@@ -113,7 +115,7 @@ def text_table(records, meta, stalls=False):
     boards = boards_of(records)
     first = boards[0]
     out = header_lines(records, meta)
-    head = (f"{'net':9} {'layer':12} {'kind':15} {'shape':20} {'ran as':22} {'plan':8} "
+    head = (f"{'net':9} {'layer':12} {'kind':15} {'shape':20} {'ran as':22} {'plan':8} {'store':5} "
             + " ".join(f"{b + ' ms':>10}" for b in boards)
             + f" {'GFLOPS':>6} {'MB':>6} {'peak':>5} {'roof':>5} bound   ({first})")
     if stalls:
@@ -122,7 +124,7 @@ def text_table(records, meta, stalls=False):
     for (network, name), per_board in by_layer(records).items():
         r = per_board[first]
         out.append(f"{network:9} {name:12} {r['kind']:15} {r['shape']:20} {ran_as(r):22} "
-                   f"{r['plan']:8} "
+                   f"{r['plan']:8} {r.get('storage', 'fp32'):5} "
                    + " ".join(f"{per_board[b]['ms']:>10.3f}" if b in per_board else f"{'-':>10}"
                               for b in boards)
                    + f" {r['gflops']:>6.2f} {r['bytes_moved'] / 1e6:>6.2f} "

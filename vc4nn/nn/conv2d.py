@@ -6,8 +6,9 @@ import numpy as np
 from ..device import Buffer, uniform_words
 from ..kernels import conv2d as kernel
 from .depthwise import contiguous
-from .layer_args import LayerArgumentError, check_activation, check_int, check_on_device, \
-    check_out, check_tensor, pick_device, resolve_padding
+from .layer_args import DTYPE_OF_STORAGE, LayerArgumentError, check_activation, check_int, \
+    check_on_device, check_out, check_stored_tensor, check_tensor, pick_device, \
+    resolve_padding, result_storage
 from .layer_call import LayerCall, release, upload
 
 LAYER = "conv2d"
@@ -19,12 +20,16 @@ class PreparedConv2d:
     memory."""
 
     def __init__(self, w, bias, device, taps_per_pass=0, placement=None):
-        w = check_tensor(LAYER, "w", contiguous(w), 4)
+        # The weights travel as 32-bit uniforms, which nothing unpacks: float16 weights are
+        # widened here (exactly).
+        w, _ = check_stored_tensor(LAYER, "w", contiguous(w), 4)
+        w = w.astype(np.float32)
         kh, kw, cin, cout = w.shape
         if bias is None:
             bias = np.zeros(cout, np.float32)
         else:
-            bias = check_tensor(LAYER, "bias", contiguous(bias), 1)
+            bias, _ = check_stored_tensor(LAYER, "bias", contiguous(bias), 1)
+            bias = bias.astype(np.float32)
             if bias.shape != (cout,):
                 raise LayerArgumentError(f"{LAYER}: bias has shape {bias.shape}; w has {cout} "
                                          f"output channels")
@@ -50,11 +55,13 @@ def prepare_conv2d(w, bias=None, device=None, taps_per_pass=0, placement=None):
 
 
 def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None, device=None,
-           num_qpus=12, return_run=False):
+           num_qpus=12, return_run=False, dtype=None):
     """y[i, j, o] = act(bias[o] + sum over the window and c of x[., ., c] * w[., ., c, o]).
 
     x (H, W, Cin); stride any int >= 1; padding "same" (TensorFlow), "valid" or (top, bottom,
     left, right). Built for small Cin (the stem); any shape is computed correctly.
+    Storage: x float32 (the network's input); w float32 or float16; the result float32 or
+    float16: ``out``'s dtype, else ``dtype``, else float32.
     """
     device = pick_device(device, x, out)
     check_on_device(LAYER, "x", x, device)
@@ -69,20 +76,22 @@ def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None,
     kh, kw, cin, cout = shape
     h, wd, _ = x.shape
     pads, (oh, ow) = resolve_padding(LAYER, padding, h, wd, kh, kw, stride, stride)
-    out = check_out(LAYER, out, (oh, ow, cout), np.float32, device)
+    out_storage = result_storage(LAYER, dtype, out, "fp32")
+    out = check_out(LAYER, out, (oh, ow, cout), DTYPE_OF_STORAGE[out_storage], device)
     prepared = w if isinstance(w, PreparedConv2d) else None
     if prepared is not None and bias is not None:
         raise LayerArgumentError(f"{LAYER}: give the bias to prepare_conv2d, not with prepared "
                                  f"weights")
     taps_per_pass = prepared.taps_per_pass if prepared else 0
     plan = kernel.Conv2dPlan(h, wd, cin, cout, kh, kw, stride, stride, pads, activation,
-                             num_qpus, taps_per_pass=taps_per_pass).check()
+                             num_qpus, out_storage=out_storage,
+                             taps_per_pass=taps_per_pass).check()
     if prepared is None:
         prepared = PreparedConv2d(w, bias, device, taps_per_pass)
     try:
         with LayerCall(device, host_result=not isinstance(x, Buffer)) as call:
             x_buf = call.on_device(x)
-            y = call.result_buffer(out, (oh, ow, cout))
+            y = call.result_buffer(out, (oh, ow, cout), DTYPE_OF_STORAGE[out_storage])
             zero = call.temporary(plan.zero_words)
             streams = uniform_streams(call, plan, x_buf, y, prepared.buffer, zero)
             run = device.execute(kernel.program_for(plan), plan.qpus, streams)

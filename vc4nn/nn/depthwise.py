@@ -3,8 +3,9 @@
 import numpy as np
 
 from ..kernels.window_plan import LANES, make_plan
-from .layer_args import LayerArgumentError, check_activation, check_int, check_on_device, \
-    check_out, check_tensor, pick_device, resolve_padding
+from .layer_args import DTYPE_OF_STORAGE, STORAGE_OF_DTYPE, LayerArgumentError, \
+    check_activation, check_int, check_on_device, check_out, check_stored_tensor, pick_device, \
+    resolve_padding, result_storage
 from .layer_call import release, upload
 from .tuned_plans import tuned_plan
 from .window_call import run_window
@@ -15,18 +16,19 @@ KERNEL = (3, 3)
 
 class PreparedDepthwise:
     """Weights (KH, KW, C) and bias (C,) in the kernel's layout: one row of padded channels per
-    tap, then the bias row (zeros without a bias), in device memory."""
+    tap, then the bias row (zeros without a bias), in device memory, stored as w's dtype
+    (float32, or float16: fp16 storage, the bias rounded to a half too)."""
 
     def __init__(self, w, bias, device, placement=None):
-        w = check_tensor(LAYER, "w", contiguous(w), 3)
+        w, self.storage = check_stored_tensor(LAYER, "w", contiguous(w), 3)
         if w.shape[:2] != KERNEL:
             raise LayerArgumentError(f"{LAYER}: w has shape {w.shape}; it must be (3, 3, C)")
         kh, kw, c = w.shape
         padded = -(-c // LANES) * LANES
-        table = np.zeros((kh * kw + 1, padded), np.float32)
+        table = np.zeros((kh * kw + 1, padded), w.dtype)
         table[:kh * kw, :c] = w.reshape(kh * kw, c)
         if bias is not None:
-            bias = check_tensor(LAYER, "bias", contiguous(bias), 1)
+            bias, _ = check_stored_tensor(LAYER, "bias", contiguous(bias), 1)
             if bias.shape != (c,):
                 raise LayerArgumentError(f"{LAYER}: bias has shape {bias.shape}; w has {c} "
                                          f"channels")
@@ -45,9 +47,10 @@ class PreparedDepthwise:
 
 
 def contiguous(array):
-    """Weights may be any float32 view: they are copied into the kernel's layout anyway."""
+    """Weights may be any float32 or float16 view: they are copied into the kernel's layout
+    anyway."""
     array = np.asarray(array)
-    return np.ascontiguousarray(array) if array.dtype == np.float32 else array
+    return np.ascontiguousarray(array) if array.dtype in STORAGE_OF_DTYPE else array
 
 
 def prepare_depthwise(w, bias=None, device=None, placement=None):
@@ -58,27 +61,34 @@ def prepare_depthwise(w, bias=None, device=None, placement=None):
 
 
 def depthwise(x, w, bias=None, stride=1, padding="same", activation=None, out=None, device=None,
-              num_qpus=12, return_run=False, tiling=None):
+              num_qpus=12, return_run=False, tiling=None, dtype=None):
     """y[i, j, c] = act(bias[c] + sum over the 3x3 window of x * w[., ., c]); x (H, W, C).
 
     stride: 1 or 2 (any int >= 1 works). padding: "same" (TensorFlow), "valid" or
     (top, bottom, left, right). tiling: optional overrides of the plan (tile_cols, tile_rows,
     in_chunk, out_chunk); see vc4nn.kernels.window_plan.WindowPlan. None: the tuned plan of
     this shape from `vc4nn tune`'s cache (vc4nn/nn/tuned_plans.py), else the default.
+
+    Storage: x, w (and the result) are float32 or float16 each (fp16 storage, float32
+    arithmetic). The result's dtype is ``out``'s, else ``dtype``, else x's.
     """
     device = pick_device(device, x, out)
     check_on_device(LAYER, "x", x, device)
-    x = check_tensor(LAYER, "x", x, 3)
+    x, in_storage = check_stored_tensor(LAYER, "x", x, 3)
     stride = check_int(LAYER, "stride", stride)
     activation = check_activation(LAYER, activation)
     h, wd, c = x.shape
     pads, (oh, ow) = resolve_padding(LAYER, padding, h, wd, *KERNEL, stride, stride)
-    out = check_out(LAYER, out, (oh, ow, c), np.float32, device)
+    out_storage = result_storage(LAYER, dtype, out, in_storage)
+    out = check_out(LAYER, out, (oh, ow, c), DTYPE_OF_STORAGE[out_storage], device)
+    prepared = w if isinstance(w, PreparedDepthwise) else None
+    w_storage = prepared.storage if prepared else check_stored_tensor(LAYER, "w", contiguous(w),
+                                                                      3)[1]
     plan = make_plan("depthwise", h, wd, c, KERNEL, (stride, stride), pads, activation,
-                     check_int(LAYER, "num_qpus", num_qpus), **(tiling or {}))
+                     check_int(LAYER, "num_qpus", num_qpus), in_storage, out_storage, w_storage,
+                     **(tiling or {}))
     if tiling is None:
         plan = tuned_plan(plan, device)
-    prepared = w if isinstance(w, PreparedDepthwise) else None
     if prepared is not None:
         if bias is not None:
             raise LayerArgumentError(f"{LAYER}: give the bias to prepare_depthwise, not with "

@@ -8,36 +8,38 @@ import numpy as np
 from ..device import Buffer, qpu_count
 from ..kernels import gemv as kernel
 from .layer_args import (LayerArgumentError, ShapeError, check_activation, check_on_device,
-                         check_out, check_tensor, pick_device)
+                         check_out, check_stored_tensor, check_tensor, pick_device)
 from .layer_call import LayerCall, PreparedWeights, upload
 
 LAYER = "fully_connected"
 
 
 class PreparedFullyConnected(PreparedWeights):
-    """Weights and bias in the GEMV kernel's padded layout in device memory (laid out once)."""
+    """Weights and bias in the GEMV kernel's padded layout in device memory (laid out once);
+    ``w_storage``: "fp16" when w was float16 (the bias stays float32)."""
 
-    def __init__(self, device, cin, cout, weights, bias, placement=None):
+    def __init__(self, device, cin, cout, weights, bias, placement=None, w_storage="fp32"):
         super().__init__(device, weights, bias, placement)
-        self.cin, self.cout = cin, cout
+        self.cin, self.cout, self.w_storage = cin, cout, w_storage
 
 
 def prepare_fully_connected(w, bias=None, device=None, placement=None):
     """Lay out weights (Cin, Cout) and bias (Cout,) once, in ``device``'s memory (in
-    ``placement``, a layer_call.WeightArena, if given)."""
+    ``placement``, a layer_call.WeightArena, if given). Weights float16: fp16 storage (half the
+    bytes the layer reads), float32 arithmetic."""
     device = pick_device(device, w, bias)
-    check_tensor(LAYER, "w", w, 2)
+    _, w_storage = check_stored_tensor(LAYER, "w", w, 2)
     cin, cout = w.shape
     if bias is not None:
-        check_tensor(LAYER, "bias", bias, 1)
+        check_stored_tensor(LAYER, "bias", bias, 1)
         if bias.shape != (cout,):
             raise ShapeError(f"{LAYER}: bias has shape {bias.shape}; the layer has {cout} outputs, "
                              f"so it must be ({cout},)")
-    layout = kernel.FullyConnectedPlan(cin, cout, 1)
+    layout = kernel.FullyConnectedPlan(cin, cout, 1, w_storage=w_storage)
     weights, padded = kernel.prepare(layout, np.asarray(w), None if bias is None else np.asarray(bias))
     return PreparedFullyConnected(device, cin, cout, upload(device, weights, placement),
                                   None if padded is None else upload(device, padded, placement),
-                                  placement)
+                                  placement, w_storage)
 
 
 def fully_connected(x, w, bias=None, activation=None, out=None, device=None, num_qpus=12,
@@ -55,7 +57,7 @@ def fully_connected(x, w, bias=None, activation=None, out=None, device=None, num
                          f"activation first)")
     check_on_device(LAYER, "x", x, device)
     if prepared is None:
-        check_tensor(LAYER, "w", w, 2)
+        check_stored_tensor(LAYER, "w", w, 2)
         cin, cout = w.shape
     else:
         if prepared.device is not device:
@@ -75,10 +77,13 @@ def fully_connected(x, w, bias=None, activation=None, out=None, device=None, num
         if prepared is None:
             prepared = prepare_fully_connected(w, bias, device)
             call.temporaries += [buf for buf in (prepared.weights, prepared.bias) if buf is not None]
-        plan = kernel.FullyConnectedPlan(cin, cout, num_qpus, prepared.bias is not None, activation)
+        plan = kernel.FullyConnectedPlan(cin, cout, num_qpus, prepared.bias is not None,
+                                         activation, w_storage=prepared.w_storage)
         x_buf = call.on_device(x)
         y = call.result_buffer(out, shape)
+        scratch = call.temporary(kernel.LANES)
         streams = plan.uniform_streams(x_buf.address, prepared.weights.address, y.address,
-                                       None if prepared.bias is None else prepared.bias.address)
+                                       None if prepared.bias is None else prepared.bias.address,
+                                       scratch.address)
         run = device.execute(kernel.program_for(plan), plan.qpus, streams)
         return call.finish(y, out, run, return_run)

@@ -13,6 +13,7 @@ import numpy as np
 from ..device import Buffer
 from ..errors import Vc4nnError
 from ..linalg import DtypeError, ForeignBufferError, ShapeError
+from .storage import DTYPE_OF_STORAGE, STORAGE_OF_DTYPE  # noqa: F401 (re-exported)
 
 ACTIVATIONS = (None, "relu", "relu6")
 
@@ -44,6 +45,38 @@ def check_tensor(layer, name, x, ndim, dtype=np.float32):
         raise ShapeError(f"{layer}: {name} is not C-contiguous; copy it with "
                          f"numpy.ascontiguousarray")
     return x
+
+
+
+
+def check_stored_tensor(layer, name, x, ndim):
+    """(x, storage): ``x`` a float32 or float16 tensor (check_tensor's other rules)."""
+    dtype = getattr(x, "dtype", None)
+    if isinstance(x, np.ndarray) and dtype not in STORAGE_OF_DTYPE:
+        raise DtypeError(f"{layer}: {name} has dtype {dtype}; it must be float32 or float16 "
+                         f"(fp16 storage)")
+    x = check_tensor(layer, name, x, ndim, dtype if dtype in STORAGE_OF_DTYPE else np.float32)
+    return x, STORAGE_OF_DTYPE[x.dtype]
+
+
+def result_storage(layer, dtype, out, default):
+    """The storage of a layer's result: ``out``'s dtype if ``out`` is given, else ``dtype``
+    (np.float32 / np.float16 or "fp32" / "fp16"), else ``default`` (the input's)."""
+    if dtype is not None:
+        try:
+            storage = dtype if dtype in DTYPE_OF_STORAGE else STORAGE_OF_DTYPE.get(np.dtype(dtype))
+        except TypeError:
+            storage = None
+        if storage is None:
+            raise DtypeError(f"{layer}: dtype={dtype!r}; give float32 or float16 (or 'fp32', "
+                             f"'fp16')")
+        if out is not None and STORAGE_OF_DTYPE.get(out.dtype) != storage:
+            raise DtypeError(f"{layer}: dtype={dtype!r} but out has dtype {out.dtype}; give one "
+                             f"of them")
+        return storage
+    if out is not None and getattr(out, "dtype", None) in STORAGE_OF_DTYPE:
+        return STORAGE_OF_DTYPE[out.dtype]
+    return default
 
 
 def check_int(layer, name, value, low=1):

@@ -24,6 +24,7 @@ from .conv2d import conv2d
 from .depthwise import depthwise
 from .fully_connected import fully_connected, prepare_fully_connected
 from .global_pool import global_avg_pool
+from .storage import DTYPE_OF_STORAGE, FP16_INPUT, FP16_LAYERS, FP16_RESULT, FP16_WEIGHTS
 from .layer_plans import plan_for, resolved_tiling
 from .pointwise import pointwise, prepare_pointwise
 
@@ -74,6 +75,7 @@ class LayerFigures:
     shares: dict                # share of QPU time per cause (issue, tmu, dma, ..., idle)
     tiling: dict                # the plan's tiling fields as run
     plan: str = "default"       # "default", "tuned" (from the cache) or "explicit"
+    storage: str = "fp32"       # of activations and weights as run
 
     @property
     def full_clocks(self):
@@ -140,20 +142,22 @@ def out_size(size, stride):
     return -(-size // stride)           # TensorFlow "same"
 
 
-def layer_work(layer, elem_bytes=4):
-    """(flops, bytes loaded, bytes stored) of a full ``mobilenet_shapes.Layer``."""
+def layer_work(layer, elem_bytes=4, out_bytes=None):
+    """(flops, bytes loaded, bytes stored) of a full ``mobilenet_shapes.Layer`` whose input and
+    weights have ``elem_bytes``-byte elements, its result ``out_bytes`` (default the same)."""
+    out_bytes = out_bytes or elem_bytes
     h, w, cin, cout, s = layer.height, layer.width, layer.cin, layer.cout, layer.stride
     oh, ow = out_size(h, s), out_size(w, s)
     if layer.kind == "pointwise":
         pixels = h * w
         loaded = pixels * cin + cin * cout + cout + (pixels * cout if layer.residual else 0)
-        return 2 * pixels * cin * cout, loaded * elem_bytes, pixels * cout * elem_bytes
+        return 2 * pixels * cin * cout, loaded * elem_bytes, pixels * cout * out_bytes
     if layer.kind == "depthwise":
         return 2 * 9 * oh * ow * cin, (h * w * cin + 10 * cin) * elem_bytes, \
-            oh * ow * cin * elem_bytes
+            oh * ow * cin * out_bytes
     if layer.kind == "conv2d":
         return 2 * 9 * cin * cout * oh * ow, (h * w * cin + (9 * cin + 1) * cout) * elem_bytes, \
-            oh * ow * cout * elem_bytes
+            oh * ow * cout * out_bytes
     if layer.kind == "global_avg_pool":
         return h * w * cin, h * w * cin * elem_bytes, cin * elem_bytes
     if layer.kind == "fully_connected":
@@ -179,18 +183,28 @@ def reduced_input(layer, reduction):
     return h, w, 1.0
 
 
-def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=0):
+def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=0,
+                  storage="fp32"):
     """LayerFigures of ``layer`` (a ``mobilenet_shapes.Layer``) on ``device``. ``tiling``: None
     uses the layer API's choice (the tuned cache, else the default); a dict forces the plan's
-    tiling fields ({} forces the defaults)."""
+    tiling fields ({} forces the defaults). ``storage``: "fp16" stores activations and weights
+    as halves where the layer's kernel can (vc4nn/nn/storage.py)."""
+    if storage not in DTYPE_OF_STORAGE:
+        raise Vc4nnError(f"storage={storage!r}: 'fp32' or 'fp16'")
+    if layer.kind not in FP16_LAYERS:
+        storage = "fp32"
+    half = storage == "fp16"
     rng = np.random.default_rng(seed)
     h, w, scale = reduced_input(layer, reduction)
 
-    def rand(*shape):
-        return device.array(rng.standard_normal(shape).astype(np.float32))
+    def rand(*shape, fp16=False):
+        return device.array(rng.standard_normal(shape).astype(np.float16 if fp16 else
+                                                               np.float32))
 
-    plan, source = plan_for(layer, h, w, num_qpus, device, tiling)
-    x = rand(h, w, layer.cin)
+    plan, source = plan_for(layer, h, w, num_qpus, device, tiling, storage)
+    x = rand(h, w, layer.cin, fp16=half and layer.kind in FP16_INPUT)
+    result_dtype = DTYPE_OF_STORAGE["fp16" if half and layer.kind in FP16_RESULT else "fp32"]
+    w_fp16 = half and layer.kind in FP16_WEIGHTS
     kind, act = layer.kind, layer.activation
     if kind == "pointwise":
         weights = prepare_pointwise(np.asarray(rand(layer.cin, layer.cout)),
@@ -201,18 +215,19 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
         weights.free()
         run_shape = f"{h}x{w}x{layer.cin}->{layer.cout}"
     elif kind == "depthwise":
-        y, run = depthwise(x, rand(3, 3, layer.cin), rand(layer.cin), layer.stride, "same", act,
-                           num_qpus=num_qpus, return_run=True, tiling=tiling)
+        y, run = depthwise(x, rand(3, 3, layer.cin, fp16=w_fp16), rand(layer.cin, fp16=w_fp16),
+                           layer.stride, "same", act, num_qpus=num_qpus, return_run=True,
+                           tiling=tiling, dtype=result_dtype)
         run_shape = f"{h}x{w}x{layer.cin} s{layer.stride}"
     elif kind == "conv2d":
         y, run = conv2d(x, rand(3, 3, layer.cin, layer.cout), rand(layer.cout), layer.stride,
-                        "same", act, num_qpus=num_qpus, return_run=True)
+                        "same", act, num_qpus=num_qpus, return_run=True, dtype=result_dtype)
         run_shape = f"{h}x{w}x{layer.cin}->{layer.cout} s{layer.stride}"
     elif kind == "global_avg_pool":
         y, run = global_avg_pool(x, num_qpus=num_qpus, return_run=True)
         run_shape = f"{h}x{w}x{layer.cin}"
     elif kind == "fully_connected":
-        weights = prepare_fully_connected(np.asarray(rand(layer.cin, layer.cout)),
+        weights = prepare_fully_connected(np.asarray(rand(layer.cin, layer.cout, fp16=w_fp16)),
                                           np.asarray(rand(layer.cout)), device=device)
         y, run = fully_connected(rand(layer.cin), weights, num_qpus=num_qpus, return_run=True)
         weights.free()
@@ -226,7 +241,7 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
     if run.cycles is None:
         raise Vc4nnError(f"layer {layer.name}: the {device.name} device reports no cycle counts "
                          f"(the per-layer figures are the emulator's cycle model)")
-    flops, loaded, stored = layer_work(layer)
+    flops, loaded, stored = layer_work(layer, x.itemsize, y.itemsize)
     timing = device.timing
     return LayerFigures(
         name=layer.name, kind=kind, shape=describe(layer), run_shape=run_shape, scale=scale,
@@ -234,6 +249,6 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
         roofline_clocks=roofline_clocks(timing, loaded, stored), clocks=run.cycles,
         board=run.board, clock_hz=run.clock_hz, num_qpus=num_qpus, launches=run.launches,
         launch_overhead_s=timing.launch_overhead, shares=stall_shares(run),
-        tiling=resolved_tiling(plan), plan=source)
+        tiling=resolved_tiling(plan), plan=source, storage=storage)
 
 

@@ -11,8 +11,9 @@ from .tuned_plans import plan_tiling, tuned_plan
 TUNABLE = ("pointwise", "depthwise")
 
 
-def plan_for(layer, height, width, num_qpus, device, tiling=None):
-    """(plan, source) of ``layer`` run on a height x width input: source is "explicit"
+def plan_for(layer, height, width, num_qpus, device, tiling=None, storage="fp32"):
+    """(plan, source) of ``layer`` run on a height x width input (activations and weights in
+    ``storage``, where the kind has fp16 kernels): source is "explicit"
     (``tiling`` given), "default" (``tiling`` == {} or nothing in the cache) or "tuned".
     Kinds without tiling choices give (None, "default")."""
     if layer.kind == "pointwise":
@@ -24,7 +25,7 @@ def plan_for(layer, height, width, num_qpus, device, tiling=None):
                                   layer.stride)
         plan = make_plan("depthwise", height, width, layer.cin, (3, 3),
                          (layer.stride, layer.stride), pads, layer.activation, num_qpus,
-                         **(tiling or {}))
+                         storage, storage, storage, **(tiling or {}))
     elif layer.kind == "conv2d":
         pads, _ = resolve_padding("conv2d", "same", height, width, 3, 3, layer.stride,
                                   layer.stride)

@@ -3,6 +3,7 @@
     vc4nn classify MODEL IMAGE [--top 5] [--labels FILE]   top classes of a photo
     vc4nn profile MODEL [--json] [--png FILE]              per-layer table and chart
     vc4nn bench MODEL [--runs N]                           time per inference
+    vc4nn accuracy MODEL [-n N] [--json] [--png FILE]      fp16 / auto against fp32
     vc4nn ops                                              supported operators
     vc4nn export-mobilenet-v2 OUT.onnx [--weights PTH]     torchvision's MobileNetV2 as ONNX
     vc4nn demo [--image FILE]                              the cat, real MobileNetV2 (demo.py)
@@ -24,7 +25,7 @@ import numpy as np
 from ..device import LAUNCH_PATHS
 from ..errors import Vc4nnError
 
-COMMANDS = ("classify", "profile", "bench", "ops", "export-mobilenet-v2", "demo")
+COMMANDS = ("classify", "profile", "bench", "accuracy", "ops", "export-mobilenet-v2", "demo")
 
 
 def _device_args(parser):
@@ -38,6 +39,10 @@ def _device_args(parser):
                              "direct (V3D registers; on a Pi needs /dev/mem, see vc4nn doctor)")
     parser.add_argument("--quiet", "--no-progress", action="store_true", dest="quiet",
                         help="no progress bars")
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "auto"),
+                        help="storage of weights and activations (arithmetic is fp32): fp16 "
+                             "halves where the kernels can; auto: per layer, fp16 where faster "
+                             "and accurate on calibration inputs (default fp32)")
     parser.add_argument("--memory-budget", type=float, default=24.0, metavar="MB",
                         help="device memory (10^6 bytes) the session may hold with its recorded "
                              "launches; 0: no limit (default 24)")
@@ -54,7 +59,8 @@ def _open(args, image_input=None):
         return InferenceSession(args.model, device=device, num_qpus=args.qpus,
                                 image_input=image_input,
                                 progress=False if args.quiet else None,
-                                memory_budget=args.memory_budget * 1e6 or None), device
+                                memory_budget=args.memory_budget * 1e6 or None,
+                                precision=args.precision), device
     except BaseException:
         device.close()
         raise
@@ -130,12 +136,14 @@ def profile_main(argv):
                           [r.as_dict() for r in records], "total": total, "memory": memory},
                          indent=1))
     else:
-        print(f"{'layer':32s} {'op':16s} {'output':>14s} {'ms':>8s} {'GFLOPS':>7s}  bound")
+        print(f"{'layer':32s} {'op':16s} {'output':>14s} {'ms':>8s} {'GFLOPS':>7s}  "
+              f"{'bound':7s} store")
         for r in records:
             ms = "-" if r.seconds is None else f"{r.seconds * 1e3:.3f}"
             gf = "-" if r.gflops is None else f"{r.gflops:.2f}"
+            why = f"  ({r.choice})" if r.choice else ""
             print(f"{r.name[:32]:32s} {r.op:16s} {'x'.join(map(str, r.shape)):>14s} {ms:>8s} "
-                  f"{gf:>7s}  {r.bound}")
+                  f"{gf:>7s}  {r.bound:7s} {r.storage}{why}")
         print(f"total: {_time_text(records, device)}{_board_text(device)}; "
               f"{total['flops'] / 1e6:.1f} MFLOP")
         print(f"GPU memory: {memory['total_bytes'] / 2**20:.2f} MiB (activation arena "
@@ -218,13 +226,19 @@ def export_main(argv):
     return 0
 
 
+def accuracy_main(argv):
+    from .accuracy import accuracy_main as run
+    return run(argv)
+
+
 def demo_main(argv):
     from .demo import demo_main as main
     return main(argv)
 
 
 HANDLERS = {"classify": classify_main, "profile": profile_main, "bench": bench_main,
-            "ops": ops_main, "export-mobilenet-v2": export_main, "demo": demo_main}
+            "accuracy": accuracy_main, "ops": ops_main, "export-mobilenet-v2": export_main,
+            "demo": demo_main}
 
 
 def main(command, argv):

@@ -50,9 +50,11 @@ def _align(n):
     return -(-n // ALIGN) * ALIGN
 
 
-def plan_memory(graph, storage_shapes=None, itemsize=4):
+def plan_memory(graph, storage_shapes=None, itemsize=4, itemsizes=None):
     """Offsets for the device values of ``graph`` (optimized IR). ``storage_shapes`` overrides
-    the bytes of some values (the padded input buffer of a folded stem)."""
+    the bytes of some values (the padded input buffer of a folded stem); ``itemsizes`` the
+    element size of some (fp16 storage: 2)."""
+    itemsizes = itemsizes or {}
     storage_shapes = storage_shapes or {}
     storage = {}
     for i in graph.inputs:
@@ -80,7 +82,7 @@ def plan_memory(graph, storage_shapes=None, itemsize=4):
     sizes = {}
     for owner in set(storage.values()):
         shape = storage_shapes.get(owner, graph.shapes[owner])
-        sizes[owner] = _align(int(np.prod(shape)) * itemsize)
+        sizes[owner] = _align(int(np.prod(shape)) * itemsizes.get(owner, itemsize))
     offsets = _first_fit(sizes, first, last)
     arena = max((offsets[v] + sizes[v] for v in offsets), default=0)
     peak = max((sum(sizes[v] for v in sizes if first[v] <= t <= last[v])

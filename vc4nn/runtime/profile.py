@@ -31,6 +31,8 @@ class LayerRecord:
     host_seconds: float           # wall time of the call on this host (the emulator included)
     gflops: Optional[float]
     bound: str
+    storage: str = "fp32"         # of the layer's weights and result (precision="fp16"/"auto")
+    choice: str = ""              # why precision="auto" chose it
 
     def as_dict(self):
         d = dataclasses.asdict(self)
@@ -61,14 +63,14 @@ def layer_work(node, graph):
     return flops, 4 * (n_in + n_out + weights)
 
 
-def layer_record(node, graph, result, host_seconds):
+def layer_record(node, graph, result, host_seconds, storage="fp32", choice=""):
     flops, nbytes = layer_work(node, graph)
     seconds = getattr(result, "seconds", None)
     gflops = flops / seconds / 1e9 if seconds else None
     return LayerRecord(node.name, node.op, tuple(graph.shapes[node.outputs[0]]), flops, nbytes,
                        seconds, bool(getattr(result, "estimated", True)),
                        getattr(result, "cycles", None), int(getattr(result, "launches", 1)),
-                       host_seconds, gflops, _bound(result, flops, nbytes))
+                       host_seconds, gflops, _bound(result, flops, nbytes), storage, choice)
 
 
 def _bound(result, flops, nbytes):

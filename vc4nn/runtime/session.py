@@ -25,6 +25,7 @@ from .errors import InputError, UnsupportedModelError
 from .image import Normalization, normalization_for
 from ..nn.layer_call import WeightArena, WeightLayouts, scratch
 from .loader import load_graph
+from . import precision as precision_choice
 from .planner import plan_memory
 from .profile import layer_record
 from . import program_cache
@@ -48,15 +49,21 @@ class InferenceSession:
     instead of calling the layer, keeping their code and uniforms in device memory while the
     session's device memory stays within ``memory_budget`` bytes (layers past it are called
     every run; None: no limit); False calls every layer every run.
+    precision: "fp32", "fp16" (weights and activations stored as halves where the layers' kernels
+    can, float32 arithmetic) or "auto" (fp16 per layer where it is faster and the layer's output
+    error on the ``calibration`` inputs is at most ``tolerance``; see ``precision.py``).
+    calibration: input arrays as ``run`` takes them (None: two seeded synthetic inputs).
     launch: the launch path of the device the session opens itself ("mailbox" or "direct",
     vc4nn.device.LAUNCH_PATHS; None: the backend's default); with a ``device`` it must match
     the device's (a device's launch path is chosen when it is opened).
     """
 
     def __init__(self, path, device=None, num_qpus=12, image_input=None, progress=None,
-                 replay=True, memory_budget=DEFAULT_MEMORY_BUDGET, launch=None):
+                 replay=True, memory_budget=DEFAULT_MEMORY_BUDGET, precision="fp32",
+                 tolerance=precision_choice.DEFAULT_TOLERANCE, calibration=None, launch=None):
         start, cpu_start = time.perf_counter(), time.process_time()
         self.path = str(path)
+        self.precision = precision_choice.check_precision(precision, tolerance)
         self.graph = load_graph(self.path)
         self.num_qpus = num_qpus
         self.progress = progress
@@ -78,7 +85,10 @@ class InferenceSession:
                               f"launch={launch!r} (vc4nn.open_device(..., launch={launch!r}))")
         self.device = device
         try:
+            self.storage = precision_choice.initial_plan(self.graph, precision)
             self._build(progress)
+            if precision == "auto":
+                self._choose_per_layer(image_input, tolerance, calibration, progress)
         except BaseException:
             self.close()
             raise
@@ -139,7 +149,7 @@ class InferenceSession:
         if self._stem is not None:
             t, b, l, r = self._stem.attrs["pads"]
             storage_shapes[input_name] = (h + t + b, w + l + r, c)
-        self.plan = plan_memory(g, storage_shapes)
+        self.plan = plan_memory(g, storage_shapes, itemsizes=self.storage.itemsizes())
         nodes = [n for n in g.nodes if n.op != "softmax"]
         bar = _progress(nodes, progress, "preparing layers")
         self._arena = self.device.alloc(max(self.plan.arena_bytes // 4, 1), np.float32)
@@ -195,11 +205,35 @@ class InferenceSession:
             recording.forget()      # over the budget: this layer is called every run
             self._code.keep_first(programs)
 
+    def _choose_per_layer(self, image_input, tolerance, calibration, progress):
+        """precision="auto": try each fp16 layer against a float32 session; rebuild with the
+        layers that keep fp16."""
+        i = self.get_inputs()[0]
+        if calibration is None:
+            feeds = [precision_choice.synthetic_feed(i, seed) for seed in range(2)]
+        else:
+            feeds = [{i.name: x} for x in calibration]
+        reference = InferenceSession(self.path, self.device, self.num_qpus, image_input,
+                                     progress=False, replay=False, memory_budget=None)
+        try:
+            choices = precision_choice.auto_choices(self, reference, feeds, tolerance)
+        finally:
+            reference.close()
+        notes = self.storage.notes
+        kept = {name for name, (storage, _) in choices.items() if storage == "fp16"}
+        if len(kept) < len(choices):
+            self._free_layers()
+            self.storage = precision_choice.storage_plan(self.graph, kept)
+            self._build(progress)
+        self.storage.notes = dict(notes, **{name: why for name, (_, why) in choices.items()})
+
     def _view(self, name, shape=None):
         owner = self.plan.storage[name]
         shape = tuple(shape or self.graph.shapes[name])
-        start = self.plan.offsets[owner] // 4
-        return self._arena[start:start + int(np.prod(shape))].reshape(shape)
+        dtype = self.storage.dtype(owner)
+        start = self.plan.offsets[owner]
+        end = start + int(np.prod(shape)) * dtype.itemsize
+        return self._arena.view(np.uint8)[start:end].view(dtype).reshape(shape)
 
     def _prepare(self, placement, fn, *args):
         return fn(*args, device=self.device, placement=placement)
@@ -212,8 +246,11 @@ class InferenceSession:
             return None
         out = self._view(node.outputs[0])
         x = self._view(node.inputs[0])
-        w = g.const(node.inputs[1]) if len(node.inputs) > 1 else None
-        bias = g.const(node.inputs[2]) if len(node.inputs) > 2 else None
+        storage = self.storage.weights(node)
+        w = precision_choice.weights_for(
+            g.const(node.inputs[1]) if len(node.inputs) > 1 else None, storage)
+        bias = precision_choice.weights_for(
+            g.const(node.inputs[2]) if len(node.inputs) > 2 else None, storage)
         if node.op in ("conv2d", "depthwise", "avg_pool"):
             stride = _square(g, node, a["stride"], "stride")
             padding = tuple(a["pads"])
@@ -330,8 +367,9 @@ class InferenceSession:
                 i = self.get_inputs()[0]
                 input_feed = {i.name: np.zeros(i.shape, i.type)}
             self.run(None, input_feed)
-        return [layer_record(node, self.graph, result, host) for node, result, host in
-                self.last_runs]
+        return [layer_record(node, self.graph, result, host, self.storage.layer(node),
+                             self.storage.notes.get(node.name, ""))
+                for node, result, host in self.last_runs]
 
     # -- memory ------------------------------------------------------------------------------
     def memory(self):
@@ -345,6 +383,12 @@ class InferenceSession:
                 "peak_live_activation_bytes": self.plan.peak_live_bytes}
 
     def close(self):
+        self._free_layers()
+        if self._own_device and self.device is not None:
+            self.device.close()
+            self.device = None
+
+    def _free_layers(self):
         for recording in self._recordings.values():
             recording.free()
         self._recordings = {}
@@ -357,9 +401,6 @@ class InferenceSession:
         if self._arena is not None:
             self.device.free(self._arena)
             self._arena = None
-        if self._own_device and self.device is not None:
-            self.device.close()
-            self.device = None
 
     def __enter__(self):
         return self

@@ -110,7 +110,8 @@ class _Converter:
         return q.ScaleAsNumpy().astype(np.float64), zero.astype(np.float64), q.QuantizedDimension()
 
     def buffer(self, index):
-        """The constant held by tensor ``index`` as float32 (dequantized), or None."""
+        """The constant held by tensor ``index`` as float32 (dequantized; float16 stays
+        float16), or None."""
         t = self.tensor(index)
         b = self.model.Buffers(t.Buffer())
         if b is None:
@@ -140,6 +141,8 @@ class _Converter:
                 bshape[axis] = scale.size
                 scale, zero = scale.reshape(bshape), zero.reshape(bshape)
             return ((array.astype(np.float64) - zero) * scale).astype(np.float32)
+        if dtype == np.float16:
+            return array.copy()         # fp16 weights as they come (runtime/precision.py)
         return array.astype(np.float32)
 
     def graph_input(self, index):

@@ -90,7 +90,7 @@ static void remove_booking(Bus *b, Py_ssize_t i, Py_ssize_t count)
 
 /* MemoryBus.reserve: the first idle stretch at or after ``now`` long enough for ``clocks``;
  * its start, or -1 with an exception when out of memory */
-static int64_t bus_reserve(Bus *b, int64_t now, int64_t clocks)
+int64_t bus_reserve(Bus *b, int64_t now, int64_t clocks)
 {
     if (b->nbooked > BUS_HISTORY_BOOKINGS)
         remove_booking(b, 0, bisect_right(b->ends, b->nbooked, now - BUS_HISTORY_CLOCKS));
@@ -246,29 +246,37 @@ static PyObject *Bus_transfer(Bus *b, PyObject *args)
     return begin < 0 && PyErr_Occurred() ? NULL : PyLong_FromLongLong(begin + clocks);
 }
 
-static PyObject *Bus_record_write(Bus *b, PyObject *args)
+/* MemoryBus.record_write: a DMA store wrote nbytes at bus address, behind the caches */
+int bus_record_write(Bus *b, uint64_t address, long long nbytes)
 {
-    unsigned long long address;
-    long long nbytes;
-    if (!PyArg_ParseTuple(args, "KL:record_write", &address, &nbytes))
-        return NULL;
     b->write_epoch++;
     long long bus_address = (long long)(address & BUS_ADDRESS_MASK);
     long long start = bus_address / WORD_BYTES;
     long long end = floor_div(bus_address + nbytes - 1, WORD_BYTES) + 1;
     PyObject *epoch = PyLong_FromLongLong(b->write_epoch);
     if (!epoch)
-        return NULL;
+        return -1;
     for (long long word = start; word < end; word++) {
         PyObject *key = PyLong_FromLongLong(word);
         int rc = key ? PyDict_SetItem(b->written, key, epoch) : -1;
         Py_XDECREF(key);
         if (rc < 0) {
             Py_DECREF(epoch);
-            return NULL;
+            return -1;
         }
     }
     Py_DECREF(epoch);
+    return 0;
+}
+
+static PyObject *Bus_record_write(Bus *b, PyObject *args)
+{
+    unsigned long long address;
+    long long nbytes;
+    if (!PyArg_ParseTuple(args, "KL:record_write", &address, &nbytes))
+        return NULL;
+    if (bus_record_write(b, address, nbytes) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 

@@ -60,6 +60,8 @@ extern PyTypeObject BusType;
 int bus_read_line(Bus *b, int64_t now, uint32_t address, long long nbytes,
                   long long miss_latency, int64_t *ready, int64_t *epoch);
 int64_t bus_uniform_line(Bus *b, int64_t now, uint32_t address);
+int64_t bus_reserve(Bus *b, int64_t now, int64_t clocks);
+int bus_record_write(Bus *b, uint64_t address, long long nbytes);
 
 /* tmu.c */
 
@@ -116,6 +118,54 @@ typedef struct {
     int64_t host_interrupts;
 } Qpu;
 
+/* vpm.c and dma.c: the VPM (mirror of vpm.py), its state held here during a run */
+#define VPM_WORDS (VPM_DMA_ROWS * SIMD_WIDTH)
+#define MAX_DMA_BYTES ((1 << VDW_SETUP_UNITS_BITS) * (1 << VDW_SETUP_DEPTH_BITS) * WORD_BYTES)
+
+typedef struct {
+    int horizontal, laned, width, stride, addr;
+    int64_t remaining;          /* vectors left to read (read setups) */
+    int64_t ready;              /* clock at which its first vector can be read */
+} GenericSetup;
+
+typedef struct {
+    GenericSetup *items;
+    int head, count, cap;
+} SetupQueue;
+
+enum { DMA_LOAD, DMA_STORE };
+
+typedef struct {
+    int active, settled;        /* active: issued this run; settled: its issuer observed the end */
+    int64_t complete;
+    uint8_t words[VPM_WORDS];   /* the VPM words it touches, as a mask */
+    uint16_t word_list[VPM_WORDS];      /* ... and as a list */
+    int nwords;
+} Dma;
+
+typedef struct {
+    uint8_t *bytes;             /* the Python Vpm's storage (VPM_DMA_ROWS rows of 64 bytes) */
+    Py_buffer view;
+    SetupQueue reads[NUM_QPUS];
+    GenericSetup last_read[NUM_QPUS], write[NUM_QPUS];
+    int has_last_read[NUM_QPUS], has_write[NUM_QPUS];
+    uint32_t vdr[NUM_QPUS], vdw[NUM_QPUS];
+    int has_vdr[NUM_QPUS], has_vdw[NUM_QPUS];
+    int64_t vdr_pitch[NUM_QPUS], vdw_stride[NUM_QPUS];
+    int vdw_blockmode[NUM_QPUS];
+    Dma dmas[NUM_QPUS][2];      /* each QPU's latest load and store */
+    int unsettled[2 * NUM_QPUS], nunsettled;    /* 2 * qpu + kind, oldest first */
+    uint8_t cover[2][VPM_WORDS];    /* per kind, how many unsettled DMAs touch each word */
+    long long read_queue, read_latency, load_latency, store_latency;
+    struct { int64_t key, clocks; } clock_cache[256];   /* timing.dma_*_clocks answers */
+    struct {                    /* of one DMA: the VPM byte of each memory byte, row after row */
+        int index[MAX_DMA_BYTES];
+        uint8_t data[MAX_DMA_BYTES];
+        uint8_t words[VPM_WORDS];           /* the VPM words it touches, as a mask */
+        int word_list[VPM_WORDS];           /* ... and as a list */
+    } scratch;
+} Vpm;
+
 typedef struct {
     uint32_t start, size;
     uint8_t *data;
@@ -141,17 +191,12 @@ struct Machine {
     Py_ssize_t nslots, nused;
     Record *records;
     Py_ssize_t nrecords, records_cap;
+    struct RecordCache *record_cache;   /* the machine's, across launches (plans.c) */
     /* Python side: the glue object (fetch, units, checks, rng) */
     PyObject *glue;
     PyObject *tmu, *vpm, *sync, *bus, *checks;
     int rule_off[4];            /* the QPU core's own rules in mode "off" */
-    /* vpm_fast.c: the Python Vpm's storage and generic-access state */
-    Py_buffer vpm_view;
-    uint8_t *vpm_bytes;
-    Py_ssize_t vpm_size;
-    PyObject *vpm_reads, *vpm_last_read, *vpm_write, *vpm_unsettled, *vpm_setup_class;
-    int vpm_fast_setups;
-    long long vpm_read_queue, vpm_read_latency;
+    Vpm vpm_state;
 };
 
 /* alu.c */
@@ -185,12 +230,25 @@ int unit_vpm(Machine *m, Qpu *q, const char *method, int cause, const uint32_t *
              uint32_t *out);
 int unit_uniform_line(Machine *m, Qpu *q, uint32_t address);
 
-/* vpm_fast.c */
-int vpm_fast_init(Machine *m);
-void vpm_fast_release(Machine *m);
-int vpm_fast_read(Machine *m, Qpu *q, uint32_t *out);
-int vpm_fast_write(Machine *m, Qpu *q, const uint32_t *values);
-int vpm_fast_setup(Machine *m, Qpu *q, int is_read, const uint32_t *value);
+/* vpm.c */
+int vpm_init(Machine *m);
+void vpm_release(Machine *m);
+int vpm_export(Machine *m);
+int vpm_read(Machine *m, Qpu *q, uint32_t *out);
+int vpm_write(Machine *m, Qpu *q, const uint32_t *values);
+int vpm_setup(Machine *m, Qpu *q, int is_read, uint32_t word);
+int vpm_report(Machine *m, int qpu, const char *rule, const char *key, const char *format, ...);
+int vpm_check_race(Machine *m, int qpu, const int *words, int nwords, int writes_vpm,
+                   const char *what);
+int vpm_unused_bits(Machine *m, int qpu, uint32_t word, uint32_t unused_mask, const char *what);
+
+/* dma.c */
+int dma_vdr_setup(Machine *m, Qpu *q, uint32_t word);
+int dma_vdw_setup(Machine *m, Qpu *q, uint32_t word);
+int dma_load(Machine *m, Qpu *q, uint32_t address);
+int dma_store(Machine *m, Qpu *q, uint32_t address);
+int dma_wait(Machine *m, Qpu *q, int kind);
+int dma_busy(Machine *m, Qpu *q, int kind, uint32_t *out);
 
 /* tmu.c */
 int tmu_init(Machine *m);
@@ -215,6 +273,8 @@ int qpu_step(Machine *m, Qpu *q);      /* 1 done, 0 blocked, -1 error (Python ex
 
 /* plans.c */
 const Record *plan_at(Machine *m, Qpu *q, uint32_t pc);
+PyObject *record_cache_new(PyObject *self, PyObject *unused);
+struct RecordCache *record_cache_of(PyObject *capsule);
 void plans_clear(Machine *m);
 
 /* scheduler.c */

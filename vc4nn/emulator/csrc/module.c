@@ -45,7 +45,8 @@ static int get_unit(PyObject *glue, const char *name, PyObject **out)
     return *out ? 0 : -1;
 }
 
-/* run(glue, control, deadline, budget, progress, timing, allocations, rules_off, with_state)
+/* run(glue, control, deadline, budget, progress, timing, allocations, rules_off, with_state,
+ *     record_cache)
  *   control: list of (uniforms address, code address), one per QPU
  *   timing: (issue_clocks, sfu_latency, uniform_line_bytes, semaphore_clocks, mutex_clocks)
  *   rules_off: 4 bools, the QPU core's rules in mode "off" (order of the RULE_* enum)
@@ -57,10 +58,14 @@ static PyObject *run(PyObject *self, PyObject *args)
     long long issue, sfu, line, semaphore, mutex;
     int off[4], with_state;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OO!ddO(LLLLL)O!(pppp)p", &glue, &PyList_Type, &control,
+    PyObject *cache;
+    if (!PyArg_ParseTuple(args, "OO!ddO(LLLLL)O!(pppp)pO", &glue, &PyList_Type, &control,
                           &deadline, &budget, &progress, &issue, &sfu, &line, &semaphore, &mutex,
                           &PyList_Type,
-                          &allocations, &off[0], &off[1], &off[2], &off[3], &with_state))
+                          &allocations, &off[0], &off[1], &off[2], &off[3], &with_state, &cache))
+        return NULL;
+    struct RecordCache *records = record_cache_of(cache);
+    if (!records)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(control);
     if (n < 1 || n > NUM_QPUS) {
@@ -72,6 +77,7 @@ static PyObject *run(PyObject *self, PyObject *args)
         return PyErr_NoMemory();
     PyObject *result = NULL, *executed = NULL;
     m->glue = glue;
+    m->record_cache = records;
     m->num_qpus = (int)n;
     m->issue_clocks = issue;
     m->sfu_latency = sfu;
@@ -82,7 +88,7 @@ static PyObject *run(PyObject *self, PyObject *args)
     memcpy(m->rule_off, off, sizeof(off));
     if (get_unit(glue, "tmu", &m->tmu) || get_unit(glue, "vpm", &m->vpm)
         || get_unit(glue, "sync", &m->sync) || get_unit(glue, "bus", &m->bus)
-        || vpm_fast_init(m) < 0 || tmu_init(m) < 0 || memory_load(m, allocations) < 0)
+        || vpm_init(m) < 0 || tmu_init(m) < 0 || memory_load(m, allocations) < 0)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned long unif, code;
@@ -91,7 +97,16 @@ static PyObject *run(PyObject *self, PyObject *args)
         qpu_init(m, &m->qpus[i], (int)i, (uint32_t)unif, (uint32_t)code);
     }
     executed = schedule(m, deadline, budget, progress);
-    if (!executed)
+    /* the VPM's state goes back to the Python Vpm whether the run ended or failed, as the
+     * Python core leaves it in both cases */
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    int exported = vpm_export(m);
+    if (type) {
+        PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
+    }
+    if (!executed || exported < 0)
         goto done;
     PyObject *qpus = PyList_New(n);
     if (!qpus)
@@ -112,7 +127,7 @@ done:
     Py_XDECREF(m->sync);
     Py_XDECREF(m->bus);
     memory_release(m);
-    vpm_fast_release(m);
+    vpm_release(m);
     tmu_release(m);
     plans_clear(m);
     free(m);
@@ -121,6 +136,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, "Run a launch on the C core (see vc4nn/emulator/ccore.py)."},
+    {"record_cache", record_cache_new, METH_NOARGS,
+     "A new cache of lowered instructions, for one machine's launches."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -119,17 +119,11 @@ static int port_read(Machine *m, Qpu *q, int side, int kind, int addr, uint32_t 
     case READ_ELEMENT_NUMBER: for (int i = 0; i < LANES; i++) out[i] = i; break;
     case READ_QPU_NUMBER: lanes(q->index, out); break;
     case READ_NOP: memcpy(out, q->port_last[side], sizeof(vec)); break;
-    case READ_VPM: {
-        int done = vpm_fast_read(m, q, out);
-        TRY(done);
-        if (!done)
-            TRY(unit_vpm(m, q, "read", STALL_VPM, NULL, out));
-        break;
-    }
-    case READ_VR_BUSY: TRY(unit_vpm(m, q, "read_vr_busy", STALL_DMA, NULL, out)); break;
-    case READ_VW_BUSY: TRY(unit_vpm(m, q, "read_vw_busy", STALL_DMA, NULL, out)); break;
-    case READ_VR_WAIT: TRY(unit_vpm(m, q, "read_vr_wait", STALL_DMA, NULL, out)); break;
-    case READ_VW_WAIT: TRY(unit_vpm(m, q, "read_vw_wait", STALL_DMA, NULL, out)); break;
+    case READ_VPM: TRY(vpm_read(m, q, out)); break;
+    case READ_VR_BUSY: TRY(dma_busy(m, q, DMA_LOAD, out)); break;
+    case READ_VW_BUSY: TRY(dma_busy(m, q, DMA_STORE, out)); break;
+    case READ_VR_WAIT: TRY(dma_wait(m, q, DMA_LOAD)); lanes(0, out); break;
+    case READ_VW_WAIT: TRY(dma_wait(m, q, DMA_STORE)); lanes(0, out); break;
     default: lanes(0, out); break;     /* mutex_acquire: acquired before the reads */
     }
     memcpy(q->port_last[side], out, sizeof(vec));
@@ -209,18 +203,11 @@ static int io_write(Machine *m, Qpu *q, int dest, int index, const uint32_t *v)
     case DEST_HOST_INT: if (v[0]) q->host_interrupts++; return 0;
     case DEST_UNIF_ADDR: set_uniforms_address(q, v, 0); return 0;
     case DEST_UNIF_ADDR_REL: set_uniforms_address(q, v, 1); return 0;
-    case DEST_VPM: {
-        int done = vpm_fast_write(m, q, v);
-        return done ? (done < 0 ? -1 : 0) : unit_vpm(m, q, "write", STALL_VPM, v, NULL);
-    }
-    case DEST_VR_SETUP: case DEST_VW_SETUP: {
-        int is_read = dest == DEST_VR_SETUP, done = vpm_fast_setup(m, q, is_read, v);
-        if (done)
-            return done < 0 ? -1 : 0;
-        return unit_vpm(m, q, is_read ? "write_vr_setup" : "write_vw_setup", STALL_VPM, v, NULL);
-    }
-    case DEST_VR_ADDR: return unit_vpm(m, q, "write_vr_addr", STALL_DMA, v, NULL);
-    case DEST_VW_ADDR: return unit_vpm(m, q, "write_vw_addr", STALL_DMA, v, NULL);
+    case DEST_VPM: return vpm_write(m, q, v);
+    case DEST_VR_SETUP: return vpm_setup(m, q, 1, v[0]);
+    case DEST_VW_SETUP: return vpm_setup(m, q, 0, v[0]);
+    case DEST_VR_ADDR: return dma_load(m, q, v[0]);
+    case DEST_VW_ADDR: return dma_store(m, q, v[0]);
     case DEST_MUTEX_RELEASE: return sync_mutex_release(m, q);
     case DEST_SFU:
         TRY(r4_writer(m, q, index));

@@ -26,7 +26,7 @@ typedef struct {
     int n;
 } Heap;
 
-static void heap_push(Heap *h, Entry x)
+static inline void heap_push(Heap *h, Entry x)
 {
     int i = h->n++;
     while (i > 0 && before(&x, &h->e[(i - 1) / 2])) {
@@ -36,9 +36,9 @@ static void heap_push(Heap *h, Entry x)
     h->e[i] = x;
 }
 
-static Entry heap_pop(Heap *h)
+/* put x at the root, in place of the smallest entry, and sift it down */
+static inline void heap_replace_top(Heap *h, Entry x)
 {
-    Entry top = h->e[0], last = h->e[--h->n];
     int i = 0;
     for (;;) {
         int c = 2 * i + 1;
@@ -46,13 +46,19 @@ static Entry heap_pop(Heap *h)
             break;
         if (c + 1 < h->n && before(&h->e[c + 1], &h->e[c]))
             c++;
-        if (!before(&h->e[c], &last))
+        if (!before(&h->e[c], &x))
             break;
         h->e[i] = h->e[c];
         i = c;
     }
+    h->e[i] = x;
+}
+
+static Entry heap_pop(Heap *h)
+{
+    Entry top = h->e[0], last = h->e[--h->n];
     if (h->n)
-        h->e[i] = last;
+        heap_replace_top(h, last);
     return top;
 }
 
@@ -162,12 +168,17 @@ PyObject *schedule(Machine *m, double deadline, double budget, PyObject *progres
             goto done;
         heap_push(&heap, e);
     }
+    /* The QPU that runs stays at the heap's root during its slice; one that goes on running
+     * takes its new place with a single sift (the entries' keys are all different, so the
+     * order in which QPUs run is that of Machine._schedule's pop and push). */
     while (heap.n) {
-        Entry top = heap_pop(&heap);
+        Entry top = heap.e[0];
         Qpu *q = &m->qpus[top.index];
         double limit = clock_limit;
-        if (heap.n) {
-            double first_until = (double)heap.e[0].clock + (top.tie > heap.e[0].tie ? 0 : 1);
+        if (heap.n > 1) {
+            const Entry *next = heap.n > 2 && before(&heap.e[2], &heap.e[1]) ? &heap.e[2]
+                                                                              : &heap.e[1];
+            double first_until = (double)next->clock + (top.tie > next->tie ? 0 : 1);
             if (rng != Py_None) {
                 PyObject *r = PyObject_CallMethod(rng, "randrange", "i", JITTER_CLOCKS);
                 if (!r)
@@ -193,6 +204,9 @@ PyObject *schedule(Machine *m, double deadline, double budget, PyObject *progres
         }
         if (++slices % 1024 == 0 && PyErr_CheckSignals() < 0)
             goto done;
+        int goes_on = !m->sync_event && q->block_cause < 0 && !q->ended;
+        if (!goes_on)
+            heap_pop(&heap);
         if (m->sync_event) {
             m->sync_event = 0;
             for (int k = 0; k < nblocked; k++) {
@@ -217,7 +231,10 @@ PyObject *schedule(Machine *m, double deadline, double budget, PyObject *progres
                 goto done;
             }
             top.clock = q->clock;
-            heap_push(&heap, top);
+            if (goes_on)
+                heap_replace_top(&heap, top);
+            else
+                heap_push(&heap, top);
         }
     }
     if (sync_back(m) < 0 || (!nblocked && tmu_export(m) < 0))

@@ -1,0 +1,149 @@
+"""InferenceSession(precision=...): fp16 storage per layer, against onnxruntime / the TFLite
+reference (float64 numpy) and against the same session in fp32."""
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from vc4nn.runtime import InferenceSession
+from vc4nn.runtime.loader import load_graph
+from vc4nn.runtime.precision import PrecisionError, storage_plan
+
+from . import onnx_models, tflite_models
+from .conftest import CAT_CLASSES, top
+
+
+def rel_error(got, expected):
+    return np.max(np.abs(got - expected)) / np.max(np.abs(expected))
+
+
+@pytest.fixture(scope="module")
+def tiny_v1(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("v1") / "m.onnx")
+    onnx.save(onnx_models.mobilenet_v1(32, 0.25), path)
+    return path
+
+
+def test_storage_plan_halves_only_between_fp16_kernels(tiny_v1):
+    """A value is a half only if its writer runs fp16 and can write halves and all its readers
+    can read them: the stem's result (read by a depthwise layer) is; a depthwise result (read
+    by a pointwise layer, float32 only on this branch) is not."""
+    graph = load_graph(tiny_v1)
+    plan = storage_plan(graph, {n.name for n in graph.nodes})
+    stem = next(n for n in graph.nodes if n.op == "conv2d")
+    depthwise = [n for n in graph.nodes if n.op == "depthwise"]
+    assert plan.values[stem.outputs[0]] == "fp16"
+    assert all(plan.values[n.outputs[0]] == "fp32" for n in depthwise)
+    assert all(plan.weights(n) == "fp16" for n in depthwise)
+    fc = next(n for n in graph.nodes if n.op == "fully_connected")
+    assert plan.weights(fc) == "fp16" and plan.values[fc.outputs[0]] == "fp32"
+    assert plan.weights(stem) == "fp32"             # conv2d's weights travel as uniforms
+    none = storage_plan(graph, ())
+    assert set(none.values.values()) == {"fp32"}
+
+
+@pytest.mark.parametrize("precision", ["fp16", "auto"])
+def test_tiny_v1_fp16_close_to_onnxruntime(tiny_v1, device, precision):
+    x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    expected = ort.InferenceSession(tiny_v1, providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    calibration = [x] if precision == "auto" else None      # calibrated on the input itself
+    with InferenceSession(tiny_v1, device=device, precision=precision,
+                          calibration=calibration) as sess:
+        (got,) = sess.run(None, {"input": x})
+        records = sess.profile()
+        halves = [r for r in records if r.storage == "fp16"]
+        memory = sess.memory()
+        fp16_bytes = memory["arena_bytes"] + memory["weight_bytes"]
+    with InferenceSession(tiny_v1, device=device) as sess:
+        memory = sess.memory()
+        fp32_bytes = memory["arena_bytes"] + memory["weight_bytes"]
+    # fp16 storage: a few half roundings per layer, not float32's 1e-3
+    assert rel_error(got, expected) <= 2e-2 and top(got, 1) == top(expected, 1)
+    if precision == "fp16":
+        assert len(halves) == sum(r.op in ("conv2d", "depthwise", "fully_connected")
+                                  for r in records)
+        assert fp16_bytes < fp32_bytes
+    else:                               # auto says why for each candidate
+        assert all(r.choice for r in records if r.op == "depthwise")
+    assert device._allocations == []
+
+
+@pytest.mark.parametrize("precision", ["fp16", "auto"])
+def test_weights_outside_the_halves_range_stay_float32(tmp_path, device, precision):
+    """A depthwise layer's weights scaled past 65504 (a half would hold inf): that layer keeps
+    float32 weights, says why, and the output matches onnxruntime."""
+    model = onnx_models.mobilenet_v1(32, 0.25)
+    first_dw = next(n for n in model.graph.node if n.op_type == "Conv"
+                    and any(a.name == "group" and a.i > 1 for a in n.attribute))
+    init = next(i for i in model.graph.initializer if i.name == first_dw.input[1])
+    w = onnx.numpy_helper.to_array(init) * 1e6
+    init.CopyFrom(onnx.numpy_helper.from_array(w.astype(np.float32), init.name))
+    path = str(tmp_path / "big.onnx")
+    onnx.save(model, path)
+    x = np.random.default_rng(4).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    with InferenceSession(path, device=device, precision=precision) as sess:
+        (got,) = sess.run(None, {"input": x})
+        records = [r for r in sess.profile() if r.op == "depthwise"]
+    assert records[0].storage == "fp32" and "fp16 range" in records[0].choice
+    assert records[1].storage == ("fp16" if precision == "fp16" else records[1].storage)
+    assert rel_error(got, expected) <= 2e-2 and top(got, 1) == top(expected, 1)
+
+
+def test_tflite_fp16_weights_reach_fp16_layers_as_stored(tmp_path, device):
+    data, x, expected = tflite_models.mobilenet_v1(32, 0.25, weights="float16")
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    graph = load_graph(str(path))
+    dw = next(n for n in graph.nodes if n.op == "depthwise")
+    assert graph.constants[dw.inputs[1]].dtype == np.float16
+    for precision in ("fp32", "fp16"):
+        with InferenceSession(str(path), device=device, precision=precision) as sess:
+            (got,) = sess.run(None, {sess.get_inputs()[0].name: x})
+        assert rel_error(got[0], expected) <= (1e-3 if precision == "fp32" else 2e-2)
+        assert top(got, 1) == top(expected, 1)
+
+
+@pytest.mark.parametrize("kwargs, message", [(dict(precision="bf16"), "precision='bf16'"),
+                                             (dict(precision="auto", tolerance=0),
+                                              "tolerance=0")])
+def test_bad_precision_arguments(tiny_v1, device, kwargs, message):
+    with pytest.raises(PrecisionError, match=message):
+        InferenceSession(tiny_v1, device=device, **kwargs)
+
+
+@pytest.mark.slow
+def test_real_mobilenet_v2_fp16_on_the_cat(mobilenet_v2_onnx, cat_frame, device):
+    """torchvision's weights: fp16 storage gives float32's top-1 (a cat) on the cat photo."""
+    if device.name == "emulator" and getattr(device, "core", "python") != "c":
+        pytest.skip("300 M multiply-adds need the emulator's C core (hours on the Python core)")
+    results = {}
+    for precision in ("fp32", "fp16"):
+        with InferenceSession(mobilenet_v2_onnx, device=device, image_input="torchvision",
+                              precision=precision, replay=False) as sess:
+            results[precision] = sess.run(None, {"input": cat_frame})[0]
+    assert top(results["fp16"], 1) == top(results["fp32"], 1)
+    assert top(results["fp16"], 1)[0] in CAT_CLASSES
+    assert rel_error(results["fp16"], results["fp32"]) <= 2e-2
+
+
+def test_accuracy_command(tiny_v1, tmp_path, capsys):
+    """vc4nn accuracy on the tiny model (ONNX: torchvision normalisation of uint8 frames): the
+    JSON report's agreement and errors, a per-layer row per layer, and the chart."""
+    from vc4nn.cli import main
+    png = tmp_path / "growth.png"
+    assert main(["accuracy", tiny_v1, "-n", "1", "--precisions", "fp16", "--json",
+                 "--png", str(png)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    fp16 = report["precisions"]["fp16"]
+    assert report["inputs"] in (["chelsea"], ["synthetic0"]) and fp16["fp16_layers"] > 0
+    assert 0 < fp16["output_error_max"] <= 2e-2 and fp16["top1_agreement"] == 1.0
+    assert fp16["layers"][0]["storage"] == "fp16" and len(fp16["layers"]) >= 28
+    assert png.stat().st_size > 1000
+    assert main(["accuracy", tiny_v1, "--precisions", "fp8"]) == 1
+    assert "--precisions fp8" in capsys.readouterr().err

@@ -1,0 +1,186 @@
+"""Per-layer storage for ``InferenceSession(precision=...)``: which layers keep their weights and
+results as IEEE halves (fp16 storage; the arithmetic stays float32 in every kernel).
+
+- "fp32": every tensor float32.
+- "fp16": every layer whose kernel has fp16 storage (``vc4nn.nn.storage``) runs fp16: its
+  weights are halves where its kernel reads halves, and its result is stored as halves when its
+  kernel can write them and every layer reading it can read them (otherwise float32: a layer
+  without fp16 kernels never sees a half).
+- "auto": "fp16" first, then each fp16 layer is tried on calibration inputs against a float32
+  session: it stays fp16 only where the cycle model (or the Pi's clock) says it is faster and
+  its output's error, max |y16 - y32| / max |y32| with the same float32 input, is at most
+  ``tolerance``; else it runs float32.
+
+Weights that a TFLite file stores as fp16 (DEQUANTIZE of a float16 constant) arrive as float16
+and reach an fp16 layer as they are; a float32 layer widens them (exactly).
+"""
+
+import dataclasses
+from typing import Dict
+
+import numpy as np
+
+from ..errors import Vc4nnError
+from ..nn.storage import DTYPE_OF_STORAGE, FP16_INPUT, FP16_LAYERS, FP16_RESULT, FP16_WEIGHTS
+
+PRECISIONS = ("fp32", "fp16", "auto")
+# Largest relative output error "auto" accepts for a layer (max-norm, on the calibration
+# inputs): a half keeps 11 significant bits (2**-11 = 5e-4 rounding), so 1e-2 leaves room for
+# the error of the fp16 inputs a layer accumulates over its window while refusing a layer
+# whose values fall outside the halves' range (overflow to inf, or flushed to 0).
+DEFAULT_TOLERANCE = 1e-2
+VIEW_OPS = ("reshape",)
+
+
+class PrecisionError(Vc4nnError):
+    """A precision or tolerance argument the runtime cannot use."""
+
+
+def check_precision(precision, tolerance):
+    if precision not in PRECISIONS:
+        raise PrecisionError(f"precision={precision!r}: one of {', '.join(map(repr, PRECISIONS))}")
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or \
+            not tolerance > 0:
+        raise PrecisionError(f"tolerance={tolerance!r}: a number > 0")
+    return precision
+
+
+@dataclasses.dataclass
+class StoragePlan:
+    """layers: node name -> storage of its weights and its result ("fp32" / "fp16");
+    values: activation name -> storage in the arena; notes: node name -> why "auto" chose."""
+
+    layers: Dict[str, str]
+    values: Dict[str, str]
+    notes: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def dtype(self, value):
+        return DTYPE_OF_STORAGE[self.values.get(value, "fp32")]
+
+    def itemsizes(self):
+        return {v: self.dtype(v).itemsize for v in self.values}
+
+    def layer(self, node):
+        return self.layers.get(node.name, "fp32")
+
+    def weights(self, node):
+        """Storage of the node's weights as handed to its prepare function."""
+        return "fp16" if self.layer(node) == "fp16" and node.op in FP16_WEIGHTS else "fp32"
+
+
+def storage_plan(graph, fp16_layers):
+    """The StoragePlan with ``fp16_layers`` (node names) running fp16."""
+    layers = {n.name: "fp16" if n.name in fp16_layers and n.op in FP16_LAYERS else "fp32"
+              for n in graph.nodes}
+    consumers = graph.consumers()
+
+    def readers(value):
+        """The layers reading ``value``, through reshapes (views of the same bytes)."""
+        out = []
+        for node in consumers.get(value, []):
+            out += readers(node.outputs[0]) if node.op in VIEW_OPS else [node]
+        return out
+
+    values = {i.name: "fp32" for i in graph.inputs}
+    for node in graph.nodes:
+        out = node.outputs[0]
+        if node.op in VIEW_OPS:
+            values[out] = values.get(node.inputs[0], "fp32")
+            continue
+        half = layers[node.name] == "fp16" and node.op in FP16_RESULT and all(
+            r.op in FP16_INPUT for r in readers(out))
+        values[out] = "fp16" if half else "fp32"
+    return StoragePlan(layers, values)
+
+
+HALF_MAX = float(np.finfo(np.float16).max)
+
+
+def initial_plan(graph, precision):
+    """The plan "fp32" or "fp16" asks for ("auto" starts from "fp16"). A layer whose weights a
+    half cannot hold (beyond +-65504) stays float32, and its note says so."""
+    if precision == "fp32":
+        return storage_plan(graph, ())
+    candidates, notes = set(), {}
+    for node in graph.nodes:
+        if node.op not in FP16_LAYERS:
+            continue
+        weights = [graph.constants[n] for n in node.inputs[1:3] if n in graph.constants]
+        if node.op in FP16_WEIGHTS and any(np.max(np.abs(w), initial=0) > HALF_MAX
+                                           for w in weights):
+            notes[node.name] = "weights outside the fp16 range"
+        else:
+            candidates.add(node.name)
+    plan = storage_plan(graph, candidates)
+    plan.notes = notes
+    return plan
+
+
+def weights_for(w, storage):
+    """A layer's weights as its storage wants them (None stays None)."""
+    if w is None:
+        return None
+    return np.ascontiguousarray(w, DTYPE_OF_STORAGE[storage])
+
+
+def relative_error(y, reference):
+    reference = np.asarray(reference, np.float64)
+    scale = float(np.max(np.abs(reference))) if reference.size else 0.0
+    diff = np.abs(np.asarray(y, np.float64) - reference)
+    if not np.all(np.isfinite(diff)):
+        return float("inf")
+    return float(diff.max()) / scale if scale > 0 else float(diff.max())
+
+
+def run_time(run):
+    """A RunResult's time: cycle-model clocks in the emulator, else seconds."""
+    return run.cycles if getattr(run, "cycles", None) else run.seconds
+
+
+def synthetic_feed(input_arg, seed):
+    """A seeded calibration input for ``input_arg`` (a session's NodeArg): a smooth random
+    uint8 frame, or floats in [-1, 1] (the range of a TFLite MobileNet's input)."""
+    rng = np.random.default_rng(seed)
+    shape = tuple(input_arg.shape)
+    coarse = rng.uniform(0.0, 1.0, shape)
+    if input_arg.type == "uint8":
+        return {input_arg.name: np.round(255 * coarse).astype(np.uint8)}
+    return {input_arg.name: (2 * coarse - 1).astype(np.dtype(input_arg.type))}
+
+
+def trace(session, feed, names):
+    """{node name: (its input, its output, its time)} of a float32 ``session`` run on ``feed``,
+    for the nodes ``names``: copies taken around each call (the arena lends bytes on)."""
+    session._write_input(feed)
+    out = {}
+    for node, call in session.steps:
+        if call is None:
+            continue
+        x = np.array(session._view(node.inputs[0])) if node.name in names else None
+        _, run = session._invoke(node, call)
+        if x is not None:
+            out[node.name] = (x, np.array(session._view(node.outputs[0])), run_time(run))
+    return out
+
+
+def auto_choices(session, reference, feeds, tolerance):
+    """For each fp16 layer of ``session``: ("fp16" or "fp32", note), trying its bound call on the
+    float32 ``reference`` session's input of that layer, for every calibration feed."""
+    names = {n for n, s in session.storage.layers.items() if s == "fp16"}
+    traces = [trace(reference, feed, names) for feed in feeds]
+    choices = {}
+    for node, call in session.steps:
+        if node.name not in names:
+            continue
+        worst, faster = 0.0, True
+        for t in traces:
+            x, y32, time32 = t[node.name]
+            session._view(node.inputs[0])[...] = x
+            _, run = session._invoke(node, call)
+            worst = max(worst, relative_error(session._view(node.outputs[0]), y32))
+            faster = faster and run_time(run) < time32
+        keep = faster and worst <= tolerance
+        why = (f"error {worst:.1e} {'<=' if worst <= tolerance else '>'} {tolerance:g}, "
+               f"{'faster' if faster else 'not faster'} in fp16")
+        choices[node.name] = ("fp16" if keep else "fp32", why)
+    return choices
