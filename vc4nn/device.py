@@ -28,6 +28,11 @@ DEFAULT_TIMEOUT_S = 10.0
 # The bus address space is 1 GiB (bits 29:0); no buffer can be larger.
 MAX_BUFFER_BYTES = 1 << 30
 MAX_ALIGN = 1 << 24
+# How the host starts a launch: through the firmware (execute_qpu) or by writing the V3D's
+# user-program registers itself (docs/hardware-choices.md "Launch paths"). Every backend takes
+# ``launch=`` with one of these; kernels and the runtime never see which.
+LAUNCH_PATHS = ("mailbox", "direct")
+DEFAULT_LAUNCH_PATH = "mailbox"
 
 
 class Buffer(np.ndarray):
@@ -140,6 +145,7 @@ class Device(abc.ABC):
     """Base of every backend. Use as a context manager to free all allocations on exit."""
 
     name = "device"
+    launch_path = DEFAULT_LAUNCH_PATH
 
     def __init__(self):
         self._allocations = []
@@ -289,6 +295,14 @@ class Device(abc.ABC):
         buf = self.array(raw)
         temporaries.append(buf)
         return buf
+
+
+def checked_launch_path(launch):
+    """``launch`` if it names a launch path (LAUNCH_PATHS), else a DeviceError."""
+    if launch not in LAUNCH_PATHS:
+        raise DeviceError(f"launch path (launch=) must be one of "
+                          f"{', '.join(map(repr, LAUNCH_PATHS))}, got {launch!r}")
+    return launch
 
 
 def qpu_count(num_qpus):
