@@ -155,7 +155,10 @@ def block(a, plan, valid):
         base, offset = requests[i]
         if offset in OFFSETS[4]:
             a.nop(sig="ldtmu0")
-            getattr(a, op)(dst, *srcs, r4) if srcs else a.mov(dst, r4)
+            if srcs:
+                getattr(a, op)(dst, *srcs, r4)
+            else:
+                a.mov(dst, r4)
         else:
             a.add(r0, base, offset)
             flag_half(a, r0, TWO, sig="ldtmu0")

@@ -1,11 +1,11 @@
 """Gathering fp16 tensors element by element through the TMU (docs/kernels.md "fp16 storage").
 
 A lane asking for the half at byte address A gets the 32-bit word at A & ~3 (the TMU ignores
-the low two bits: docs/hardware-choices.md, "DMA addresses"), so two lanes fetch the same word and each keeps the half that
-bit 1 of its own address names: 16a (bits 15:0) when it is 0, 16b otherwise. r4's unpack turns
-the kept half into a float32 for the op that reads it. Selecting by the address (not by lane
-parity) keeps lanes clamped to a tensor's last element on that element, whatever the
-tensor's alignment, so no lane meets a half past the end.
+the low two bits: docs/hardware-choices.md, "DMA addresses"), so two lanes fetch the same
+word and each keeps the half that bit 1 of its own address names: 16a (bits 15:0) when it is
+0, 16b otherwise. r4's unpack turns the kept half into a float32 for the op that reads it.
+Selecting by the address (not by lane parity) keeps lanes clamped to a tensor's last element
+on that element, whatever the tensor's alignment, so no lane meets a half past the end.
 """
 
 from asm import null, r4
