@@ -186,7 +186,9 @@ class Device(abc.ABC):
                                   or not 0 <= flags < 1 << 32):
             raise DeviceError(f"flags must be a 32-bit int (mailbox mem_alloc flags) or None, "
                               f"got {flags!r}")
-        allocation = self._allocate(nbytes, int(align), flags)
+        # Whole 32-bit words: the TMU reads words, so a gather of a float16 buffer's last half
+        # reads the word holding it (the Pi's allocator hands out whole pages anyway).
+        allocation = self._allocate(-(-nbytes // 4) * 4, int(align), flags)
         allocation.memory[:] = 0
         allocation.label = f"{'x'.join(map(str, shape)) or 'scalar'} {dtype}"
         self._allocations.append(allocation)

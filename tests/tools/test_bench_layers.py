@@ -5,6 +5,7 @@ import json
 import re
 
 from vc4nn.cli import main
+from vc4nn.nn.storage import FP16_LAYERS
 
 from .test_tools import run_tool
 
@@ -79,14 +80,38 @@ def test_bench_layers_bad_network_is_one_line_error(capsys):
 
 
 def test_bench_layers_fp16_storage(capsys):
-    """--storage fp16: the depthwise layer runs with halves (half the bytes, less time); a layer
-    without fp16 kernels runs float32 and its record says so."""
+    """--storage fp16: the depthwise layer and the pool run with halves (half the bytes, less
+    time); a layer without fp16 kernels (vc4nn/nn/storage.py) runs float32 and its record says
+    so."""
     args = ["bench-layers", "--net", "v1", "--alpha", "0.25", "--size", "128", "--only",
-            "dw13,pool", "--boards", "pi_zero", "--json"]
+            "dw13,pw13,pool", "--boards", "pi_zero", "--json", "--quick", "--pixels", "16"]
     records = {}
     for storage in ("fp32", "fp16"):
         assert main(args + ["--storage", storage]) == 0
         records[storage] = {r["name"]: r for r in json.loads(capsys.readouterr().out)["layers"]}
-    dw16, dw32 = records["fp16"]["dw13"], records["fp32"]["dw13"]
-    assert dw16["storage"] == "fp16" and records["fp16"]["pool"]["storage"] == "fp32"
-    assert 2 * dw16["bytes_moved"] == dw32["bytes_moved"] and dw16["ms"] < dw32["ms"]
+    for name in ("dw13", "pool"):
+        r16, r32 = records["fp16"][name], records["fp32"][name]
+        assert r16["storage"] == "fp16"
+        assert 2 * r16["bytes_moved"] == r32["bytes_moved"] and r16["ms"] < r32["ms"]
+    pw13 = records["fp16"]["pw13"]
+    assert pw13["storage"] == ("fp16" if "pointwise" in FP16_LAYERS else "fp32")
+
+
+def test_bench_layers_kind_add_lists_v2_residual_adds(capsys):
+    """--kind add: v2's residual adds as layers of their own (never in the default list, where
+    the projection's fused residual stands for them); fp16 halves their bytes."""
+    args = ["bench-layers", "--net", "v1,v2", "--alpha", "0.25", "--size", "128", "--kind",
+            "add", "--boards", "pi_zero", "--json"]
+    records = {}
+    for storage in ("fp32", "fp16"):
+        assert main(args + ["--storage", storage]) == 0
+        records[storage] = json.loads(capsys.readouterr().out)["layers"]
+    names = [r["name"] for r in records["fp32"]]
+    # at alpha 0.25 the first block keeps 8 channels at stride 1: it has a residual too
+    assert names == ["b0.add", "b2.add", "b4.add", "b5.add", "b7.add", "b8.add", "b9.add",
+                     "b11.add", "b12.add", "b14.add", "b15.add"]
+    b2 = records["fp32"][1]
+    assert b2["shape"] == "32x32x8->8" and b2["bytes_moved"] == 3 * 32 * 32 * 8 * 4
+    for r16, r32 in zip(records["fp16"], records["fp32"]):
+        assert r16["storage"] == "fp16" and 2 * r16["bytes_moved"] == r32["bytes_moved"]
+        assert r16["ms"] < r32["ms"]
