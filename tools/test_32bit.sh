@@ -14,7 +14,7 @@ root=${1:-/tmp/vc4nn-i386}
 here=$(cd "$(dirname "$0")/.." && pwd)
 if [ ! -x "$root/usr/bin/python3" ]; then
     debootstrap --arch=i386 --variant=minbase \
-        --include=python3,python3-numpy,python3-pytest,python3-hypothesis,python3-dev,python3-setuptools,gcc,libc6-dev \
+        --include=python3,python3-numpy,python3-pytest,python3-hypothesis,python3-tqdm,python3-dev,python3-setuptools,gcc,libc6-dev \
         bookworm "$root" http://deb.debian.org/debian
 fi
 rm -rf "$root/work" && mkdir -p "$root/work/vc4nn" && git -C "$here" archive HEAD | tar -x -C "$root/work/vc4nn"
