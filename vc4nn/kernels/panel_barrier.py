@@ -5,6 +5,7 @@ import functools
 from asm import null, r3, r5, r5rep, uniform, vr_addr, vr_setup, vr_wait
 
 from .common import ops_then_branch
+from .panel_halves import widen
 from .panel_registers import registers
 from .panel_uniforms import pieces_per_load
 from .sgemm import SEMA_DONE, SEMA_GO
@@ -27,8 +28,9 @@ def issue_loads(a, plan):
     a.label("skip")
 
 
-def boundary(a, plan, masters):
-    """Before each chunk: finish my load of it, meet the others, start my load of the next.
+def boundary(a, plan, variant, masters):
+    """Before each chunk: finish my load of it (fp16 B: and widen it, panel_halves), meet the
+    others, start my load of the next.
 
     The barrier covers both conditions at once: the chunk's loads were waited for by their
     issuers before they arrived, and nobody reads the previous chunk any more, so its buffer is
@@ -56,6 +58,8 @@ def boundary(a, plan, masters):
     """
     regs = registers(plan)[0]
     number = len(masters)
+    if plan.b_halves:
+        widen(a, plan, variant)
     with a.scope():
         a.mov(null, regs["role"], sf=True)              # N: master; Z: a leaf; else a relay
         a.branch(f"master{number}", cond="all_ns")
