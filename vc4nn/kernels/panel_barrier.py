@@ -29,8 +29,8 @@ def issue_loads(a, plan):
 
 
 def boundary(a, plan, variant, masters):
-    """Before each chunk: finish my load of it (fp16 B: and widen it, panel_halves), meet the
-    others, start my load of the next.
+    """Before each chunk: finish my load of it (fp16 B: and widen it in the master's or the
+    relay's code, panel_halves), meet the others, start my load of the next.
 
     The barrier covers both conditions at once: the chunk's loads were waited for by their
     issuers before they arrived, and nobody reads the previous chunk any more, so its buffer is
@@ -58,8 +58,6 @@ def boundary(a, plan, variant, masters):
     """
     regs = registers(plan)[0]
     number = len(masters)
-    if plan.b_halves:
-        widen(a, plan, variant)
     with a.scope():
         a.mov(null, regs["role"], sf=True)              # N: master; Z: a leaf; else a relay
         a.branch(f"master{number}", cond="all_ns")
@@ -76,9 +74,9 @@ def boundary(a, plan, variant, masters):
             a.nop()
         a.sema_acquire(SEMA_GO)                         # leaves
         back = a.label("back")
-    masters.append(functools.partial(master, a, plan, number, back))
+    masters.append(functools.partial(master, a, plan, variant, number, back))
     if relays(plan):
-        masters.append(functools.partial(relay, a, plan, number, back))
+        masters.append(functools.partial(relay, a, plan, variant, number, back))
 
 
 def relays(plan):
@@ -111,7 +109,7 @@ def load_ops(a, plan):
     return ops
 
 
-def master(a, plan, number, back):
+def master(a, plan, variant, number, back):
     """The master's part of one boundary's barrier (and its loads, when it loads)."""
     arrived, go = master_counts(plan)
     count = len(relays(plan))
@@ -119,13 +117,16 @@ def master(a, plan, number, back):
     loads, wait = [], []
     if plan.loader_slot(0) is not None:     # its load of this chunk, before anyone may read it
         loads, wait = load_ops(a, plan), [lambda: a.read(vr_wait)]
+        if plan.b_halves:
+            widen(a, plan, variant)         # (waits for the load)
+            wait = []
     ops_then_branch(a, wait + [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived
                     + [lambda: a.sema_acquire(SEMA_DONE)] * count
                     + [lambda: a.sema_release(SEMA_RELAY)] * count
                     + [lambda: a.sema_release(SEMA_GO)] * go + loads, back)
 
 
-def relay(a, plan, number, back):
+def relay(a, plan, variant, number, back):
     """A relay's part of one boundary's barrier: arrivals, its "go", its leaves' "go", its loads.
 
     Nothing that can stall (a uniform read of the load words waits for a line fill, possibly
@@ -140,6 +141,8 @@ def relay(a, plan, number, back):
     """
     arrived, go = relay_counts(plan)
     a.label(f"relay{number}")
+    if plan.b_halves:       # its own ARRIVED is out already, but the master waits for its DONE
+        widen(a, plan, variant)
     early = [lambda: a.mov(vr_setup, uniform), lambda: a.mov(r5rep, uniform)]
     late = [lambda: a.mov(vr_addr, r5)] + load_ops(a, plan)[2:]
     ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived + early
