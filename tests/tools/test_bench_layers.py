@@ -82,7 +82,7 @@ def test_bench_layers_fp16_storage(capsys):
     """--storage fp16: the depthwise layer runs with halves (half the bytes, less time); a layer
     without fp16 kernels runs float32 and its record says so."""
     args = ["bench-layers", "--net", "v1", "--alpha", "0.25", "--size", "128", "--only",
-            "dw13,pool", "--boards", "pi_zero", "--json"]
+            "dw13,pool,pw13", "--boards", "pi_zero", "--json"]
     records = {}
     for storage in ("fp32", "fp16"):
         assert main(args + ["--storage", storage]) == 0
@@ -90,3 +90,6 @@ def test_bench_layers_fp16_storage(capsys):
     dw16, dw32 = records["fp16"]["dw13"], records["fp32"]["dw13"]
     assert dw16["storage"] == "fp16" and records["fp16"]["pool"]["storage"] == "fp32"
     assert 2 * dw16["bytes_moved"] == dw32["bytes_moved"] and dw16["ms"] < dw32["ms"]
+    # pointwise: fp16 weights (256 x 256 halves), float32 activations
+    pw16, pw32 = records["fp16"]["pw13"], records["fp32"]["pw13"]
+    assert pw16["storage"] == "fp16" and pw32["bytes_moved"] - pw16["bytes_moved"] == 256 * 256 * 2
