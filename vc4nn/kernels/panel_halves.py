@@ -9,7 +9,7 @@ it takes its part in the barrier, it widens them in place to V float32 rows (a r
 and 2h + 1, which lie at or before word row h's own row (V - ceil(V/2) + h), so no word row is
 overwritten before it is read. The k loop then reads float32 as before, so its one
 multiply-add per instruction stays; the price is the widening on the loaders' path (the
-master waits for the slowest loader): 3 instructions per 32 weights, 15 per 8-vector k-row.
+master waits for the slowest loader): 3 instructions per 32 weights, 16 per 8-vector k-row.
 """
 
 import numpy as np
