@@ -25,8 +25,10 @@ def open_device(name=None, **options):
     """A device by name: "emulator" (the default) or "pi"; without a name, $VC4NN_DEVICE.
 
     ``options`` go to the backend (EmulatorDevice: board, checks, seed, max_instructions,
-    guard_bytes, progress; see its docstring). An option the backend does not take is a
-    DeviceError listing the ones it does.
+    guard_bytes, progress, core, launch; PiDevice: launch; see their docstrings). Both take
+    ``launch="mailbox"`` (the default) or ``"direct"``: how launches start (the firmware's
+    execute_qpu or the V3D's registers; in the emulator, which launch overhead the cycle model
+    charges). An option the backend does not take is a DeviceError listing the ones it does.
     """
     name = resolve_device_name(name)
     if name == "emulator":

@@ -22,7 +22,8 @@ presented as full runs. --full forces full layers on any core.
 
 --kind picks layers by kind (conv2d, depthwise, pointwise, global_avg_pool, fully_connected, or
 the groups gemm = pointwise, fully_connected, global_avg_pool and spatial = conv2d, depthwise,
-global_avg_pool); --stalls adds each stall cause's share of QPU time and the tiling that ran.
+global_avg_pool); --kind add lists v2's residual adds as layers of their own (as run when not
+fused into the projection, whose residual then drops out; never in the default list); --stalls adds each stall cause's share of QPU time and the tiling that ran.
 The network total is checked against the issue's target only when every layer ran.
 """
 
@@ -89,7 +90,10 @@ def network_layers(args):
     out = []
     for net in nets:
         label = f"{net} {args.alpha:g}/{args.size}"
-        out += [(label, layer) for layer in builders[net](args.alpha, args.size)
+        build = builders[net]
+        layers = build(args.alpha, args.size, unfused_adds=True) if "add" in kinds and \
+            net == "v2" else build(args.alpha, args.size)
+        out += [(label, layer) for layer in layers
                 if (not only or layer.name in only) and (not kinds or layer.kind in kinds)]
     if not out:
         raise Vc4nnError(f"--only {args.only or '(all)'} --kind {kind or '(all)'}: no such "

@@ -28,6 +28,11 @@ DEFAULT_TIMEOUT_S = 10.0
 # The bus address space is 1 GiB (bits 29:0); no buffer can be larger.
 MAX_BUFFER_BYTES = 1 << 30
 MAX_ALIGN = 1 << 24
+# How the host starts a launch: through the firmware (execute_qpu) or by writing the V3D's
+# user-program registers itself (docs/hardware-choices.md "Launch paths"). Every backend takes
+# ``launch=`` with one of these; kernels and the runtime never see which.
+LAUNCH_PATHS = ("mailbox", "direct")
+DEFAULT_LAUNCH_PATH = "mailbox"
 
 
 class Buffer(np.ndarray):
@@ -140,6 +145,7 @@ class Device(abc.ABC):
     """Base of every backend. Use as a context manager to free all allocations on exit."""
 
     name = "device"
+    launch_path = DEFAULT_LAUNCH_PATH
 
     def __init__(self):
         self._allocations = []
@@ -180,7 +186,9 @@ class Device(abc.ABC):
                                   or not 0 <= flags < 1 << 32):
             raise DeviceError(f"flags must be a 32-bit int (mailbox mem_alloc flags) or None, "
                               f"got {flags!r}")
-        allocation = self._allocate(nbytes, int(align), flags)
+        # Whole 32-bit words: the TMU reads words, so a gather of a float16 buffer's last half
+        # reads the word holding it (the Pi's allocator hands out whole pages anyway).
+        allocation = self._allocate(-(-nbytes // 4) * 4, int(align), flags)
         allocation.memory[:] = 0
         allocation.label = f"{'x'.join(map(str, shape)) or 'scalar'} {dtype}"
         self._allocations.append(allocation)
@@ -287,6 +295,14 @@ class Device(abc.ABC):
         buf = self.array(raw)
         temporaries.append(buf)
         return buf
+
+
+def checked_launch_path(launch):
+    """``launch`` if it names a launch path (LAUNCH_PATHS), else a DeviceError."""
+    if launch not in LAUNCH_PATHS:
+        raise DeviceError(f"launch path (launch=) must be one of "
+                          f"{', '.join(map(repr, LAUNCH_PATHS))}, got {launch!r}")
+    return launch
 
 
 def qpu_count(num_qpus):

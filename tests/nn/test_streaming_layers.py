@@ -181,10 +181,10 @@ def test_mobilenet_classifier_full(device, cin, cout):
 
 
 def test_plans_reject_other_storage():
-    for make in (lambda: elementwise.AddPlan(4, 1, storage="f16"),
-                 lambda: global_pool.GlobalPoolPlan(4, 4, 1, storage="f16"),
+    for make in (lambda: elementwise.AddPlan(4, 1, b_storage="f16"),
+                 lambda: global_pool.GlobalPoolPlan(4, 4, 1, out_storage="f16"),
                  lambda: gemv.FullyConnectedPlan(4, 4, 1, storage="f16")):
-        with pytest.raises(Vc4nnError, match="f16"):
+        with pytest.raises(Vc4nnError, match="'f16'"):
             make()
 
 

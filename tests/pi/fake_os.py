@@ -49,6 +49,17 @@ ALIAS_BITS = {
 }
 SOC_BY_PROCESSOR = {0: "BCM2835", 1: "BCM2836", 2: "BCM2837", 3: "BCM2711"}
 
+# The V3D's registers (VideoCore IV 3D Architecture Reference Guide, section 10), offsets from
+# the V3D base = peripheral base + 0xC00000; the peripheral base by SoC (BCM2835 datasheet
+# 1.2.3; raspberrypi/documentation "Peripheral addresses") and as the device tree's
+# /soc/ranges gives it (child 0x7E000000, parent, size; big-endian).
+V3D_REGISTERS = {0x000: "IDENT0", 0x020: "L2CACTL", 0x024: "SLCACTL", 0x430: "SRQPC",
+                 0x434: "SRQUA", 0x438: "SRQUL", 0x43C: "SRQCS", 0xE00: "DBCFG",
+                 0xE2C: "DBQITE", 0xE30: "DBQITC"}
+PERIPHERAL_BASE = {"BCM2835": 0x20000000, "BCM2836": 0x3F000000, "BCM2837": 0x3F000000,
+                   "BCM2711": 0xFE000000}
+REQUEST_QUEUE_DEPTH = 16
+
 CHAR_DEVICE = stat.S_IFCHR
 REGULAR = stat.S_IFREG
 
@@ -93,6 +104,95 @@ class Launch:
     programs: list        # [(uniforms bus address, code bus address)] per QPU
 
 
+class FakeV3D:
+    """The V3D's register page as a program sees it. Every access is kept in ``accesses`` as
+    ("r" or "w", register name, value). SRQPC queues a request; reading SRQCS dispatches the
+    queued requests to free QPUs (``free_qpus`` at a time, one batch per read) and plays them through the Pi's
+    runner, whose status decides whether they complete (0) or hang (anything else)."""
+
+    def __init__(self, pi, free_qpus=12, dbcfg=0x1, dbqite=0x1):
+        self.pi, self.free_qpus = pi, free_qpus
+        self.values = {"DBCFG": dbcfg, "DBQITE": dbqite, "DBQITC": 0, "SRQUA": 0, "SRQUL": 0}
+        self.accesses, self.closed = [], False
+        self.power_on_reset()
+
+    def power_on_reset(self):
+        self.queue, self.running, self.error = [], [], False
+        self.made = self.completed = 0
+        self.uniforms_fresh = False
+
+    def _name(self, offset):
+        if self.closed:
+            raise ProtocolViolation(f"V3D register {offset:#x} accessed after the window was closed")
+        if not self.pi.qpus_enabled:
+            raise ProtocolViolation(f"V3D register {offset:#x} accessed while the V3D is powered off")
+        if offset not in V3D_REGISTERS:
+            raise ProtocolViolation(f"access to V3D register offset {offset:#x}, not one the "
+                                    f"direct launch needs")
+        return V3D_REGISTERS[offset]
+
+    def read(self, offset):
+        name = self._name(offset)
+        if name == "IDENT0":
+            value = 0x02443356
+        elif name == "SRQCS":
+            self._dispatch()
+            value = (len(self.queue) | self.error << 7 | (self.made & 0xFF) << 8
+                     | (self.completed & 0xFF) << 16)
+        elif name in ("SRQPC", "L2CACTL", "SLCACTL"):
+            raise ProtocolViolation(f"read of {name}, which is a write-only control")
+        else:
+            value = self.values[name]
+        self.accesses.append(("r", name, value))
+        return value
+
+    def write(self, offset, value):
+        name = self._name(offset)
+        if not 0 <= value < 1 << 32:
+            raise ProtocolViolation(f"{name} written with {value}, not a 32-bit value")
+        self.accesses.append(("w", name, value))
+        if name == "SRQCS":
+            self.error = self.error and not value & 1 << 7
+            self.made = 0 if value & 1 << 8 else self.made
+            self.completed = 0 if value & 1 << 16 else self.completed
+        elif name == "SRQPC":
+            if not self.uniforms_fresh:
+                raise ProtocolViolation("SRQPC written without SRQUA first: the request would "
+                                        "take the previous program's uniforms")
+            self.uniforms_fresh = False
+            self.made += 1
+            if len(self.queue) >= REQUEST_QUEUE_DEPTH:
+                self.error = True
+            else:
+                self.queue.append((self.values["SRQUA"], value))
+        elif name == "DBQITC":
+            self.values[name] &= ~value
+        elif name == "IDENT0":
+            raise ProtocolViolation("write to IDENT0, a read-only register")
+        elif name in self.values:
+            self.values[name] = value
+            self.uniforms_fresh |= name == "SRQUA"
+
+    def _dispatch(self):
+        """One batch per reading of SRQCS: time passes between two polls."""
+        if self.queue and len(self.running) < self.free_qpus:
+            batch = self.queue[:self.free_qpus - len(self.running)]
+            del self.queue[:len(batch)]
+            for uniforms, code in batch:
+                self.pi.read_bus(uniforms, 4)
+                self.pi.read_bus(code, 8)
+            launch = Launch(len(batch), None, None, None, batch)
+            self.pi.launches.append(launch)
+            status = self.pi.runner(self.pi, launch) if self.pi.runner else 0
+            if status == 0:
+                self.completed += len(batch)
+            else:
+                self.running += batch
+
+    def close(self):
+        self.closed = True
+
+
 class FakePi:
     """A Pi with a firmware. ``runner(fake, launch)`` plays the QPUs and returns execute_qpu's
     status (default: every program ends at once, status 0)."""
@@ -101,7 +201,7 @@ class FakePi:
                  firmware_revision=0x6152F0C8, clock_hz=300_000_000, ram_mb=512, gpu_mem_mb=128,
                  heap_bytes=4 * MIB, user="pi", groups=("pi", "video"), root=False, kms=None,
                  config_path="/boot/config.txt", config="", pointer_size=4, runner=None,
-                 journal=None, vcio=True):
+                 journal=None, vcio=True, device_tree_ranges=True):
         self.revision, self.firmware_revision, self.clock_hz = revision, firmware_revision, clock_hz
         self.soc = SOC_BY_PROCESSOR.get((revision >> 12) & 0xF, "BCM2835") \
             if revision & (1 << 23) else "BCM2835"
@@ -117,6 +217,9 @@ class FakePi:
         self.attached = {}          # id(view) -> (handle, physical offset, length) still mapped
         self.last_locked = None     # the block a following mmap is for (alloc, lock, map)
         self.open_fds, self.next_fd = {}, 3
+        self.v3d = FakeV3D(self)
+        self.register_maps, self.clock, self.yields = [], 0.0, 0
+        self.clock_step = 1e-4        # seconds that pass between two readings of the clock
         overlay = f"dtoverlay={kms}\n" if kms else ""
         self.files = {
             "/dev/mem": FakeFile(None, CHAR_DEVICE | 0o640, "root", "kmem"),
@@ -128,6 +231,10 @@ class FakePi:
             "/proc/device-tree/soc/v3d@7ec00000/status": FakeFile("okay\0" if kms else "disabled\0"),
             config_path: FakeFile(f"# config\ndtparam=audio=on\n{config}{overlay}"),
         }
+        self.binary_files = {}
+        if device_tree_ranges and self.soc in PERIPHERAL_BASE:
+            self.binary_files["/proc/device-tree/soc/ranges"] = struct.pack(
+                ">3I", 0x7E000000, PERIPHERAL_BASE[self.soc], 0x01000000)
         if vcio:
             self.files["/dev/vcio"] = FakeFile(None, CHAR_DEVICE | 0o660, "root", "video")
 
@@ -181,6 +288,31 @@ class FakePi:
         view = memoryview(self.ram)[start:start + length]
         self.attached[id(view)] = (self.last_locked, offset, length)
         return view
+
+    def map_registers(self, fd, physical, length):
+        path, write, sync = self.open_fds.get(fd, (None, False, False))
+        if path != "/dev/mem" or not write or not sync:
+            raise ProtocolViolation(f"register mapping of fd {fd} ({path}, write={write}, "
+                                    f"sync={sync}); registers are mapped from /dev/mem O_RDWR|O_SYNC")
+        expected = PERIPHERAL_BASE[self.soc] + 0xC00000
+        if (physical, length) != (expected, PAGE):
+            raise ProtocolViolation(f"register mapping at {physical:#x}+{length:#x}; the V3D's "
+                                    f"page is at {expected:#x}+{PAGE:#x} on a {self.soc}")
+        if not self.qpus_enabled:
+            raise ProtocolViolation("V3D registers mapped before enable_qpu(1): the V3D is off")
+        self.register_maps.append(physical)
+        self.v3d.closed = False
+        return self.v3d
+
+    def monotonic(self):
+        self.clock += self.clock_step
+        return self.clock
+
+    def yield_cpu(self):
+        self.yields += 1
+
+    def read_bytes(self, path):
+        return self.binary_files.get(path)
 
     def detach_mapping(self, mapping):
         where = self.attached.pop(id(mapping), None)
@@ -334,6 +466,8 @@ class FakePi:
         if enable not in (0, 1):
             raise ProtocolViolation(f"enable_qpu({enable})")
         self.qpus_enabled = bool(enable)
+        if not enable:
+            self.v3d.power_on_reset()      # powering the V3D off stops and forgets everything
         return (0,)
 
     def _execute_qpu(self, num_qpus, control, noflush, timeout_ms):

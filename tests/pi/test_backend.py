@@ -30,7 +30,7 @@ def test_open_identifies_the_board():
         assert dev.board.name == "Raspberry Pi Zero W" and dev.board.processor == "BCM2835"
         assert dev.clock_hz == 300_000_000
         assert dev.describe() == ("Raspberry Pi Zero W (BCM2835, 512 MB, revision 0x9000c1), "
-                                  "firmware 0x6152f0c8, V3D clock 300 MHz")
+                                  "firmware 0x6152f0c8, V3D clock 300 MHz, mailbox launches")
         assert fake.qpus_enabled
     assert_all_given_back(fake)
 

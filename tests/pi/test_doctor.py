@@ -152,3 +152,29 @@ def test_doctor_is_happy_exactly_when_the_device_opens(setup):
     except PiError:
         opened = False
     assert healthy == opened
+
+
+def test_direct_launch_available():
+    code, text = report(pi3_model_b(root=True))
+    assert code == 0
+    assert "ok      direct     launch='direct' is available (V3D registers at 0x3fc00000)" in text
+
+
+def test_direct_launch_not_available_is_reported_not_a_problem():
+    fake = pi_zero_w(root=True)
+
+    def refuse(fd, physical, length):
+        raise PermissionError(1, "Operation not permitted")
+    fake.map_registers = refuse
+    code, text = report(fake)
+    assert code == 0
+    assert ("ok      direct     launch='direct' is not available: cannot map the V3D registers "
+            "at 0x20c00000 through /dev/mem: Operation not permitted; launch='mailbox' (the "
+            "default) works") in text
+    assert "iomem=relaxed" in text
+    assert fake.open_fds == {} and fake.live_handles() == [] and not fake.qpus_enabled
+
+
+def test_direct_launch_unknown_while_dev_mem_is_closed():
+    (finding,) = [f for f in diagnose(pi_zero_w()) if f.topic == "direct"]
+    assert (finding.label, finding.text) == ("?", "unknown until the problems above are fixed")

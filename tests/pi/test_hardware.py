@@ -49,3 +49,22 @@ def test_a_hung_program_times_out_and_the_device_recovers(pi):
         pi.execute(spin_forever.assemble(), num_qpus=1, timeout=0.2)
     assert len(pi._allocations) == held
     assert pi.execute(finish.assemble(), timeout=1.0).host_interrupts == 1
+
+
+@pytest.fixture
+def direct_pi(pi):
+    """A second device on the same Pi, launching by the V3D's registers (needs root)."""
+    with PiDevice(launch="direct") as device:
+        yield device
+
+
+@pytest.mark.parametrize("num_qpus", [1, 12])
+def test_direct_launches_end(direct_pi, num_qpus):
+    result = direct_pi.execute(finish.assemble(), num_qpus=num_qpus, timeout=1.0)
+    assert result.num_qpus == num_qpus and not result.estimated
+
+
+def test_a_hung_direct_launch_times_out_and_the_device_recovers(direct_pi):
+    with pytest.raises(PiTimeout, match="1 of program 0 still running"):
+        direct_pi.execute(spin_forever.assemble(), num_qpus=1, timeout=0.2)
+    assert direct_pi.execute(finish.assemble(), timeout=1.0).num_qpus == 1

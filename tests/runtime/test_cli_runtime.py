@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import pytest
 
+import vc4nn
 from vc4nn.cli import main
 
 from . import onnx_models
@@ -61,6 +62,35 @@ def test_bench_reports_estimates(fake_layers, model_path, capsys):
     assert main(["bench", model_path, "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "cycle-model estimate" in out and "Pi Zero" in out and "GPU memory" in out
+
+
+def test_bench_per_launch_path(fake_layers, model_path, capsys):
+    """--launch picks the path; the empty-launch probe differs by the two documented overheads
+    (100 us mailbox, 20 us direct: facts §3 and the GPU_FFT calibration)."""
+    probes = {}
+    for launch in ("mailbox", "direct"):
+        assert main(["bench", model_path, "--quiet", "--json", "--launch", launch]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["launch_path"] == launch
+        probes[launch] = report["launch_probe"]["device_seconds"]
+    assert probes["mailbox"] - probes["direct"] == pytest.approx(80e-6)
+    assert main(["bench", model_path, "--quiet", "--launch", "direct"]) == 0
+    out = capsys.readouterr().out
+    assert "launches (direct path)" in out and "direct launch overhead included" in out
+    with pytest.raises(SystemExit):
+        main(["bench", model_path, "--launch", "fast"])
+    assert "invalid choice: 'fast'" in capsys.readouterr().err
+
+
+def test_session_launch_must_match_its_device(fake_layers, model_path):
+    from vc4nn.errors import DeviceError
+    from vc4nn.runtime.session import InferenceSession
+    with InferenceSession(model_path, launch="direct", progress=False) as sess:
+        assert sess.device.launch_path == "direct"
+    with vc4nn.open_device("emulator") as dev:
+        with pytest.raises(DeviceError, match="launch='direct' but the emulator device given "
+                                              "launches by the mailbox path"):
+            InferenceSession(model_path, device=dev, launch="direct", progress=False)
 
 
 def test_unsupported_model_is_one_line(model_path, tmp_path, capsys):

@@ -67,8 +67,8 @@ def test_tiny_v1_fp16_close_to_onnxruntime(tiny_v1, device, precision):
     # fp16 storage: a few half roundings per layer, not float32's 1e-3
     assert rel_error(got, expected) <= 2e-2 and top(got, 1) == top(expected, 1)
     if precision == "fp16":
-        assert len(halves) == sum(r.op in ("conv2d", "depthwise", "pointwise", "fully_connected")
-                                  for r in records)
+        assert len(halves) == sum(r.op in ("conv2d", "depthwise", "pointwise", "fully_connected",
+                                           "global_avg_pool") for r in records)
         assert fp16_bytes < fp32_bytes
     else:                               # auto says why for each candidate
         assert all(r.choice for r in records if r.op == "depthwise")
@@ -150,3 +150,40 @@ def test_accuracy_command(tiny_v1, tmp_path, capsys):
     assert png.stat().st_size > 1000
     assert main(["accuracy", tiny_v1, "--precisions", "fp8"]) == 1
     assert "--precisions fp8" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def residual_of_depthwise(tmp_path_factory):
+    """An add the pointwise layer cannot fuse (its operands: a depthwise result and a
+    pointwise result with an activation); the sum feeds a depthwise layer, then the pool and
+    the classifier."""
+    b = onnx_models.OnnxBuilder(seed=4)
+    stem = b.conv_bn("input", 3, 24, stride=2)
+    left = b.conv_bn(stem, 24, 24, group=24)
+    right = b.conv_bn(stem, 24, 24, k=1, act="relu")
+    y = b.conv_bn(b.node("Add", [left, right]), 24, 24, group=24)
+    path = str(tmp_path_factory.mktemp("res") / "m.onnx")
+    onnx.save(b.model("input", 18, b.head(y, 24, 10)), path)
+    return path
+
+
+@pytest.mark.parametrize("precision", ["fp16", "auto"])
+def test_unfused_add_and_pool_store_halves(residual_of_depthwise, device, precision):
+    """fp16: the add reads a half operand and writes halves for the depthwise layer; the pool
+    writes halves for the classifier. auto tries the add on both of its reference operands:
+    b comes from a layer auto does not run when pointwise has no fp16 kernel, so a b left
+    stale in the arena would show as a large error and refuse fp16."""
+    x = np.random.default_rng(5).standard_normal((1, 3, 18, 18)).astype(np.float32)
+    expected = ort.InferenceSession(residual_of_depthwise, providers=[
+        "CPUExecutionProvider"]).run(None, {"input": x})[0]
+    with InferenceSession(residual_of_depthwise, device=device, precision=precision,
+                          calibration=[x]) as sess:
+        (got,) = sess.run(None, {"input": x})
+        records = {r.op: r for r in sess.profile()}
+        add_node = next(n for n in sess.graph.nodes if n.op == "add")
+        halves = [sess.storage.values[v] for v in (add_node.inputs[0], add_node.outputs[0])]
+    assert rel_error(got, expected) <= 2e-2 and top(got, 1) == top(expected, 1)
+    assert records["add"].storage == "fp16" and records["global_avg_pool"].storage == "fp16"
+    assert halves == ["fp16"] * 2
+    if precision == "auto":
+        assert "faster in fp16" in records["add"].choice and "<=" in records["add"].choice

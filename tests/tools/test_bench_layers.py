@@ -4,6 +4,8 @@ layers only: the 7x7 pool, the tiny v1 0.25/128 depthwise)."""
 import json
 import re
 
+import pytest
+
 from vc4nn.cli import main
 
 from .test_tools import run_tool
@@ -27,9 +29,18 @@ def test_bench_layers_table_json_markdown_and_chart(tmp_path):
     table = run_tool("bench_layers.py", "--from-json", str(saved))
     assert "ESTIMATES" in table and re.search(r"pool\s+global_avg_pool\s+7x7x1024->1024", table)
     assert re.search(r"v1 1/224 on pi_zero 300 MHz: \d+\.\d+ ms of kernels", table)
+    md = run_tool("bench_layers.py", "--from-json", str(saved), "--markdown")
+    assert md.count("| pool |") == 1
+
+
+def test_bench_layers_chart(tmp_path):
+    pytest.importorskip("matplotlib")     # an optional extra (plots)
+    saved = tmp_path / "pool.json"
+    saved.write_text(run_tool("bench_layers.py", "--net", "v1", "--only", "pool", "--quick",
+                              "--boards", "pi_zero", "--json"))
     png = tmp_path / "layers.png"
-    md = run_tool("bench_layers.py", "--from-json", str(saved), "--markdown", "--png", str(png))
-    assert md.count("| pool |") == 1 and png.stat().st_size > 1000
+    run_tool("bench_layers.py", "--from-json", str(saved), "--png", str(png))
+    assert png.stat().st_size > 1000
 
 
 def test_tune_cli_stores_and_reports(tmp_path, capsys):
@@ -79,17 +90,39 @@ def test_bench_layers_bad_network_is_one_line_error(capsys):
 
 
 def test_bench_layers_fp16_storage(capsys):
-    """--storage fp16: the depthwise layer runs with halves (half the bytes, less time); a layer
-    without fp16 kernels runs float32 and its record says so."""
+    """--storage fp16: the depthwise layer and the pool run with halves (half the bytes, less
+    time); a layer without fp16 kernels (vc4nn/nn/storage.py) runs float32 and its record says
+    so."""
     args = ["bench-layers", "--net", "v1", "--alpha", "0.25", "--size", "128", "--only",
-            "dw13,pool,pw13", "--boards", "pi_zero", "--json"]
+            "dw13,pw13,pool", "--boards", "pi_zero", "--json", "--quick", "--pixels", "16"]
     records = {}
     for storage in ("fp32", "fp16"):
         assert main(args + ["--storage", storage]) == 0
         records[storage] = {r["name"]: r for r in json.loads(capsys.readouterr().out)["layers"]}
-    dw16, dw32 = records["fp16"]["dw13"], records["fp32"]["dw13"]
-    assert dw16["storage"] == "fp16" and records["fp16"]["pool"]["storage"] == "fp32"
-    assert 2 * dw16["bytes_moved"] == dw32["bytes_moved"] and dw16["ms"] < dw32["ms"]
+    for name in ("dw13", "pool"):
+        r16, r32 = records["fp16"][name], records["fp32"][name]
+        assert r16["storage"] == "fp16"
+        assert 2 * r16["bytes_moved"] == r32["bytes_moved"] and r16["ms"] < r32["ms"]
     # pointwise: fp16 weights (256 x 256 halves), float32 activations
     pw16, pw32 = records["fp16"]["pw13"], records["fp32"]["pw13"]
     assert pw16["storage"] == "fp16" and pw32["bytes_moved"] - pw16["bytes_moved"] == 256 * 256 * 2
+
+
+def test_bench_layers_kind_add_lists_v2_residual_adds(capsys):
+    """--kind add: v2's residual adds as layers of their own (never in the default list, where
+    the projection's fused residual stands for them); fp16 halves their bytes."""
+    args = ["bench-layers", "--net", "v1,v2", "--alpha", "0.25", "--size", "128", "--kind",
+            "add", "--boards", "pi_zero", "--json"]
+    records = {}
+    for storage in ("fp32", "fp16"):
+        assert main(args + ["--storage", storage]) == 0
+        records[storage] = json.loads(capsys.readouterr().out)["layers"]
+    names = [r["name"] for r in records["fp32"]]
+    # at alpha 0.25 the first block keeps 8 channels at stride 1: it has a residual too
+    assert names == ["b0.add", "b2.add", "b4.add", "b5.add", "b7.add", "b8.add", "b9.add",
+                     "b11.add", "b12.add", "b14.add", "b15.add"]
+    b2 = records["fp32"][1]
+    assert b2["shape"] == "32x32x8->8" and b2["bytes_moved"] == 3 * 32 * 32 * 8 * 4
+    for r16, r32 in zip(records["fp16"], records["fp32"]):
+        assert r16["storage"] == "fp16" and 2 * r16["bytes_moved"] == r32["bytes_moved"]
+        assert r16["ms"] < r32["ms"]

@@ -1,6 +1,6 @@
 """EmulatorDevice: the Device interface over emulated bus memory and the machine model."""
 
-from ..device import Device
+from ..device import DEFAULT_LAUNCH_PATH, Device
 from ..errors import DeviceError
 from .machine import DEFAULT_MAX_INSTRUCTIONS, Machine
 from .memory import DEFAULT_GUARD_BYTES, BusMemory
@@ -23,17 +23,23 @@ class EmulatorDevice(Device):
         every ``PROGRESS_INTERVAL`` instructions (settable later as ``device.progress``).
     core: "c" (the compiled core), "python" (the pure-Python core, the specification) or None
         for the C core when it is built, else the Python one (docs/design.md "Two cores").
+    launch: "mailbox" or "direct", as on a Pi (vc4nn.pi.PiDevice): picks the launch overhead the
+        cycle model adds to every launch (timing ``launch_overhead_mailbox`` / ``_direct``).
     """
 
     name = "emulator"
 
     def __init__(self, board=DEFAULT_BOARD, checks=None, seed=None,
                  max_instructions=DEFAULT_MAX_INSTRUCTIONS, guard_bytes=DEFAULT_GUARD_BYTES,
-                 progress=None, core=None):
+                 progress=None, core=None, launch=DEFAULT_LAUNCH_PATH):
         super().__init__()
         self.memory = BusMemory(guard_bytes)
-        self.machine = Machine(self.memory, board, checks, seed, max_instructions, core)
+        self.machine = Machine(self.memory, board, checks, seed, max_instructions, core, launch)
         self.progress = progress
+
+    @property
+    def launch_path(self):
+        return self.timing.launch_path
 
     @property
     def core(self):

@@ -50,7 +50,7 @@ CONTROL_ENTRY_WORDS = 2
 
 class Machine:
     def __init__(self, memory, board=DEFAULT_BOARD, checks=None, seed=None,
-                 max_instructions=DEFAULT_MAX_INSTRUCTIONS, core=None):
+                 max_instructions=DEFAULT_MAX_INSTRUCTIONS, core=None, launch_path="mailbox"):
         if max_instructions is not None and (not isinstance(max_instructions, int)
                                              or max_instructions < 1):
             raise DeviceError(f"max_instructions must be a positive int or None; "
@@ -58,7 +58,7 @@ class Machine:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise DeviceError(f"seed must be None or an int, got {seed!r}")
         self.memory = memory
-        self.timing = Timing(board)
+        self.timing = Timing(board, launch_path)
         self.checks = as_checks(checks).copy()
         self.max_instructions = max_instructions
         self._rng = random.Random(seed) if seed is not None else None

@@ -14,6 +14,7 @@ import math
 from types import MappingProxyType
 
 from .. import hardware
+from ..device import checked_launch_path
 from ..errors import DeviceError
 
 # name -> (value, unit, source, note)
@@ -165,9 +166,6 @@ BOARDS = MappingProxyType({
 DEFAULT_BOARD = "pi_zero"
 
 
-LAUNCH_PATHS = ("mailbox", "direct")
-
-
 class Timing:
     """The parameter table as attributes, for one board. Override entries by keyword.
 
@@ -179,10 +177,7 @@ class Timing:
     def __init__(self, board=DEFAULT_BOARD, launch_path="mailbox", **overrides):
         if board not in BOARDS:
             raise DeviceError(f"unknown board {board!r}; known boards: {', '.join(BOARDS)}")
-        if launch_path not in LAUNCH_PATHS:
-            raise DeviceError(f"unknown launch path {launch_path!r}; one of "
-                              f"{', '.join(LAUNCH_PATHS)}")
-        self.launch_path = launch_path
+        self.launch_path = checked_launch_path(launch_path)
         unknown = set(overrides) - set(PARAMETERS)
         if unknown:
             raise DeviceError(f"unknown cycle-model parameter(s) {', '.join(sorted(unknown))}")

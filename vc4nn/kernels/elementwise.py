@@ -7,7 +7,13 @@ VPM write (vc4nn/kernels/epilogue.py) into its own BLOCK_VECTORS staging rows, a
 block with one DMA of contiguous rows. The QPUs take blocks round-robin and never meet. The last
 block may be shorter: its code is generated for its exact length (lanes past the end repeat the
 last element, so no gather leaves the tensors, and the partial vector is stored by a second DMA
-of fewer columns). Memory-bound: 12 bytes move per add.
+of fewer columns). Memory-bound: 12 bytes move per add in float32.
+
+fp16 storage (each of a, b, y separately; arithmetic float32): the mapping stays one element per
+lane. A half tensor's lane reads the word holding its half and keeps it by its address's bit 1
+(vc4nn/kernels/halves.py: two instructions where float32 takes one); a half result is packed
+into ra3 by the activation's last op and leaves by a 16-bit VPM write and a 16-bit DMA store
+(docs/kernels.md "fp16 storage").
 
 Uniform stream of one QPU: [VPM write setup of its staging rows], then per block
 [1, a address, b address, y address, VDW setup], then 0; then the tail flag (1: this QPU stores
@@ -22,14 +28,19 @@ import typing
 from asm import element_number, kernel, null, r0, r1, r3, r4, r5, ra, rb, tmu0_s, uniform, \
     vdw_setup, vdw_stride, vpm, vpm_write_setup, vw_addr, vw_setup, vw_wait
 
-from ..errors import DeviceError
-from .common import GATHER_DEPTH, LANES, STORAGE_BYTES, each_record
+from . import dma
+from .common import GATHER_DEPTH, LANES, each_record
 from .epilogue import Epilogue, activate, prepare_activation
+from .halves import HALF_LOW, flag_half, gathered_half
+from .spatial import STORAGE_BITS, check_storage
 
 BLOCK_VECTORS = 4               # 12 QPUs x 4 staging rows = 48 of the 64 reachable VPM rows
-A_BASE, B_BASE, Y_ADDR = ra[0], ra[1], ra[2]
-OFFSETS = [rb[i] for i in range(BLOCK_VECTORS)]     # per-lane byte offsets of a block's vectors
+A_BASE, B_BASE, Y_ADDR, PACKED = ra[0], ra[1], ra[2], ra[3]
+# per-lane byte offsets of a block's vectors, by element size (float32, half)
+OFFSETS = {4: [rb[i] for i in range(BLOCK_VECTORS)],
+           2: [rb[BLOCK_VECTORS + 1 + i] for i in range(BLOCK_VECTORS)]}
 STAGE_W = rb[BLOCK_VECTORS]
+TWO = rb[2 * BLOCK_VECTORS + 1]
 
 
 def ceil_div(a, b):
@@ -41,19 +52,25 @@ class AddPlan:
     size: int                   # elements
     num_qpus: int
     activation: typing.Optional[str] = None
-    storage: str = "f32"
+    a_storage: str = "fp32"     # "fp32" or "fp16", of a, b and the result y
+    b_storage: str = "fp32"
+    y_storage: str = "fp32"
 
     def __post_init__(self):
-        if STORAGE_BYTES.get(self.storage) != 4:
-            raise DeviceError(f"add: {self.storage!r} storage is not implemented (f32 only)")
+        for name in ("a_storage", "b_storage", "y_storage"):
+            check_storage(f"add: {name}", getattr(self, name))
 
     @property
     def epilogue(self):
         return Epilogue(activation=self.activation)
 
+    def bytes_of(self, tensor):
+        """Bytes of one element of ``tensor`` ("a", "b" or "y")."""
+        return STORAGE_BITS[getattr(self, tensor + "_storage")] // 8
+
     @property
-    def element_bytes(self):
-        return STORAGE_BYTES[self.storage]
+    def y_bits(self):
+        return STORAGE_BITS[self.y_storage]
 
     @property
     def block_elements(self):
@@ -73,22 +90,25 @@ class AddPlan:
         return max(1, min(self.num_qpus, self.full_blocks + (1 if self.tail else 0)))
 
     def uniform_streams(self, a, b, y):
-        step = self.block_elements * self.element_bytes
+        bits = self.y_bits
+
+        def addresses(block):
+            first = block * self.block_elements
+            return [base + first * self.bytes_of(t) for base, t in ((a, "a"), (b, "b"), (y, "y"))]
+
         streams = []
         for q in range(self.qpus):
-            words = [vpm_write_setup(staging_y(q))]
+            words = [vpm_write_setup(staging_y(q), size=bits, stride=dma.row_stride(bits))]
             for block in range(q, self.full_blocks, self.qpus):
-                offset = block * step
-                words += [1, a + offset, b + offset, y + offset,
-                          vdw_setup(BLOCK_VECTORS, LANES, staging_y(q))]
+                words += [1, *addresses(block),
+                          vdw_setup(BLOCK_VECTORS, LANES, staging_y(q), size=bits)]
             words.append(0)
             tail_qpu = self.full_blocks % self.qpus
             if self.tail and q == tail_qpu:
-                offset = self.full_blocks * step
                 full, part = divmod(self.tail, LANES)
-                words += [1, a + offset, b + offset, y + offset]
-                words += [vdw_setup(full, LANES, staging_y(q))] if full else []
-                words += [vdw_setup(1, part, staging_y(q) + full)] if part else []
+                words += [1, *addresses(self.full_blocks)]
+                words += [vdw_setup(full, LANES, staging_y(q), size=bits)] if full else []
+                words += [vdw_setup(1, part, staging_y(q) + full, size=bits)] if part else []
             elif self.tail:
                 words.append(0)
             streams.append(words)
@@ -109,6 +129,8 @@ def block(a, plan, valid):
     y addresses and its VDW setups (one per store) from the uniform stream."""
     vectors = ceil_div(valid, LANES)
     full, part = divmod(valid, LANES)
+    inputs = [(A_BASE, plan.bytes_of("a")), (B_BASE, plan.bytes_of("b"))]
+    sizes = sorted({size for _, size in inputs})
     a.mov(A_BASE, uniform)
     a.mov(B_BASE, uniform)
     a.mov(Y_ADDR, uniform)
@@ -118,28 +140,48 @@ def block(a, plan, valid):
         if (v + 1) * LANES > valid:
             a.ldi(r1, valid - 1)
             a.min(r0, r0, r1)
-        a.shl(OFFSETS[v], r0, plan.element_bytes.bit_length() - 1)
+        for size in sizes:
+            a.shl(OFFSETS[size][v], r0, size.bit_length() - 1)
     if vectors == 1:
-        a.nop()                     # OFFSETS[0] is read by the next instruction
-    requests = [(base, v) for v in range(vectors) for base in (A_BASE, B_BASE)]
+        a.nop()                     # OFFSETS[.][0] is read by the next instruction
+    requests = [(base, OFFSETS[size][v]) for v in range(vectors) for base, size in inputs]
 
     def request(i):
-        base, v = requests[i]
-        a.add(tmu0_s, base, OFFSETS[v])
+        base, offset = requests[i]
+        a.add(tmu0_s, base, offset)
+
+    def pop(i, op, dst, *srcs):
+        """dst = op(*srcs, the element of gather i as float32)."""
+        base, offset = requests[i]
+        if offset in OFFSETS[4]:
+            a.nop(sig="ldtmu0")
+            if srcs:
+                getattr(a, op)(dst, *srcs, r4)
+            else:
+                a.mov(dst, r4)
+        else:
+            a.add(r0, base, offset)
+            flag_half(a, r0, TWO, sig="ldtmu0")
+            gathered_half(a, op, dst, *srcs)
 
     ahead = min(GATHER_DEPTH, len(requests))
     for i in range(ahead):
         request(i)
     a.read(vw_wait)                 # my previous block's store has left the staging rows
     a.mov(vw_setup, STAGE_W)
+    packed = plan.y_storage == "fp16"
     for v in range(vectors):
-        a.nop(sig="ldtmu0")
-        a.mov(r3, r4)
-        a.nop(sig="ldtmu0")
-        a.fadd(r1, r3, r4)
+        pop(2 * v, "fmax", r3)
+        pop(2 * v + 1, "fadd", r1, r3)
         for i in range(ahead + 2 * v, min(ahead + 2 * v + 2, len(requests))):
             request(i)
-        activate(a, vpm, r1, plan.epilogue.activation, r5)
+        if packed and v:
+            a.mov(vpm, PACKED)      # the previous vector's halves (bits 15:0 of each lane)
+        activate(a, PACKED if packed else vpm, r1, plan.epilogue.activation, r5,
+                 pack=HALF_LOW if packed else None)
+    if packed:
+        a.nop()                     # the last pack is not readable yet
+        a.mov(vpm, PACKED)
     if full:
         a.mov(vw_setup, uniform)
         a.mov(vw_addr, Y_ADDR)
@@ -147,7 +189,7 @@ def block(a, plan, valid):
         if full:
             a.read(vw_wait)
         a.mov(vw_setup, uniform)
-        a.ldi(r1, full * LANES * plan.element_bytes)
+        a.ldi(r1, full * LANES * plan.bytes_of("y"))
         a.add(vw_addr, Y_ADDR, r1)
 
 
@@ -155,6 +197,7 @@ def block(a, plan, valid):
 def add_kernel(a, plan):
     prepare_activation(a, plan.epilogue)
     a.mov(STAGE_W, uniform)
+    a.ldi(TWO, 2)
     a.ldi(vw_setup, vdw_stride(0))          # a block's rows are contiguous in memory
     each_record(a, lambda: block(a, plan, plan.block_elements))
     if plan.tail:

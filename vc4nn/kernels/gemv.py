@@ -27,6 +27,10 @@ nothing else on it. The panel kernel (one A row, 8 lanes of every gather wasted,
   (``fmul r0, r4.unpack("16a"), r5`` and the same with 16b into r3), into two accumulators per
   block: half the weight bytes per output. The second half of a last block past Cout stores to
   a 16-word scratch buffer (not to a real column: a repeated group would race).
+- **fp16 x** (``storage="fp16"``): lane i of x's gather asks for the half at x + 2 (16 j + i)
+  (clamped to the last one) and keeps it by its address's bit 1 (vc4nn/kernels/halves.py);
+  the pop flags from that address, recomputed (XADDR - XSTEP, clamped), so the k-block counter
+  is decremented after it. Three instructions per 16 k, beside 16 x ``group`` weight gathers.
 
 Uniform stream of one QPU: [VPM write setup of its staging row, x address, address of x's last
 element], then per group [1, (bias) the bias address of each block, the w address of each block,
@@ -41,14 +45,16 @@ from asm import element_number, kernel, r0, r1, r2, r3, r4, r5, r5rep, ra, rb, t
     vdw_setup, vpm, vpm_write_setup, vw_addr, vw_setup, vw_wait
 
 from ..errors import DeviceError
-from .common import GATHER_DEPTH, LANES, STORAGE_BYTES, each_record
+from .common import GATHER_DEPTH, LANES, each_record
 from .epilogue import Epilogue, activate, prepare_activation
+from .halves import flag_half, gathered_half
+from .spatial import STORAGE_BITS, check_storage
 
 MAX_GROUP = 8
 ADDR = [ra[i] for i in range(MAX_GROUP)]     # per-lane address of each block's next k-row
 ACC = [rb[i] for i in range(MAX_GROUP)]
 XADDR, XBASE, LANE_BYTES = ra[MAX_GROUP], ra[MAX_GROUP + 1], ra[MAX_GROUP + 2]
-XLIMIT, ROW, XSTEP, STAGE_W = (rb[MAX_GROUP + i] for i in range(4))
+XLIMIT, ROW, XSTEP, STAGE_W, TWO = (rb[MAX_GROUP + i] for i in range(5))
 HALF_UNPACKS = ("16a", "16b")   # fp16 weights: the low and high column of a channel-pair word
 WEIGHT_BYTES = {"fp32": 4, "fp16": 2}
 # Gathers asked ahead past the last k-block: up to GATHER_DEPTH - 1 k-rows of w (one block per
@@ -70,14 +76,12 @@ class FullyConnectedPlan:
     num_qpus: int
     bias: bool = False
     activation: typing.Optional[str] = None
-    storage: str = "f32"        # of x and y
+    storage: str = "fp32"       # of x ("fp32" or "fp16"; y is float32)
     group_size: typing.Optional[int] = None
     w_storage: str = "fp32"
 
     def __post_init__(self):
-        if STORAGE_BYTES.get(self.storage) != 4:
-            raise DeviceError(f"fully_connected: {self.storage!r} storage is not implemented "
-                              f"(f32 only)")
+        check_storage("fully_connected: storage", self.storage)
         if self.w_storage not in WEIGHT_BYTES:
             raise DeviceError(f"fully_connected: w_storage={self.w_storage!r}: 'fp32' or 'fp16'")
         if self.group_size is not None and not 1 <= self.group_size <= self.max_group:
@@ -102,7 +106,12 @@ class FullyConnectedPlan:
 
     @property
     def element_bytes(self):
-        return STORAGE_BYTES[self.storage]
+        """Of x."""
+        return STORAGE_BITS[self.storage] // 8
+
+    @property
+    def halves_in(self):
+        return self.storage == "fp16"
 
     @property
     def blocks(self):
@@ -135,7 +144,7 @@ class FullyConnectedPlan:
 
     def uniform_streams(self, x, w, y, bias=None, scratch=None):
         """``scratch``: 16 words for the stores of columns past Cout (fp16 weights)."""
-        eb = self.element_bytes
+        eb, yb = self.element_bytes, 4
         row_bytes = self.block_cols * WEIGHT_BYTES[self.w_storage]
         streams = []
         for q in range(self.qpus):
@@ -146,11 +155,11 @@ class FullyConnectedPlan:
                            for h in range(self.halves)]
                 words.append(1)
                 if self.bias:
-                    words += [bias + c * eb for c in columns]
+                    words += [bias + c * 4 for c in columns]
                 words += [w + b * row_bytes for b in blocks]
                 for c in columns:
                     if c < self.cout:
-                        words += [vdw_setup(1, min(LANES, self.cout - c), q), y + c * eb]
+                        words += [vdw_setup(1, min(LANES, self.cout - c), q), y + c * yb]
                     else:
                         words += [vdw_setup(1, LANES, q), scratch]
             streams.append(words + [0])
@@ -199,11 +208,19 @@ def k_block(a, plan):
         if item != "x" and item[1] == 0:                 # broadcast x[k] (element k -> all)
             k = item[0]
             a.v8min(r5rep, r1, r1, rotate=(LANES - k) % LANES or None)
-        if pending is not None:
+        if item == "x" and plan.halves_in:  # flag from the address x's gather asked for
+            a.sub(r0, XADDR, XSTEP)
+            a.min(r0, r0, XLIMIT)
+            flag_half(a, r0, TWO, sig="ldtmu0")
+        elif pending is not None:
             a.fadd(pending[0], pending[0], pending[1], sig="ldtmu0")
         else:
             a.nop(sig="ldtmu0")
-        if item == "x":
+        if item == "x" and plan.halves_in:
+            gathered_half(a, "fmax", r1)
+            a.sub(r2, r2, 1, sf=True)       # the k-block count (the pop's flags are spent)
+            pending = None
+        elif item == "x":
             a.mov(r1, r4)
             pending = None
         elif halves == 1:
@@ -244,7 +261,8 @@ def group(a, plan):
     a.ldi(r2, plan.k_blocks)
     with a.scope():
         a.label("kblock")
-        a.sub(r2, r2, 1, sf=True)
+        if not plan.halves_in:
+            a.sub(r2, r2, 1, sf=True)
         k_block(a, plan)
         a.branch("kblock", cond="all_zc")
         a.nop()
@@ -267,7 +285,12 @@ def gemv_kernel(a, plan):
     a.mov(r0, element_number)
     a.shl(LANE_BYTES, r0, 2)
     a.mov(r0, uniform)
-    a.add(XBASE, r0, LANE_BYTES)
+    if plan.halves_in:
+        a.shl(r1, element_number, 1)
+        a.add(XBASE, r0, r1)
+        a.ldi(TWO, 2)
+    else:
+        a.add(XBASE, r0, LANE_BYTES)
     a.mov(XLIMIT, uniform)
     a.ldi(ROW, plan.weight_shape[1] * WEIGHT_BYTES[plan.w_storage])
     a.ldi(XSTEP, LANES * plan.element_bytes)

@@ -8,6 +8,14 @@ layer's shape). The sum is scaled by 1/(H*W) and stored through the QPU's VPM st
 DMA of up to 16 channels. Memory-bound: each element crosses the bus once (64-byte lines are
 shared by the 16 lanes of a gather when C >= 16).
 
+fp16 storage (input and result separately; the sum is float32): a lane's gather of a half
+reads the word holding it and keeps the half that its address's bit 1 names
+(vc4nn/kernels/halves.py); that bit is the same for every pixel when C is even and alternates
+when C is odd, so the generator (which knows each pop's pixel) flags from the lane's address
+at pixel 0 or 1. The pop's free ADD slot then holds that flag op, so the loop counter takes an
+instruction of its own. A half result is packed by the scaling multiply and stored by a 16-bit
+VPM write and a 16-bit DMA.
+
 Uniform stream of one QPU: [VPM write setup of its staging row, 1/(H*W)], then per block
 [1, address of channel c0 at pixel 0, channels valid - 1, y address of c0, VDW setup], then 0.
 """
@@ -18,14 +26,17 @@ import functools
 from asm import kernel, r1, r2, r3, r4, ra, rb, tmu0_s, uniform, vdw_setup, vpm, \
     vpm_write_setup, vw_addr, vw_setup, vw_wait
 
-from ..errors import DeviceError
-from .common import GATHER_DEPTH, LANES, STORAGE_BYTES, each_record, lane_addresses, \
-    ops_then_branch
+from . import dma
+from .common import GATHER_DEPTH, LANES, each_record, lane_addresses, ops_then_branch
+from .halves import HALF_LOW, flag_half, gathered_half
+from .spatial import STORAGE_BITS, check_storage
 
 UNROLL = 4
 STEP, SCALE, STAGE_W, ONE = rb[0], rb[1], rb[2], rb[3]   # ONE: a counter step that rides
 # with the pop's signal (a small immediate would take the signal field)
 Y_ADDR, VDW = ra[0], ra[1]
+PIXEL_ADDRESS = (ra[2], ra[3])  # fp16: the lanes' addresses at pixel 0 and 1 (bit 1 picks)
+PACKED, TWO = ra[4], rb[4]
 
 
 def ceil_div(a, b):
@@ -37,16 +48,24 @@ class GlobalPoolPlan:
     pixels: int
     channels: int
     num_qpus: int
-    storage: str = "f32"
+    in_storage: str = "fp32"    # "fp32" or "fp16"
+    out_storage: str = "fp32"
 
     def __post_init__(self):
-        if STORAGE_BYTES.get(self.storage) != 4:
-            raise DeviceError(f"global_avg_pool: {self.storage!r} storage is not implemented "
-                              f"(f32 only)")
+        check_storage("global_avg_pool: in_storage", self.in_storage)
+        check_storage("global_avg_pool: out_storage", self.out_storage)
 
     @property
-    def element_bytes(self):
-        return STORAGE_BYTES[self.storage]
+    def in_bytes(self):
+        return STORAGE_BITS[self.in_storage] // 8
+
+    @property
+    def out_bits(self):
+        return STORAGE_BITS[self.out_storage]
+
+    @property
+    def halves_in(self):
+        return self.in_storage == "fp16"
 
     @property
     def blocks(self):
@@ -63,12 +82,14 @@ class GlobalPoolPlan:
     def uniform_streams(self, x, y):
         streams = []
         for q in range(self.qpus):
-            words = [vpm_write_setup(q), 1.0 / self.pixels]
+            bits = self.out_bits
+            words = [vpm_write_setup(q, size=bits, stride=dma.row_stride(bits)),
+                     1.0 / self.pixels]
             for block in range(q, self.blocks, self.qpus):
                 c0 = block * LANES
                 valid = min(LANES, self.channels - c0)
-                words += [1, x + c0 * self.element_bytes, valid - 1,
-                          y + c0 * self.element_bytes, vdw_setup(1, valid, q)]
+                words += [1, x + c0 * self.in_bytes, valid - 1, y + c0 * bits // 8,
+                          vdw_setup(1, valid, q, size=bits)]
             streams.append(words + [0])
         return streams
 
@@ -91,11 +112,24 @@ def drain_ops(a):
     return [lambda: a.nop(sig="ldtmu0"), lambda: a.fadd(r2, r2, r4)]
 
 
+def half_pixel_ops(a, pixel, ask=True):
+    """pixel_ops for fp16 input: the pop flags the lanes' halves (from the address at a pixel
+    of the same parity), two conditional adds; ``ask``: also ask for the gather ahead."""
+    ops = [lambda: flag_half(a, PIXEL_ADDRESS[pixel % 2], TWO, sig="ldtmu0"),
+           lambda: gathered_half(a, "fadd", r2, r2)]
+    if ask:
+        ops.append(lambda: a.add(r1, r1, STEP).mov(tmu0_s, r1))
+    return ops
+
+
 def block(a, plan):
-    lane_addresses(a, r1, plan.element_bytes, r3)
+    lane_addresses(a, r1, plan.in_bytes, r3)
     a.mov(Y_ADDR, uniform)
     a.mov(VDW, uniform)
     a.ldi(r2, 0.0)
+    if plan.halves_in:
+        a.mov(PIXEL_ADDRESS[0], r1)
+        a.add(PIXEL_ADDRESS[1], r1, STEP)
     for _ in range(plan.ahead):
         a.add(r1, r1, STEP).mov(tmu0_s, r1)
     loops, rest = divmod(plan.pixels - plan.ahead, UNROLL)
@@ -104,20 +138,35 @@ def block(a, plan):
         with a.scope():
             a.label("pixels")
             ops = []
-            for u in range(UNROLL):
-                count = (lambda sig: a.sub(r3, r3, ONE, sf=True, sig=sig)) if u == 0 else None
-                ops += pixel_ops(a, count)
+            if plan.halves_in:      # the pops' flags would clobber the counter's: count last
+                for u in range(UNROLL):
+                    ops += half_pixel_ops(a, u)
+                for op in ops:
+                    op()
+                a.sub(r3, r3, ONE, sf=True)
+                ops = []
+            else:
+                for u in range(UNROLL):
+                    count = (lambda sig: a.sub(r3, r3, ONE, sf=True, sig=sig)) if u == 0 \
+                        else None
+                    ops += pixel_ops(a, count)
             ops_then_branch(a, ops, "pixels", cond="all_zc")
-    for _ in range(rest):
-        for op in pixel_ops(a):
+    for p in range(loops * UNROLL, plan.pixels):
+        asks = p < plan.pixels - plan.ahead
+        ops = half_pixel_ops(a, p, asks) if plan.halves_in else \
+            pixel_ops(a) if asks else drain_ops(a)
+        for op in ops:
             op()
-    for _ in range(plan.ahead):
-        for op in drain_ops(a):
-            op()
-    a.fmul(r2, r2, SCALE)
-    a.read(vw_wait)                 # my previous block's store has left the staging row
-    a.mov(vw_setup, STAGE_W)
-    a.mov(vpm, r2)
+    if plan.out_storage == "fp16":
+        a.fmul(PACKED, r2, SCALE, pack=HALF_LOW)
+        a.read(vw_wait)             # my previous block's store has left the staging row
+        a.mov(vw_setup, STAGE_W)
+        a.mov(vpm, PACKED)
+    else:
+        a.fmul(r2, r2, SCALE)
+        a.read(vw_wait)
+        a.mov(vw_setup, STAGE_W)
+        a.mov(vpm, r2)
     a.mov(vw_setup, VDW)
     a.mov(vw_addr, Y_ADDR)
 
@@ -126,8 +175,9 @@ def block(a, plan):
 def global_pool_kernel(a, plan):
     a.mov(STAGE_W, uniform)
     a.mov(SCALE, uniform)
-    a.ldi(STEP, plan.channels * plan.element_bytes)
+    a.ldi(STEP, plan.channels * plan.in_bytes)
     a.ldi(ONE, 1)
+    a.ldi(TWO, 2)
     each_record(a, lambda: block(a, plan))
     a.read(vw_wait)
     a.exit()

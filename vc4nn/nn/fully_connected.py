@@ -7,8 +7,8 @@ import numpy as np
 
 from ..device import Buffer, qpu_count
 from ..kernels import gemv as kernel
-from .layer_args import (LayerArgumentError, ShapeError, check_activation, check_on_device,
-                         check_out, check_stored_tensor, check_tensor, pick_device)
+from .layer_args import (DTYPE_OF_STORAGE, LayerArgumentError, ShapeError, check_activation,
+                         check_on_device, check_out, check_stored_tensor, pick_device)
 from .layer_call import LayerCall, PreparedWeights, upload
 
 LAYER = "fully_connected"
@@ -45,13 +45,16 @@ def prepare_fully_connected(w, bias=None, device=None, placement=None):
 def fully_connected(x, w, bias=None, activation=None, out=None, device=None, num_qpus=12,
                     return_run=False):
     """``act(x @ w + bias)`` for ``x`` of shape (Cin,) or (1, 1, Cin) and ``w`` (Cin, Cout) or a
-    PreparedFullyConnected; the result has shape (Cout,) or (1, 1, Cout) like ``x``."""
+    PreparedFullyConnected; the result has shape (Cout,) or (1, 1, Cout) like ``x``.
+
+    Storage: x float32 or float16, w float32 or float16 (fp16 storage; the arithmetic is
+    float32); the result is float32."""
     prepared = w if isinstance(w, PreparedFullyConnected) else None
     device = pick_device(device if device is not None or prepared is None else prepared.device,
                          x, w, bias, out)
     activation = check_activation(LAYER, activation)
     ndim = getattr(x, "ndim", 1)
-    check_tensor(LAYER, "x", x, 3 if ndim == 3 else 1)
+    _, x_storage = check_stored_tensor(LAYER, "x", x, 3 if ndim == 3 else 1)
     if ndim == 3 and x.shape[:2] != (1, 1):
         raise ShapeError(f"{LAYER}: x has shape {x.shape}; give (Cin,) or (1, 1, Cin) (pool the "
                          f"activation first)")
@@ -78,8 +81,8 @@ def fully_connected(x, w, bias=None, activation=None, out=None, device=None, num
             prepared = prepare_fully_connected(w, bias, device)
             call.temporaries += [buf for buf in (prepared.weights, prepared.bias) if buf is not None]
         plan = kernel.FullyConnectedPlan(cin, cout, num_qpus, prepared.bias is not None,
-                                         activation, w_storage=prepared.w_storage)
-        x_buf = call.on_device(x)
+                                         activation, x_storage, w_storage=prepared.w_storage)
+        x_buf = call.on_device(x, DTYPE_OF_STORAGE[x_storage])
         y = call.result_buffer(out, shape)
         scratch = call.temporary(kernel.LANES)
         streams = plan.uniform_streams(x_buf.address, prepared.weights.address, y.address,

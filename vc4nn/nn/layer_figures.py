@@ -22,6 +22,7 @@ from ..errors import Vc4nnError
 from ..kernels.common import LANES
 from .conv2d import conv2d
 from .depthwise import depthwise
+from .elementwise import add
 from .fully_connected import fully_connected, prepare_fully_connected
 from .global_pool import global_avg_pool
 from .storage import DTYPE_OF_STORAGE, FP16_INPUT, FP16_LAYERS, FP16_RESULT, FP16_WEIGHTS
@@ -33,7 +34,7 @@ DMA_ROW_BYTES = LANES * 4   # the longest DMA row (16 words): the roofline moves
 # What the QPUs' time went to (RunResult stall causes), grouped into what bounds a layer.
 BOUND_GROUPS = (("issue", ("issue",)), ("memory", ("dma", "vpm", "uniform")), ("TMU", ("tmu",)),
                 ("semaphores", ("semaphore", "mutex")), ("SFU", ("sfu",)), ("imbalance", ("idle",)))
-KINDS = ("conv2d", "depthwise", "pointwise", "global_avg_pool", "fully_connected")
+KINDS = ("conv2d", "depthwise", "pointwise", "global_avg_pool", "fully_connected", "add")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,9 +163,11 @@ def layer_work(layer, elem_bytes=4, out_bytes=None, w_bytes=None):
         return 2 * 9 * cin * cout * oh * ow, (h * w * cin + (9 * cin + 1) * cout) * elem_bytes, \
             oh * ow * cout * out_bytes
     if layer.kind == "global_avg_pool":
-        return h * w * cin, h * w * cin * elem_bytes, cin * elem_bytes
+        return h * w * cin, h * w * cin * elem_bytes, cin * out_bytes
     if layer.kind == "fully_connected":
-        return 2 * cin * cout, (cin + cin * cout + cout) * elem_bytes, cout * elem_bytes
+        return 2 * cin * cout, (cin + cin * cout + cout) * elem_bytes, cout * out_bytes
+    if layer.kind == "add":
+        return h * w * cin, 2 * h * w * cin * elem_bytes, h * w * cin * out_bytes
     raise Vc4nnError(f"layer {layer.name}: kind {layer.kind!r} is not one of {', '.join(KINDS)}")
 
 
@@ -227,14 +230,19 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
                         "same", act, num_qpus=num_qpus, return_run=True, dtype=result_dtype)
         run_shape = f"{h}x{w}x{layer.cin}->{layer.cout} s{layer.stride}"
     elif kind == "global_avg_pool":
-        y, run = global_avg_pool(x, num_qpus=num_qpus, return_run=True)
+        y, run = global_avg_pool(x, num_qpus=num_qpus, return_run=True, dtype=result_dtype)
         run_shape = f"{h}x{w}x{layer.cin}"
     elif kind == "fully_connected":
         weights = prepare_fully_connected(np.asarray(rand(layer.cin, layer.cout, fp16=w_fp16)),
                                           np.asarray(rand(layer.cout)), device=device)
-        y, run = fully_connected(rand(layer.cin), weights, num_qpus=num_qpus, return_run=True)
+        y, run = fully_connected(x.reshape(-1), weights, num_qpus=num_qpus, return_run=True)
         weights.free()
         run_shape = f"{layer.cin}->{layer.cout}"
+    elif kind == "add":
+        b = rand(h, w, layer.cin, fp16=half)
+        y, run = add(x, b, num_qpus=num_qpus, return_run=True, dtype=result_dtype)
+        device.free(b)
+        run_shape = f"{h}x{w}x{layer.cin}"
     else:
         raise Vc4nnError(f"layer {layer.name}: kind {kind!r} is not one of {', '.join(KINDS)}")
     for buf in (x, y):

@@ -26,8 +26,8 @@ V2_LAST_CHANNELS = 1280
 
 @dataclasses.dataclass(frozen=True)
 class Layer:
-    """One layer: ``kind`` is "conv2d", "depthwise", "pointwise", "global_avg_pool" or
-    "fully_connected"; sizes are the layer's input (H, W, Cin) and its output channels."""
+    """One layer: ``kind`` is "conv2d", "depthwise", "pointwise", "global_avg_pool",
+    "fully_connected" or "add" (v2's residual add on its own, see ``mobilenet_v2``); sizes are the layer's input (H, W, Cin) and its output channels."""
 
     name: str
     kind: str
@@ -67,7 +67,10 @@ def mobilenet_v1(alpha=1.0, size=224, classes=1001):
                      Layer("fc", "fully_connected", 1, 1, c, classes)]
 
 
-def mobilenet_v2(alpha=1.0, size=224, classes=1000):
+def mobilenet_v2(alpha=1.0, size=224, classes=1000, unfused_adds=False):
+    """``unfused_adds``: list each residual add as a layer of its own (kind "add") after its
+    projection, as a runtime runs it when it cannot fuse it into the projection (which the
+    projection's ``residual`` stands for otherwise)."""
     c = make_divisible(STEM_CHANNELS * alpha)
     hw = ceil_div(size, 2)
     layers = [Layer("conv0", "conv2d", size, size, 3, c, 2, "relu6")]
@@ -83,8 +86,11 @@ def mobilenet_v2(alpha=1.0, size=224, classes=1000):
             layers.append(Layer(f"{name}.dw", "depthwise", hw, hw, hidden, hidden, stride,
                                 "relu6"))
             hw = ceil_div(hw, stride)
+            residual = stride == 1 and c == out
             layers.append(Layer(f"{name}.project", "pointwise", hw, hw, hidden, out, 1, None,
-                                residual=stride == 1 and c == out))
+                                residual=residual and not unfused_adds))
+            if residual and unfused_adds:
+                layers.append(Layer(f"{name}.add", "add", hw, hw, out, out))
             c = out
             block += 1
     last = make_divisible(V2_LAST_CHANNELS * alpha) if alpha > 1.0 else V2_LAST_CHANNELS

@@ -2,16 +2,19 @@
 
 The base class places code and uniforms in device memory and builds the control list; this
 backend supplies GPU memory from the mailbox (mapped through /dev/mem) and launches with the
-firmware's execute_qpu. Verified only against the fake OS in tests/pi (docs/pi-backend.md).
+firmware's execute_qpu, or (launch="direct") by writing the V3D's user-program registers
+(vc4nn/pi/direct.py). Verified only against the fake OS in tests/pi (docs/pi-backend.md).
 """
 
 import math
 import time
 
-from ..device import Device, QpuStats, RunResult
+from ..device import (CONTROL_ENTRY_WORDS, DEFAULT_LAUNCH_PATH, Device, QpuStats, RunResult,
+                      checked_launch_path)
 from ..errors import DeviceError
 from . import cleanup, system
 from .board import decode_revision
+from .direct import DirectLauncher
 from .errors import MailboxError, PiTimeout, UnsupportedBoardError
 from .mailbox import CLOCK_V3D, EXECUTE_FLUSH, EXECUTE_OK, EXECUTE_TIMEOUT, Mailbox
 from .memory import GpuMemory
@@ -23,17 +26,22 @@ MAX_TIMEOUT_MS = 0xFFFFFFFF
 class PiDevice(Device):
     """The QPUs of this Pi. Opening checks the setup and fails with the fix for any problem.
 
+    ``launch``: "mailbox" (the default: the firmware's execute_qpu, which waits for the programs'
+    host interrupt) or "direct" (the V3D's registers, polled for completions: about 20 us
+    instead of 100 us a launch, docs/hardware-choices.md "Launch paths"; needs the V3D's
+    registers mapped through /dev/mem, a DirectLaunchError says why when they cannot be).
     ``os_boundary``: the operating system (tests pass a fake). Close it (or use ``with``) to give
     the GPU memory back; it is also given back at exit and on SIGINT/SIGTERM.
     """
 
     name = "pi"
 
-    def __init__(self, os_boundary=None):
+    def __init__(self, os_boundary=None, launch=DEFAULT_LAUNCH_PATH):
         super().__init__()
+        self.launch_path = checked_launch_path(launch)
         self._os = os_boundary if os_boundary is not None else OsBoundary()
         self._vcio_fd = self._mem_fd = None
-        self.memory = None
+        self.memory = self._direct = None
         self._qpus_enabled = False
         try:
             self._open()
@@ -57,6 +65,8 @@ class PiDevice(Device):
         self._mem_fd = system.open_device_file(self._os, system.DEV_MEM, "map GPU memory", sync=True)
         self.memory = GpuMemory(self.mailbox, self._os, self._mem_fd, self.board.mem_flags)
         self._enable_qpus(True)
+        if self.launch_path == "direct":
+            self._direct = DirectLauncher(self._os, self._mem_fd, self.board, self._power_cycle)
 
     # -- backend primitives ------------------------------------------------------------------
     def _allocate(self, nbytes, align, flags):
@@ -70,6 +80,8 @@ class PiDevice(Device):
 
     def _launch(self, num_qpus, control_address, timeout):
         self._require_open()
+        if self._direct is not None:
+            return self._launch_direct(num_qpus, control_address, timeout)
         timeout_ms = timeout_to_ms(timeout)
         start = time.perf_counter()
         status = self.mailbox.call("execute_qpu", num_qpus, control_address, EXECUTE_FLUSH,
@@ -83,13 +95,27 @@ class PiDevice(Device):
             # A hung program keeps running after execute_qpu gives up; powering the QPUs off
             # stops it before the memory it uses is released and handed to someone else.
             try:
-                self._enable_qpus(False)
-                self._enable_qpus(True)
+                self._power_cycle()
             except MailboxError as e:
                 raise error from e
             raise error
         if status != EXECUTE_OK:
             raise MailboxError("execute_qpu", f"returned status {status:#010x}")
+        return self._result(num_qpus, seconds)
+
+    def _launch_direct(self, num_qpus, control_address, timeout):
+        words = self.memory.read_words(control_address, CONTROL_ENTRY_WORDS * num_qpus)
+        if words is None:
+            raise DeviceError(
+                f"control list {control_address:#010x} ({num_qpus} entries) is not in this "
+                f"device's memory: a direct launch reads it from there (the mailbox path lets "
+                f"the firmware read it anywhere)")
+        programs = [(int(words[2 * q]), int(words[2 * q + 1])) for q in range(num_qpus)]
+        start = time.perf_counter()
+        self._direct.launch(programs, timeout, control_address)
+        return self._result(num_qpus, time.perf_counter() - start)
+
+    def _result(self, num_qpus, seconds):
         return RunResult(num_qpus=num_qpus, host_interrupts=num_qpus,
                          qpus=[QpuStats() for _ in range(num_qpus)], cycles=None,
                          seconds=seconds, board=self.board.name, clock_hz=float(self.clock_hz),
@@ -100,12 +126,24 @@ class PiDevice(Device):
         """Give back every GPU allocation, switch the QPUs off and close the device files."""
         with cleanup.signals_deferred():
             try:
+                # A direct launch interrupted by a signal (the SIGINT handler closes devices
+                # from inside its poll loop) still runs: stop it before its memory goes.
+                if self._direct is not None:
+                    self._direct.stop()
                 super().close()
             finally:
                 self._shut_down()
                 cleanup.untrack(self)
 
     def _shut_down(self):
+        try:
+            if self._direct is not None:
+                direct, self._direct = self._direct, None
+                direct.close()
+        finally:
+            self._release_memory_and_files()
+
+    def _release_memory_and_files(self):
         try:
             if self.memory is not None:
                 self.memory.release_all()
@@ -121,7 +159,7 @@ class PiDevice(Device):
 
     def describe(self):
         return (f"{self.board.describe()}, firmware {self.firmware_revision:#x}, "
-                f"V3D clock {self.clock_hz / 1e6:g} MHz")
+                f"V3D clock {self.clock_hz / 1e6:g} MHz, {self.launch_path} launches")
 
     def __repr__(self):
         state = "open" if self._vcio_fd is not None else "closed"
@@ -133,6 +171,10 @@ class PiDevice(Device):
         if status != 0:
             raise MailboxError("enable_qpu", f"switching the QPUs {'on' if on else 'off'} "
                                f"returned status {status:#010x}")
+
+    def _power_cycle(self):
+        self._enable_qpus(False)
+        self._enable_qpus(True)
 
     def _require_open(self):
         if self._vcio_fd is None:

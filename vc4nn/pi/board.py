@@ -31,6 +31,12 @@ OLD_STYLE_TYPES = MappingProxyType({
 # Which bus alias GPU memory should use, per SoC (the mem_alloc flags that choose it): written
 # once in vc4nn.hardware, which the emulator's boards share.
 MEM_FLAGS_BY_PROCESSOR = MappingProxyType(hardware.MEM_FLAGS_BY_PROCESSOR)
+# Where the ARM sees the peripherals (bus 0x7E000000), per SoC: BCM2835 peripheral datasheet
+# section 1.2.3 (0x20000000); BCM2836/7 moved them to 0x3F000000 (raspberrypi/documentation,
+# "Peripheral addresses"). The device tree's /soc/ranges says the same on a running Pi and
+# is preferred when present (vc4nn.pi.system.peripheral_base).
+PERIPHERAL_BASE_BY_PROCESSOR = MappingProxyType({
+    "BCM2835": 0x20000000, "BCM2836": 0x3F000000, "BCM2837": 0x3F000000})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +57,10 @@ class Board:
     @property
     def mem_flags(self):
         return MEM_FLAGS_BY_PROCESSOR[self.processor]
+
+    @property
+    def peripheral_base(self):
+        return PERIPHERAL_BASE_BY_PROCESSOR[self.processor]
 
     def describe(self):
         ram = f", {self.memory_mb} MB" if self.memory_mb else ""

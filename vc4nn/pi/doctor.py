@@ -1,7 +1,8 @@
 """``vc4nn doctor``: is this Pi ready to run QPU programs, and if not, exactly what to change.
 
 Reports the board, firmware, V3D clock and gpu_mem, whether the KMS/fKMS GL driver holds the
-V3D, and the permissions of /dev/vcio and /dev/mem. Every problem comes with its fix.
+V3D, the permissions of /dev/vcio and /dev/mem, and whether direct V3D launches
+(PiDevice(launch="direct")) work. Every problem comes with its fix.
 """
 
 import argparse
@@ -48,7 +49,23 @@ def diagnose(os_):
     _device_file(os_, system.DEV_MEM, findings)
     findings.append(_gl_driver(os_))
     findings.extend(_firmware_facts(os_, firmware))
+    findings.append(_direct_launch(os_, findings))
     return findings
+
+
+def _direct_launch(os_, findings):
+    """Whether launch="direct" works, by opening a device that way. Not a problem when it does
+    not: launch="mailbox" (the default) does not need it."""
+    if any(f.problem for f in findings):
+        return Finding("direct", "unknown until the problems above are fixed", known=False)
+    from .backend import PiDevice
+    try:
+        with PiDevice(os_, launch="direct") as device:
+            address = device._direct.address
+    except PiError as e:
+        return Finding("direct", f"launch='direct' is not available: {e.message}; "
+                                 f"launch='mailbox' (the default) works", fix=e.fix)
+    return Finding("direct", f"launch='direct' is available (V3D registers at {address:#010x})")
 
 
 def _board(os_, revision):

@@ -40,4 +40,10 @@ class PiOutOfMemory(PiError):
 
 
 class PiTimeout(PiError):
-    """execute_qpu gave up before every QPU program signalled its end (a hung program)."""
+    """A launch did not end in time (a hung program): execute_qpu gave up, or the completed-
+    program count of a direct launch did not reach the number of programs."""
+
+
+class DirectLaunchError(PiError):
+    """A direct V3D launch cannot start: the registers cannot be mapped, the V3D is busy with
+    someone else's programs, or its request queue overflowed."""

@@ -65,6 +65,18 @@ class GpuMemory:
         finally:
             self._mailbox.call("mem_release", block.handle)
 
+    def read_words(self, bus_address, count):
+        """``count`` little-endian 32-bit words at ``bus_address``, which must lie in a block
+        of this process (None if it does not)."""
+        physical = bus_address & BUS_ADDRESS_MASK
+        for block in self._blocks.values():
+            start = block.bus_address & BUS_ADDRESS_MASK
+            if block.mapping is not None and start <= physical \
+                    and physical + 4 * count <= start + block.size:
+                offset = physical - start + start % self._os.page_size()
+                return np.frombuffer(block.mapping, dtype="<u4", count=count, offset=offset).copy()
+        return None
+
     def release_all(self):
         for block in list(self._blocks.values()):
             self.release(block)

@@ -14,6 +14,7 @@ import mmap
 import os
 import pwd
 import stat as stat_module
+import time
 
 
 # Linux's MAP_FIXED (the same value on ARM and x86); Python's mmap module does not export it.
@@ -85,6 +86,27 @@ class OsBoundary:
             raise OSError(error, f"could not detach the mapping at {address:#x}: "
                                  f"{os.strerror(error)}")
 
+    def map_registers(self, fd, physical, length):
+        """Memory-mapped device registers at ``physical`` (page aligned) of ``fd`` (/dev/mem
+        opened O_SYNC, so the mapping is uncached and in order): a RegisterWindow."""
+        return RegisterWindow(mmap.mmap(fd, length, mmap.MAP_SHARED,
+                                        mmap.PROT_READ | mmap.PROT_WRITE, offset=physical))
+
+    def monotonic(self):
+        return time.perf_counter()
+
+    def yield_cpu(self):
+        """Let other threads and processes run (between polls of a register)."""
+        os.sched_yield()
+
+    def read_bytes(self, path):
+        """The file's bytes (device-tree properties are binary), or None if it cannot be read."""
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError:
+            return None
+
     def read_text(self, path):
         """The file's text, or None if it cannot be read."""
         try:
@@ -112,6 +134,25 @@ class OsBoundary:
 
     def user_name(self):
         return _name(pwd.getpwuid, os.geteuid())
+
+
+class RegisterWindow:
+    """32-bit registers in a mapping. Each access is one aligned 32-bit load or store through
+    ctypes (a 4-byte copy, which ARMv6 and later compilers emit as one ldr/str)."""
+
+    def __init__(self, mapping):
+        self._mapping = mapping
+        self._words = (ctypes.c_uint32 * (len(mapping) // 4)).from_buffer(mapping)
+
+    def read(self, offset):
+        return self._words[offset // 4]
+
+    def write(self, offset, value):
+        self._words[offset // 4] = value & 0xFFFFFFFF
+
+    def close(self):
+        del self._words
+        self._mapping.close()
 
 
 def _name(lookup, number):

@@ -5,6 +5,7 @@ Everything is read through the OS boundary.
 """
 
 import re
+import struct
 
 from .errors import KmsConflictError, NotAPiError, PiPermissionError
 
@@ -13,6 +14,9 @@ DEV_MEM = "/dev/mem"
 MODEL = "/proc/device-tree/model"
 CPUINFO = "/proc/cpuinfo"
 MODULES = "/proc/modules"
+# (child bus address, ARM physical address, size) of the peripheral window, big-endian cells;
+# what the firmware's libbcm_host reads for bcm_host_get_peripheral_address().
+SOC_RANGES = "/proc/device-tree/soc/ranges"
 # The firmware stops serving QPU mailbox calls when the device tree hands the V3D to Linux, i.e.
 # when this node is present and not disabled (raspberrypi/firmware issue 669).
 V3D_NODE = "/proc/device-tree/soc/v3d@7ec00000"
@@ -32,6 +36,16 @@ EMULATOR_HINT = "use the emulator instead: vc4nn.open_device('emulator') or VC4N
 def model(os_):
     text = os_.read_text(MODEL)
     return text.strip("\0\n ") if text else None
+
+
+def peripheral_base(os_, board):
+    """The ARM physical address of the peripherals: the device tree's, else the board's."""
+    ranges = os_.read_bytes(SOC_RANGES)
+    if ranges is not None and len(ranges) >= 12:
+        base = struct.unpack(">I", ranges[4:8])[0]
+        if base:
+            return base
+    return board.peripheral_base
 
 
 def config_path(os_):

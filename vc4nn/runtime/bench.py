@@ -84,7 +84,9 @@ def bench(sess, runs=None):
     total = summarize(sess.profile())                      # the last timed run's layers
     host = host_work(sess, feed, timed[-1][2])
     gpu = total["device_seconds"]
-    report = {"model": sess.path, "device": sess.device.name, "qpus": sess.num_qpus,
+    path = sess.device.launch_path
+    report = {"model": sess.path, "device": sess.device.name, "launch_path": path,
+              "qpus": sess.num_qpus,
               "layers": total["layers"], "launches": total["launches"],
               "gpu_seconds": gpu, "gpu_estimated": estimated,
               "host_seconds_this_machine": host,
@@ -93,8 +95,8 @@ def bench(sess, runs=None):
               "load_cpu_seconds": getattr(sess, "load_cpu_seconds", None),
               "program_cache": getattr(sess, "program_cache_stats", None),
               "memory": sess.memory()}
-    lines = [f"{sess.path}: {total['layers']} layers, {total['launches']} launches, "
-             f"{total['flops'] / 1e6:.1f} MFLOP"]
+    lines = [f"{sess.path}: {total['layers']} layers, {total['launches']} launches "
+             f"({path} path), {total['flops'] / 1e6:.1f} MFLOP"]
     if report["load_seconds"] is not None:
         cache = report["program_cache"]
         lines.append(f"load: {report['load_seconds']:.2f} s wall, "
@@ -105,7 +107,8 @@ def bench(sess, runs=None):
     report["launch_probe"] = {"device_seconds": probe_device, "host_seconds": probe_host}
     if probe_device is not None:
         kind = "cycle model" if estimated else "measured"
-        lines.append(f"launches: {total['launches']}; an empty launch on {sess.num_qpus} QPUs "
+        lines.append(f"launches: {total['launches']} by the {path} path; an empty launch on "
+                     f"{sess.num_qpus} QPUs "
                      f"takes {probe_device * 1e6:.0f} us of device time ({kind}) and "
                      f"{probe_host * 1e6:.0f} us of host wall time here, so launching costs "
                      f"about {probe_device * total['launches'] * 1e3:.2f} ms per inference")
@@ -113,8 +116,11 @@ def bench(sess, runs=None):
         pi_host = host * PI_ZERO_HOST_FACTOR
         report["host_seconds_pi_zero_estimate"] = pi_host
         report["total_seconds_estimate"] = (gpu or 0) + pi_host
-        lines += [f"GPU: {gpu * 1e3:.2f} ms per inference (cycle-model estimate, launch "
-                  f"overhead included)",
+        timing = getattr(sess.device, "timing", None)
+        overhead = report["launch_overhead_s"] = getattr(timing, "launch_overhead", None)
+        each = "" if overhead is None else f": {total['launches']} x {overhead * 1e6:.0f} us"
+        lines += [f"GPU: {gpu * 1e3:.2f} ms per inference (cycle-model estimate, {path} launch "
+                  f"overhead included{each})",
                   f"host work per inference: {host * 1e3:.2f} ms on this machine (median of "
                   f"{HOST_RUNS} runs with the launches answered at once), about "
                   f"{pi_host * 1e3:.1f} ms on a Pi Zero's 1 GHz ARM core (assumed "
@@ -123,8 +129,9 @@ def bench(sess, runs=None):
                   f"ms (estimate)"]
     else:
         report["wall_seconds_median"] = statistics.median(walls)
-        lines += [f"measured over {runs} runs: {statistics.median(walls) * 1e3:.2f} ms per "
-                  f"inference (median), of which host work {host * 1e3:.2f} ms"]
+        lines += [f"measured over {runs} runs ({path} launches): "
+                  f"{statistics.median(walls) * 1e3:.2f} ms per inference (median), of which "
+                  f"host work {host * 1e3:.2f} ms"]
     mem = report["memory"]
     lines.append(f"GPU memory: {mem['total_bytes'] / 2**20:.2f} MiB (arena "
                  f"{mem['arena_bytes'] / 2**20:.2f} MiB, weights "

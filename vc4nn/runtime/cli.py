@@ -8,7 +8,9 @@
     vc4nn export-mobilenet-v2 OUT.onnx [--weights PTH]     torchvision's MobileNetV2 as ONNX
     vc4nn demo [--image FILE]                              the cat, real MobileNetV2 (demo.py)
 
-Every command that runs a model takes --device emulator|pi, --qpus N and --board (emulator).
+Every command that runs a model takes --device emulator|pi, --qpus N, --board (emulator) and
+--launch mailbox|direct (how launches start: the firmware's execute_qpu or the V3D's registers;
+in the emulator it picks the launch overhead the cycle model charges).
 Times from the emulator are cycle-model estimates at the board's V3D clock; on a Pi they are
 measured.
 """
@@ -20,6 +22,7 @@ import sys
 
 import numpy as np
 
+from ..device import LAUNCH_PATHS
 from ..errors import Vc4nnError
 
 COMMANDS = ("classify", "profile", "bench", "accuracy", "ops", "export-mobilenet-v2", "demo")
@@ -31,6 +34,9 @@ def _device_args(parser):
     parser.add_argument("--qpus", type=int, default=12)
     parser.add_argument("--board", default=None,
                         help="emulator board preset for the cycle model (default: pi_zero)")
+    parser.add_argument("--launch", choices=LAUNCH_PATHS, default=None,
+                        help="launch path: mailbox (default; the firmware's execute_qpu) or "
+                             "direct (V3D registers; on a Pi needs /dev/mem, see vc4nn doctor)")
     parser.add_argument("--quiet", "--no-progress", action="store_true", dest="quiet",
                         help="no progress bars")
     parser.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "auto"),
@@ -46,6 +52,8 @@ def _open(args, image_input=None):
     from .. import open_device
     from .session import InferenceSession
     options = {"board": args.board} if args.board else {}
+    if args.launch:
+        options["launch"] = args.launch
     device = open_device(args.device, **options)
     try:
         return InferenceSession(args.model, device=device, num_qpus=args.qpus,
@@ -58,14 +66,14 @@ def _open(args, image_input=None):
         raise
 
 
-def _time_text(records):
+def _time_text(records, device):
     from .profile import summarize
     total = summarize(records)
     if total["device_seconds"] is None:
         return "device time not available"
     kind = "cycle-model estimate" if total["estimated"] else "measured"
     return (f"{total['device_seconds'] * 1e3:.2f} ms on the GPU ({kind}), "
-            f"{total['launches']} launches")
+            f"{total['launches']} launches ({device.launch_path} path)")
 
 
 def classify_main(argv):
@@ -92,7 +100,7 @@ def classify_main(argv):
     print(f"{args.model} on {args.image} ({device.name}, {args.qpus} QPUs):")
     for rank, index in enumerate(np.argsort(-probs, kind="stable")[:args.top], 1):
         print(f"{rank:2d}. {probs[index] * 100:6.2f}%  {index:4d}  {names[index]}")
-    print(f"time: {_time_text(records)}{_board_text(device)}")
+    print(f"time: {_time_text(records, device)}{_board_text(device)}")
     return 0
 
 
@@ -136,7 +144,7 @@ def profile_main(argv):
             why = f"  ({r.choice})" if r.choice else ""
             print(f"{r.name[:32]:32s} {r.op:16s} {'x'.join(map(str, r.shape)):>14s} {ms:>8s} "
                   f"{gf:>7s}  {r.bound:7s} {r.storage}{why}")
-        print(f"total: {_time_text(records)}{_board_text(device)}; "
+        print(f"total: {_time_text(records, device)}{_board_text(device)}; "
               f"{total['flops'] / 1e6:.1f} MFLOP")
         print(f"GPU memory: {memory['total_bytes'] / 2**20:.2f} MiB (activation arena "
               f"{memory['arena_bytes'] / 2**20:.2f} MiB, weights "

@@ -148,18 +148,26 @@ def synthetic_feed(input_arg, seed):
     return {input_arg.name: (2 * coarse - 1).astype(np.dtype(input_arg.type))}
 
 
+def activation_inputs(session, node):
+    """The names of ``node``'s inputs that live in the arena (not its weights): x, and add's b
+    or a fused residual."""
+    return [name for name in node.inputs if name in session.plan.storage]
+
+
 def trace(session, feed, names):
-    """{node name: (its input, its output, its time)} of a float32 ``session`` run on ``feed``,
-    for the nodes ``names``: copies taken around each call (the arena lends bytes on)."""
+    """{node name: ({input name: value}, its output, its time)} of a float32 ``session`` run on
+    ``feed``, for the nodes ``names``: copies taken around each call (the arena lends bytes
+    on)."""
     session._write_input(feed)
     out = {}
     for node, call in session.steps:
         if call is None:
             continue
-        x = np.array(session._view(node.inputs[0])) if node.name in names else None
+        inputs = {name: np.array(session._view(name)) for name in
+                  activation_inputs(session, node)} if node.name in names else None
         _, run = session._invoke(node, call)
-        if x is not None:
-            out[node.name] = (x, np.array(session._view(node.outputs[0])), run_time(run))
+        if inputs is not None:
+            out[node.name] = (inputs, np.array(session._view(node.outputs[0])), run_time(run))
     return out
 
 
@@ -174,8 +182,9 @@ def auto_choices(session, reference, feeds, tolerance):
             continue
         worst, faster = 0.0, True
         for t in traces:
-            x, y32, time32 = t[node.name]
-            session._view(node.inputs[0])[...] = x
+            inputs, y32, time32 = t[node.name]
+            for name, x in inputs.items():
+                session._view(name)[...] = x
             _, run = session._invoke(node, call)
             worst = max(worst, relative_error(session._view(node.outputs[0]), y32))
             faster = faster and run_time(run) < time32

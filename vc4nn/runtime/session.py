@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from ..errors import DeviceError
 from .errors import InputError, UnsupportedModelError
 from .image import Normalization, normalization_for
 from ..nn.layer_call import WeightArena, WeightLayouts, scratch
@@ -52,11 +53,14 @@ class InferenceSession:
     can, float32 arithmetic) or "auto" (fp16 per layer where it is faster and the layer's output
     error on the ``calibration`` inputs is at most ``tolerance``; see ``precision.py``).
     calibration: input arrays as ``run`` takes them (None: two seeded synthetic inputs).
+    launch: the launch path of the device the session opens itself ("mailbox" or "direct",
+    vc4nn.device.LAUNCH_PATHS; None: the backend's default); with a ``device`` it must match
+    the device's (a device's launch path is chosen when it is opened).
     """
 
     def __init__(self, path, device=None, num_qpus=12, image_input=None, progress=None,
                  replay=True, memory_budget=DEFAULT_MEMORY_BUDGET, precision="fp32",
-                 tolerance=precision_choice.DEFAULT_TOLERANCE, calibration=None):
+                 tolerance=precision_choice.DEFAULT_TOLERANCE, calibration=None, launch=None):
         start, cpu_start = time.perf_counter(), time.process_time()
         self.path = str(path)
         self.precision = precision_choice.check_precision(precision, tolerance)
@@ -74,7 +78,11 @@ class InferenceSession:
         self.last_runs = []
         if device is None:
             from .. import open_device
-            device = open_device()
+            device = open_device(**({} if launch is None else {"launch": launch}))
+        elif launch is not None and launch != device.launch_path:
+            raise DeviceError(f"launch={launch!r} but the {device.name} device given launches "
+                              f"by the {device.launch_path} path; open the device with "
+                              f"launch={launch!r} (vc4nn.open_device(..., launch={launch!r}))")
         self.device = device
         try:
             self.storage = precision_choice.initial_plan(self.graph, precision)
