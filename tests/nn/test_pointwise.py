@@ -156,7 +156,7 @@ def bad_call(device, **changes):
     (dict(x=np.zeros((4, 4), np.float32)), ShapeError, "x"),
     (dict(x=np.zeros((2, 2, 4), np.float64)), DtypeError, "x"),
     (dict(x=np.zeros((2, 2, 5), np.float32)), ShapeError, "channels"),
-    (dict(w=np.zeros((4, 6), np.float16)), DtypeError, "w"),
+    (dict(w=np.zeros((4, 6), np.float64)), DtypeError, "w"),
     (dict(w=np.zeros(4, np.float32)), ShapeError, "w"),
     (dict(bias=np.zeros(5, np.float32)), ShapeError, "bias"),
     (dict(bias=[0.0] * 6), DtypeError, "bias"),

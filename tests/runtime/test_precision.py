@@ -30,7 +30,7 @@ def tiny_v1(tmp_path_factory):
 def test_storage_plan_halves_only_between_fp16_kernels(tiny_v1):
     """A value is a half only if its writer runs fp16 and can write halves and all its readers
     can read them: the stem's result (read by a depthwise layer) is; a depthwise result (read
-    by a pointwise layer, float32 only on this branch) is not."""
+    by a pointwise layer, which reads float32 activations) is not."""
     graph = load_graph(tiny_v1)
     plan = storage_plan(graph, {n.name for n in graph.nodes})
     stem = next(n for n in graph.nodes if n.op == "conv2d")
@@ -41,6 +41,9 @@ def test_storage_plan_halves_only_between_fp16_kernels(tiny_v1):
     fc = next(n for n in graph.nodes if n.op == "fully_connected")
     assert plan.weights(fc) == "fp16" and plan.values[fc.outputs[0]] == "fp32"
     assert plan.weights(stem) == "fp32"             # conv2d's weights travel as uniforms
+    pointwise = [n for n in graph.nodes if n.op == "pointwise"]
+    assert pointwise and all(plan.weights(n) == "fp16" for n in pointwise)
+    assert all(plan.values[n.outputs[0]] == "fp32" for n in pointwise)    # results stay float32
     none = storage_plan(graph, ())
     assert set(none.values.values()) == {"fp32"}
 
@@ -64,7 +67,7 @@ def test_tiny_v1_fp16_close_to_onnxruntime(tiny_v1, device, precision):
     # fp16 storage: a few half roundings per layer, not float32's 1e-3
     assert rel_error(got, expected) <= 2e-2 and top(got, 1) == top(expected, 1)
     if precision == "fp16":
-        assert len(halves) == sum(r.op in ("conv2d", "depthwise", "fully_connected",
+        assert len(halves) == sum(r.op in ("conv2d", "depthwise", "pointwise", "fully_connected",
                                            "global_avg_pool") for r in records)
         assert fp16_bytes < fp32_bytes
     else:                               # auto says why for each candidate

@@ -5,6 +5,7 @@ import functools
 from asm import null, r3, r5, r5rep, uniform, vr_addr, vr_setup, vr_wait
 
 from .common import ops_then_branch
+from .panel_halves import widen
 from .panel_registers import registers
 from .panel_uniforms import pieces_per_load
 from .sgemm import SEMA_DONE, SEMA_GO
@@ -27,8 +28,9 @@ def issue_loads(a, plan):
     a.label("skip")
 
 
-def boundary(a, plan, masters):
-    """Before each chunk: finish my load of it, meet the others, start my load of the next.
+def boundary(a, plan, variant, masters):
+    """Before each chunk: finish my load of it (fp16 B: and widen it in the master's or the
+    relay's code, panel_halves), meet the others, start my load of the next.
 
     The barrier covers both conditions at once: the chunk's loads were waited for by their
     issuers before they arrived, and nobody reads the previous chunk any more, so its buffer is
@@ -72,9 +74,9 @@ def boundary(a, plan, masters):
             a.nop()
         a.sema_acquire(SEMA_GO)                         # leaves
         back = a.label("back")
-    masters.append(functools.partial(master, a, plan, number, back))
+    masters.append(functools.partial(master, a, plan, variant, number, back))
     if relays(plan):
-        masters.append(functools.partial(relay, a, plan, number, back))
+        masters.append(functools.partial(relay, a, plan, variant, number, back))
 
 
 def relays(plan):
@@ -107,7 +109,7 @@ def load_ops(a, plan):
     return ops
 
 
-def master(a, plan, number, back):
+def master(a, plan, variant, number, back):
     """The master's part of one boundary's barrier (and its loads, when it loads)."""
     arrived, go = master_counts(plan)
     count = len(relays(plan))
@@ -115,13 +117,16 @@ def master(a, plan, number, back):
     loads, wait = [], []
     if plan.loader_slot(0) is not None:     # its load of this chunk, before anyone may read it
         loads, wait = load_ops(a, plan), [lambda: a.read(vr_wait)]
+        if plan.b_halves:
+            widen(a, plan, variant)         # (waits for the load)
+            wait = []
     ops_then_branch(a, wait + [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived
                     + [lambda: a.sema_acquire(SEMA_DONE)] * count
                     + [lambda: a.sema_release(SEMA_RELAY)] * count
                     + [lambda: a.sema_release(SEMA_GO)] * go + loads, back)
 
 
-def relay(a, plan, number, back):
+def relay(a, plan, variant, number, back):
     """A relay's part of one boundary's barrier: arrivals, its "go", its leaves' "go", its loads.
 
     Nothing that can stall (a uniform read of the load words waits for a line fill, possibly
@@ -136,6 +141,8 @@ def relay(a, plan, number, back):
     """
     arrived, go = relay_counts(plan)
     a.label(f"relay{number}")
+    if plan.b_halves:       # its own ARRIVED is out already, but the master waits for its DONE
+        widen(a, plan, variant)
     early = [lambda: a.mov(vr_setup, uniform), lambda: a.mov(r5rep, uniform)]
     late = [lambda: a.mov(vr_addr, r5)] + load_ops(a, plan)[2:]
     ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived + early

@@ -73,6 +73,9 @@ class PanelPlan:
     # The panel's width in vectors of 16 columns and the k-rows per chunk (see PANEL_VECTORS).
     panel_vectors: int = PANEL_VECTORS
     chunk_depth: int = CHUNK_ROWS
+    # B stored as IEEE halves in channel-pair words (vc4nn/kernels/panel_halves.py): each loader
+    # widens its k-row to float32 in the VPM before the barrier, so the k loop is unchanged.
+    b_halves: bool = False
 
     def __post_init__(self):
         if not 1 <= self.max_rows <= MAX_ROWS:
@@ -90,15 +93,25 @@ class PanelPlan:
                              f"apart for small-immediate offsets")
         if not self.epilogue.is_identity and not (self.alpha_one and self.beta_zero):
             raise ValueError("a panel plan with an epilogue takes alpha = 1 and beta = 0")
+        if self.b_halves and self.panel_vectors % 2 and self.n > self.panel_vectors * LANES:
+            raise ValueError(f"panel_vectors {self.panel_vectors}: fp16 B needs an even panel "
+                             f"width (panels start on a 32-column block of channel pairs)")
 
     # -- rows: R rows of C per QPU, in passes of (participating QPUs) x R rows ----------------
     @property
     def rows(self):
         """R: as many as fit (8, or fewer accumulators of wider panels) unless fewer balance the
         QPUs better in the last pass."""
-        most = min(self.max_rows, ACCUMULATORS // self.panel_vectors)
+        most = min(self.max_rows, self.accumulator_budget // self.panel_vectors)
         passes = ceil_div(self.m, most * self.num_qpus)
         return ceil_div(self.m, self.num_qpus * passes)
+
+    @property
+    def accumulator_budget(self):
+        """ACCUMULATORS, less the regfile-A register fp16 B widens through when a bias, a
+        residual and an odd K's lane_k leave no spare register (panel_registers)."""
+        spare = 2 - self.epilogue.bias - self.epilogue.residual - self.k % 2
+        return ACCUMULATORS - (self.b_halves and spare < 1)
 
     @property
     def blocks(self):
@@ -171,6 +184,9 @@ class PanelPlan:
             return None
         vectors = ceil_div(rest, LANES)
         tail = rest - (vectors - 1) * LANES          # columns of the partial vector
+        if self.b_halves:           # B's rows are padded to whole pairs: no window shift
+            start = self.full_panels * width
+            return PanelVariant(vectors, start, None if tail == LANES else (vectors - 1, 0, tail))
         if self.full_panels:                         # shift the window to end at column N
             start = self.n - vectors * LANES
             partial = None if tail == LANES else (0, LANES - tail, tail)

@@ -42,7 +42,9 @@ def bookkeeping_names(plan):
 def registers(plan):
     """(bookkeeping name -> register, free A-side registers, free B-side registers)."""
     a_free, b_free = list(ra), list(rb)
-    regs = {name: a_free.pop() for name in A_SIDE_BOOKKEEPING}
+    # halves: fp16 B's words on their way to float32 (unpacked on a regfile-A read)
+    a_side = A_SIDE_BOOKKEEPING + (("halves",) if plan.b_halves else ())
+    regs = {name: a_free.pop() for name in a_side}
     regs.update({name: b_free.pop() for name in bookkeeping_names(plan)})
     return regs, tuple(a_free), tuple(b_free)
 

@@ -8,6 +8,7 @@ arithmetic for B.
 from asm import vdr_setup, vdw_setup, vpm_write_setup
 
 from .common import LANES, WORD
+from .panel_halves import column_bytes, halves_y, widen_words, word_rows
 from .panel_plan import ROLE_LOADER, ROLE_MASTER, ROW_BYTES
 
 
@@ -22,12 +23,16 @@ from .panel_plan import ROLE_LOADER, ROLE_MASTER, ROW_BYTES
 #             address - that C address]
 #      per panel: [A's gather step in bytes (negative: k runs backwards), bytes to its first
 #                 k, (two-k gathers) A's k step]
-#         per chunk: loaders: the DMA pieces of the chunk after it
+#         per chunk: loaders: (fp16 B) the VPM read and write setups that widen my k-row of
+#                    the chunk (panel_halves), the DMA pieces of the chunk after it
 # ---------------------------------------------------------------------------------------------
 def dma_pieces(plan, variant, slot, buffer):
     """(vdr setup, column offset) of the loads that bring one k-row of a panel into ``slot``."""
     y = buffer * plan.buffer_rows + slot * plan.panel_vectors
     pitch = ROW_BYTES
+    if plan.b_halves:           # whole word rows of channel pairs (panel_halves)
+        y = halves_y(plan, variant, slot, buffer)
+        return [(vdr_setup(word_rows(variant.vectors), LANES, y, pitch=pitch), 0)]
     if not variant.narrow:
         return [(vdr_setup(variant.vectors, LANES, y, pitch=pitch), 0)]
     full = variant.vectors - 1          # narrow: the last vector has fewer than 16 columns
@@ -72,6 +77,9 @@ def load_words(plan, b_addr, chunk, index, slot):
     variant, col, reverse, first = chunk
     step = min(first + slot, plan.k - 1)
     k = plan.k - 1 - step if reverse else step
+    if plan.b_halves:
+        (setup, _), = dma_pieces(plan, variant, slot, index % 2)
+        return [setup, b_addr + column_bytes(plan, k, col)]
     words = []
     for setup, offset in dma_pieces(plan, variant, slot, index % 2):
         words += [setup, b_addr + (k * plan.n + col + offset) * WORD]
@@ -120,6 +128,8 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
             for _ in plan.panel_starts():
                 words += panel_direction(plan, next(panels)[2])
                 for _ in range(plan.chunks):
+                    if loader and plan.b_halves:
+                        words += widen_words(plan, chunks[index][0], slot, index % 2)
                     if loader:
                         words += load_words(plan, b_addr, loads_after[index], index + 1, slot)
                     index += 1

@@ -48,6 +48,7 @@ class PointwisePlan:
     residual: bool = False
     activation: typing.Optional[str] = None
     storage: str = "f32"
+    w_storage: str = "fp32"
     transpose_input: typing.Optional[bool] = None
     max_rows: typing.Optional[int] = None
     panel_vectors: typing.Optional[int] = None
@@ -59,6 +60,11 @@ class PointwisePlan:
         if STORAGE_BYTES[self.storage] != sgemm_panel.WORD:
             raise DeviceError(f"pointwise: the panel kernel stores {sgemm_panel.WORD}-byte "
                               f"elements; {self.storage} storage is not implemented yet")
+        if self.w_storage not in ("fp32", "fp16"):
+            raise DeviceError(f"pointwise: w_storage {self.w_storage!r} is not 'fp32' or 'fp16'")
+        if self.w_storage == "fp16" and self.panel_vectors and self.panel_vectors % 2:
+            raise DeviceError(f"pointwise: panel_vectors {self.panel_vectors} with fp16 weights; "
+                              f"give an even width (panels start on a 32-channel block)")
 
     @property
     def pixels(self):
@@ -72,7 +78,8 @@ class PointwisePlan:
         vectors = vectors or self.vectors
         return sgemm_panel.PanelPlan(self.pixels, self.cout, self.cin, trans_a, self.num_qpus,
                                      True, True, self.epilogue, max_rows, vectors,
-                                     sgemm_panel.deepest_chunk(vectors, self.num_qpus))
+                                     sgemm_panel.deepest_chunk(vectors, self.num_qpus),
+                                     self.w_storage == "fp16")
 
     @property
     def vectors(self):

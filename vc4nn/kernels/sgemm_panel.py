@@ -159,12 +159,12 @@ def panel(a, plan, variant, masters):
     if steady:
         a.ldi(regs["chunks_left"], steady)
         a.label("chunk")
-        boundary(a, plan, masters)
+        boundary(a, plan, variant, masters)
         for row, kind in enumerate(steady_kinds(plan)):
             k_step(a, plan, variant, acc, kind, row, row + 1 == kc, loop="chunk")
     for ks in chunk_kinds[steady:]:
         with a.scope():
-            boundary(a, plan, masters)
+            boundary(a, plan, variant, masters)
             for row, kind in enumerate(ks):
                 k_step(a, plan, variant, acc, kind, row, row + 1 == len(ks))
     a.fadd(acc[-1][-1], acc[-1][-1], r0)

@@ -143,16 +143,19 @@ def out_size(size, stride):
     return -(-size // stride)           # TensorFlow "same"
 
 
-def layer_work(layer, elem_bytes=4, out_bytes=None):
+def layer_work(layer, elem_bytes=4, out_bytes=None, w_bytes=None):
     """(flops, bytes loaded, bytes stored) of a full ``mobilenet_shapes.Layer`` whose input and
-    weights have ``elem_bytes``-byte elements, its result ``out_bytes`` (default the same)."""
+    weights have ``elem_bytes``-byte elements, its result ``out_bytes`` (default the same);
+    ``w_bytes``: the pointwise weights' element size when it differs (fp16 weights, float32
+    activations)."""
     out_bytes = out_bytes or elem_bytes
     h, w, cin, cout, s = layer.height, layer.width, layer.cin, layer.cout, layer.stride
     oh, ow = out_size(h, s), out_size(w, s)
     if layer.kind == "pointwise":
         pixels = h * w
-        loaded = pixels * cin + cin * cout + cout + (pixels * cout if layer.residual else 0)
-        return 2 * pixels * cin * cout, loaded * elem_bytes, pixels * cout * out_bytes
+        loaded = (pixels * cin + cout + (pixels * cout if layer.residual else 0)) * elem_bytes
+        return 2 * pixels * cin * cout, loaded + cin * cout * (w_bytes or elem_bytes), \
+            pixels * cout * out_bytes
     if layer.kind == "depthwise":
         return 2 * 9 * oh * ow * cin, (h * w * cin + 10 * cin) * elem_bytes, \
             oh * ow * cin * out_bytes
@@ -210,7 +213,7 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
     w_fp16 = half and layer.kind in FP16_WEIGHTS
     kind, act = layer.kind, layer.activation
     if kind == "pointwise":
-        weights = prepare_pointwise(np.asarray(rand(layer.cin, layer.cout)),
+        weights = prepare_pointwise(np.asarray(rand(layer.cin, layer.cout, fp16=w_fp16)),
                                     np.asarray(rand(layer.cout)), device=device)
         residual = rand(h, w, layer.cout) if layer.residual else None
         y, run = pointwise(x, weights, activation=act, residual=residual, num_qpus=num_qpus,
@@ -249,7 +252,7 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
     if run.cycles is None:
         raise Vc4nnError(f"layer {layer.name}: the {device.name} device reports no cycle counts "
                          f"(the per-layer figures are the emulator's cycle model)")
-    flops, loaded, stored = layer_work(layer, x.itemsize, y.itemsize)
+    flops, loaded, stored = layer_work(layer, x.itemsize, y.itemsize, 2 if w_fp16 else None)
     timing = device.timing
     return LayerFigures(
         name=layer.name, kind=kind, shape=describe(layer), run_shape=run_shape, scale=scale,

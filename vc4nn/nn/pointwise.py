@@ -7,9 +7,9 @@ docs/kernels.md "pointwise").
 import numpy as np
 
 from ..device import Buffer, qpu_count
-from ..kernels import pointwise as kernel
+from ..kernels import panel_halves, pointwise as kernel
 from .layer_args import (LayerArgumentError, ShapeError, check_activation, check_on_device,
-                         check_out, check_tensor, pick_device)
+                         check_out, check_stored_tensor, check_tensor, pick_device)
 from .layer_call import LayerCall, PreparedWeights, chain, upload
 from .tuned_plans import tuned_plan
 
@@ -21,33 +21,39 @@ class PreparedPointwise(PreparedWeights):
 
     The panel kernel DMAs k-rows of the weights as they are (row-major (Cin, Cout) float32), so
     preparing is one copy to the device; a call given this object never touches them again.
+    ``w_storage`` "fp16" (weights given as float16): halves in channel-pair words, rows padded
+    to 32 channels (vc4nn/kernels/panel_halves.py); the bias stays float32.
     """
 
-    @property
-    def cin(self):
-        return self.weights.shape[0]
-
-    @property
-    def cout(self):
-        return self.weights.shape[1]
+    def __init__(self, device, cin, cout, weights, bias, placement=None, w_storage="fp32"):
+        super().__init__(device, weights, bias, placement)
+        self.cin, self.cout, self.w_storage = cin, cout, w_storage
 
 
 def prepare_pointwise(w, bias=None, device=None, layer=LAYER, placement=None):
     """Lay out weights (Cin, Cout) and bias (Cout,) once, in ``device``'s memory (in
-    ``placement``, a layer_call.WeightArena, if given)."""
+    ``placement``, a layer_call.WeightArena, if given).
+    Weights float16: fp16 storage (half the bytes the layer reads), float32 arithmetic."""
     device = pick_device(device, w, bias)
-    check_tensor(layer, "w", w, 2)
+    _, w_storage = check_stored_tensor(layer, "w", w, 2)
     check_on_device(layer, "w", w, device)
     if bias is not None:
-        check_bias(layer, bias, w.shape[1], device)
-    weights = upload(device, np.asarray(w), placement)
-    return PreparedPointwise(device, weights,
-                             None if bias is None else upload(device, np.asarray(bias), placement),
-                             placement)
+        check_bias(layer, bias, w.shape[1], device, stored=True)
+        bias = np.asarray(bias, np.float32)       # a float16 bias is widened (exactly)
+    cin, cout = w.shape
+    w = np.asarray(w)
+    weights = upload(device, panel_halves.lay_out(w) if w_storage == "fp16" else w, placement)
+    return PreparedPointwise(device, cin, cout, weights,
+                             None if bias is None else upload(device, bias, placement),
+                             placement, w_storage)
 
 
-def check_bias(layer, bias, cout, device):
-    check_tensor(layer, "bias", bias, 1)
+def check_bias(layer, bias, cout, device, stored=False):
+    """``stored``: float16 is allowed too (the bias given to prepare_pointwise)."""
+    if stored:
+        check_stored_tensor(layer, "bias", bias, 1)
+    else:
+        check_tensor(layer, "bias", bias, 1)
     check_on_device(layer, "bias", bias, device)
     if bias.shape != (cout,):
         raise ShapeError(f"{layer}: bias has shape {bias.shape}; the layer has {cout} output "
@@ -71,14 +77,14 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
     check_tensor(LAYER, "x", x, 3)
     check_on_device(LAYER, "x", x, device)
     if prepared is None:
-        check_tensor(LAYER, "w", w, 2)
+        _, w_storage = check_stored_tensor(LAYER, "w", w, 2)
         check_on_device(LAYER, "w", w, device)
         cin, cout = w.shape
     else:
         if prepared.device is not device:
             raise LayerArgumentError(f"{LAYER}: w was prepared on another device than the one "
                                      f"the call runs on")
-        cin, cout = prepared.cin, prepared.cout
+        cin, cout, w_storage = prepared.cin, prepared.cout, prepared.w_storage
         if bias is not None and prepared.bias is not None:
             raise LayerArgumentError(f"{LAYER}: bias given, but w was prepared with a bias")
     height, width, channels = x.shape
@@ -86,7 +92,7 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
         raise ShapeError(f"{LAYER}: x has {channels} channels (shape {x.shape}) but w has "
                          f"{cin} input channels (w is ({cin}, {cout}))")
     if bias is not None:
-        check_bias(LAYER, bias, cout, device)
+        check_bias(LAYER, bias, cout, device, stored=prepared is None)
     shape = (height, width, cout)
     if residual is not None:
         check_tensor(LAYER, "residual", residual, 3)
@@ -97,7 +103,8 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
     num_qpus = qpu_count(num_qpus)
     has_bias = bias is not None or (prepared is not None and prepared.bias is not None)
     plan = kernel.PointwisePlan(height, width, cin, cout, num_qpus, has_bias,
-                                residual is not None, activation, **(tiling or {}))
+                                residual is not None, activation, w_storage=w_storage,
+                                **(tiling or {}))
     if tiling is None:
         plan = tuned_plan(plan, device)
     with LayerCall(device, not isinstance(x, Buffer)) as call:

@@ -1,0 +1,94 @@
+"""pointwise with fp16 weights (channel-pair words widened to float32 in the VPM by the
+loaders, vc4nn/kernels/panel_halves.py) against a float64 einsum on the same half weights."""
+
+import numpy as np
+import pytest
+
+from vc4nn.errors import Vc4nnError
+from vc4nn.kernels import panel_halves
+from vc4nn.nn import pointwise, prepare_pointwise
+from vc4nn.nn.layer_args import DtypeError
+
+from .reference import assert_close, dense
+
+
+def normal_halves(rng, shape):
+    """Random float16 values, none of them a half denormal: the unpack reads those as 0
+    (docs/kernels.md "fp16 storage"), which ``test_denormal_weights_read_as_zero`` pins."""
+    w = rng.standard_normal(shape).astype(np.float16)
+    return np.where(np.abs(w) < 2.0 ** -14, np.float16(2.0 ** -14), w)
+
+
+# h, w, cin, cout, QPUs, bias, residual, activation, tiling: Cin / Cout not multiples of 16 or
+# 32 (17, 33: a last block whose high half is past Cout), 1 and 12 QPUs, each panel width with
+# an edge panel (100 = 96 + 4, 300 = 2 x 128 + 44, 72 = 64 + 8), both routes.
+CASES = [
+    (3, 5, 17, 33, 12, True, False, "relu6", None),
+    (3, 5, 33, 17, 1, False, True, None, None),
+    (2, 9, 64, 100, 12, True, True, "relu", {"panel_vectors": 6}),
+    (2, 9, 40, 300, 12, True, False, None, {"panel_vectors": 8}),
+    (3, 3, 24, 72, 4, False, False, "relu6", {"panel_vectors": 4}),
+    (4, 6, 48, 160, 12, True, True, "relu6", {"transpose_input": True}),
+    (4, 6, 48, 40, 1, True, False, None, {"transpose_input": True}),
+]
+
+
+@pytest.mark.parametrize("h, w, cin, cout, qpus, bias, residual, activation, tiling", CASES,
+                         ids=str)
+def test_fp16_weights(device, h, w, cin, cout, qpus, bias, residual, activation, tiling):
+    rng = np.random.default_rng(cin * cout)
+    x = rng.standard_normal((h, w, cin)).astype(np.float32)
+    wt = normal_halves(rng, (cin, cout))
+    b = rng.standard_normal(cout).astype(np.float32) if bias else None
+    r = rng.standard_normal((h, w, cout)).astype(np.float32) if residual else None
+    y = pointwise(x, wt, b, activation, r, device=device, num_qpus=qpus, tiling=tiling)
+    assert_close(y, *dense(x, wt, b, r, activation), cin)
+
+
+def test_prepared_fp16_weights_are_half_the_bytes(device):
+    """A prepared float16 weight table holds half the bytes (Cout a multiple of 32), a float16
+    bias is widened, and the layer reads the halves (an fp16-rounded weight is not widened on
+    the host: compare against the rounded values, not the float32 ones)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 20)).astype(np.float32)
+    w32 = rng.standard_normal((20, 64)).astype(np.float32) + np.float32(1e-3)
+    w16 = w32.astype(np.float16)
+    bias = rng.standard_normal(64).astype(np.float16)
+    p32, p16 = prepare_pointwise(w32, device=device), prepare_pointwise(w16, bias, device=device)
+    assert p16.weights.nbytes * 2 == p32.weights.nbytes and p16.w_storage == "fp16"
+    y = pointwise(x, p16, device=device)
+    assert_close(y, *dense(x, w16, bias, None, None), 20)
+    assert not np.allclose(y, dense(x, w32, bias, None, None)[0], rtol=1e-5, atol=1e-5)
+    p32.free()
+    p16.free()
+
+
+def test_denormal_weights_read_as_zero(device):
+    """Half denormals unpack to 0 (docs/kernels.md "fp16 storage"): a weight of 2**-20 adds
+    nothing, a weight of 2**-14 (the smallest normal half) does."""
+    x = np.full((1, 1, 2), 1024.0, np.float32)
+    w = np.array([[2.0 ** -20, 2.0 ** -14]] * 2, np.float16)
+    y = pointwise(x, w, device=device, num_qpus=1)
+    np.testing.assert_array_equal(y.reshape(-1), [0.0, 2 * 1024 * 2.0 ** -14])
+
+
+def test_channel_pair_layout():
+    """Word i of a 32-column block holds column i in bits 15:0 and column i + 16 in 31:16."""
+    w = np.arange(2 * 40, dtype=np.float16).reshape(2, 40)
+    words = panel_halves.lay_out(w).view(np.uint32)
+    assert words.shape == (2, 32)
+    bits = w.view(np.uint16).astype(np.uint32)
+    assert words[1, 3] == bits[1, 3] | bits[1, 19] << 16
+    assert words[0, 16 + 5] == bits[0, 32 + 5]          # column 53 is padding: 0
+
+
+def test_bad_fp16_arguments(device):
+    x = np.zeros((2, 2, 4), np.float32)
+    with pytest.raises(DtypeError, match="w has dtype float64"):
+        prepare_pointwise(np.zeros((4, 6)), device=device)
+    with pytest.raises(DtypeError, match="bias"):
+        pointwise(x, prepare_pointwise(np.zeros((4, 6), np.float16), device=device),
+                  np.zeros(6, np.float16), device=device)
+    with pytest.raises(Vc4nnError, match="panel_vectors"):
+        pointwise(x, np.zeros((4, 200), np.float16), device=device,
+                  tiling={"panel_vectors": 5})
