@@ -4,8 +4,6 @@ from asm import element_number, isa, null, r5, r5rep, uniform
 
 LANES = isa.SIMD_WIDTH
 WORD = 4                        # bytes of a float32
-# Element storage types of the layer kernels and their sizes in bytes (fp16 storage comes later).
-STORAGE_BYTES = {"f32": 4}
 # Requests in flight when a loop gathers many vectors (C for beta, a transpose): the TMU FIFO
 # depth the errata found reliable (facts §5.13).
 GATHER_DEPTH = 4

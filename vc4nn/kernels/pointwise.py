@@ -25,8 +25,9 @@ import collections
 from .. import hardware
 from ..errors import DeviceError
 from . import sgemm_panel, transpose
-from .common import MAX_VDW_STRIDE, STORAGE_BYTES, WORD
+from .common import MAX_VDW_STRIDE, WORD
 from .epilogue import Epilogue
+from .spatial import check_storage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,21 +48,19 @@ class PointwisePlan:
     bias: bool = False
     residual: bool = False
     activation: typing.Optional[str] = None
-    storage: str = "f32"
+    storage: str = "fp32"       # of the activation x and the result y
     w_storage: str = "fp32"
     transpose_input: typing.Optional[bool] = None
     max_rows: typing.Optional[int] = None
     panel_vectors: typing.Optional[int] = None
 
     def __post_init__(self):
-        if self.storage not in STORAGE_BYTES:
-            raise DeviceError(f"pointwise: storage {self.storage!r} is not one of "
-                              f"{sorted(STORAGE_BYTES)}")
-        if STORAGE_BYTES[self.storage] != sgemm_panel.WORD:
-            raise DeviceError(f"pointwise: the panel kernel stores {sgemm_panel.WORD}-byte "
-                              f"elements; {self.storage} storage is not implemented yet")
-        if self.w_storage not in ("fp32", "fp16"):
-            raise DeviceError(f"pointwise: w_storage {self.w_storage!r} is not 'fp32' or 'fp16'")
+        check_storage("pointwise: storage", self.storage)
+        if self.storage != "fp32":
+            raise DeviceError(f"pointwise: the panel kernel gathers and stores {sgemm_panel.WORD}"
+                              f"-byte elements; {self.storage} activations are not implemented "
+                              f"(fp16 weights are: w_storage='fp16')")
+        check_storage("pointwise: w_storage", self.w_storage)
         if self.w_storage == "fp16" and self.panel_vectors and self.panel_vectors % 2:
             raise DeviceError(f"pointwise: panel_vectors {self.panel_vectors} with fp16 weights; "
                               f"give an even width (panels start on a 32-channel block)")
