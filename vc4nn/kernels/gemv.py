@@ -47,7 +47,7 @@ from asm import element_number, kernel, r0, r1, r2, r3, r4, r5, r5rep, ra, rb, t
 from ..errors import DeviceError
 from .common import GATHER_DEPTH, LANES, each_record
 from .epilogue import Epilogue, activate, prepare_activation
-from .halves import flag_half, gathered_half
+from .halves import HALF_HIGH, HALF_LOW, channel_pair_words, flag_half, gathered_half
 from .spatial import STORAGE_BITS, check_storage
 
 MAX_GROUP = 8
@@ -55,7 +55,6 @@ ADDR = [ra[i] for i in range(MAX_GROUP)]     # per-lane address of each block's 
 ACC = [rb[i] for i in range(MAX_GROUP)]
 XADDR, XBASE, LANE_BYTES = ra[MAX_GROUP], ra[MAX_GROUP + 1], ra[MAX_GROUP + 2]
 XLIMIT, ROW, XSTEP, STAGE_W, TWO = (rb[MAX_GROUP + i] for i in range(5))
-HALF_UNPACKS = ("16a", "16b")   # fp16 weights: the low and high column of a channel-pair word
 WEIGHT_BYTES = {"fp32": 4, "fp16": 2}
 # Gathers asked ahead past the last k-block: up to GATHER_DEPTH - 1 k-rows of w (one block per
 # group) read these zero rows instead of leaving the buffer.
@@ -171,10 +170,8 @@ def prepare(plan, w, bias=None):
     import numpy as np
     weights = np.zeros(plan.weight_shape, np.float16 if plan.halves == 2 else np.float32)
     weights[:plan.cin, :plan.cout] = w
-    if plan.halves == 2:                        # channel-pair words: (column i, column i + 16)
-        rows = weights.shape[0]
-        weights = np.ascontiguousarray(
-            weights.reshape(rows, plan.blocks, 2, LANES).swapaxes(2, 3).reshape(rows, -1))
+    if plan.halves == 2:
+        weights = channel_pair_words(weights)
     padded_bias = None
     if bias is not None:
         padded_bias = np.zeros(plan.bias_shape, np.float32)
@@ -228,8 +225,8 @@ def k_block(a, plan):
             pending = ACC[item[1]], r0
         else:
             low, high = ACC[2 * item[1]], ACC[2 * item[1] + 1]
-            a.fmul(r0, r4.unpack(HALF_UNPACKS[0]), r5)
-            a.fadd(low, low, r0).fmul(r3, r4.unpack(HALF_UNPACKS[1]), r5)
+            a.fmul(r0, r4.unpack(HALF_LOW), r5)
+            a.fadd(low, low, r0).fmul(r3, r4.unpack(HALF_HIGH), r5)
             pending = high, r3
         request(i + GATHER_DEPTH)
     a.fadd(pending[0], pending[0], pending[1])

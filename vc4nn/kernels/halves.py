@@ -8,7 +8,11 @@ Selecting by the address (not by lane parity) keeps lanes clamped to a tensor's 
 on that element, whatever the tensor's alignment, so no lane meets a half past the end.
 """
 
+import numpy as np
+
 from asm import null, r4
+
+from .common import LANES
 
 HALF_LOW, HALF_HIGH = "16a", "16b"
 
@@ -28,3 +32,11 @@ def gathered_half(a, op, dst, *srcs):
         value = r4.unpack(half)
         operands = srcs + (value,) if srcs else (value, value)
         getattr(a, op)(dst, *operands, cond=cond)
+
+
+def channel_pair_words(halves):
+    """fp16 weights (rows, columns a multiple of 32) as channel-pair words: per block of 32
+    columns, word i holds column i (16a) and column i + 16 (16b), so that one gathered or DMA'd
+    word feeds two output vectors. Returned as float16 pairs, (rows, columns)."""
+    rows = halves.shape[0]
+    return np.ascontiguousarray(halves.reshape(rows, -1, 2, LANES).swapaxes(2, 3)).reshape(rows, -1)

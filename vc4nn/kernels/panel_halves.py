@@ -17,6 +17,7 @@ import numpy as np
 from asm import uniform, vpm, vpm_read_setup, vpm_write_setup, vr_setup, vr_wait, vw_setup
 
 from .common import LANES
+from .halves import HALF_HIGH, HALF_LOW, channel_pair_words
 from .panel_plan import ceil_div
 from .panel_registers import registers
 
@@ -66,10 +67,10 @@ def widen(a, plan, variant):
     a.mov(halves, vpm)
     for h in range(rows):
         a.nop()                             # halves is not readable in the next instruction
-        low = a.fmax(vpm, halves.unpack("16a"), halves.unpack("16a"))
+        low = a.fmax(vpm, halves.unpack(HALF_LOW), halves.unpack(HALF_LOW))
         high = low
         if 2 * h + 1 < vectors:
-            high = a.fmax(vpm, halves.unpack("16b"), halves.unpack("16b"))
+            high = a.fmax(vpm, halves.unpack(HALF_HIGH), halves.unpack(HALF_HIGH))
         if h + 1 < rows:                    # the next word row, read while this one is written
             high.mov(halves, vpm)
 
@@ -80,4 +81,4 @@ def lay_out(b):
     k, n = b.shape
     padded = np.zeros((k, padded_columns(n)), np.float16)
     padded[:, :n] = b
-    return np.ascontiguousarray(padded.reshape(k, -1, 2, LANES).swapaxes(2, 3)).reshape(k, -1)
+    return channel_pair_words(padded)

@@ -25,6 +25,7 @@ from asm import element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb, tmu0_s
 from . import dma
 from .common import each_record
 from .epilogue import activate
+from .halves import HALF_LOW, gathered_half
 from .window_plan import ACCUMULATOR_REGISTERS
 
 ACC = [ra[i] for i in range(ACCUMULATOR_REGISTERS)]
@@ -34,7 +35,7 @@ SIX = rb[24]
 VPM_ROW0, LOAD_BASE, STORE_BASE, ROW, STORE, VPM_WRITE_ROW0 = (rb[i] for i in range(25, 31))
 COUNT = ra[29]
 HALVES = (ra[30], ra[31])      # fp16: the input vector as read; packed results
-HALF = "16a"                   # a 16-bit VPM read zero-extends into bits 15:0
+HALF = HALF_LOW                # a 16-bit VPM read zero-extends into bits 15:0
 
 
 class MacPipe:
@@ -147,8 +148,7 @@ def gather_weights(a, dsts, row_bytes, elem_bytes, depth=4):
     for t, dst in enumerate(dsts):
         a.nop(sig="ldtmu0")
         if elem_bytes == 2:
-            a.fmax(dst, r4.unpack("16a"), r4.unpack("16a"), cond="zs")
-            a.fmax(dst, r4.unpack("16b"), r4.unpack("16b"), cond="zc")
+            gathered_half(a, "fmax", dst)
         else:
             a.mov(dst, r4)
         if t + depth < len(dsts):
