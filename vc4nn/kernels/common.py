@@ -11,6 +11,10 @@ GATHER_DEPTH = 4
 MAX_VDW_STRIDE = (1 << isa.VDW_STRIDE["stride"][1]) - 1
 
 
+def ceil_div(a, b):
+    return -(-a // b)
+
+
 def each_record(a, body):
     """Run ``body`` once per record of the uniform stream: each starts with 1, a 0 ends them."""
     a.label("next")

@@ -45,7 +45,7 @@ from asm import element_number, kernel, r0, r1, r2, r3, r4, r5, r5rep, ra, rb, t
     vdw_setup, vpm, vpm_write_setup, vw_addr, vw_setup, vw_wait
 
 from ..errors import DeviceError
-from .common import GATHER_DEPTH, LANES, each_record
+from .common import GATHER_DEPTH, LANES, ceil_div, each_record
 from .epilogue import Epilogue, activate, prepare_activation
 from .halves import HALF_HIGH, HALF_LOW, channel_pair_words, flag_half, gathered_half
 from .spatial import STORAGE_BITS, check_storage
@@ -55,14 +55,9 @@ ADDR = [ra[i] for i in range(MAX_GROUP)]     # per-lane address of each block's 
 ACC = [rb[i] for i in range(MAX_GROUP)]
 XADDR, XBASE, LANE_BYTES = ra[MAX_GROUP], ra[MAX_GROUP + 1], ra[MAX_GROUP + 2]
 XLIMIT, ROW, XSTEP, STAGE_W, TWO = (rb[MAX_GROUP + i] for i in range(5))
-WEIGHT_BYTES = {"fp32": 4, "fp16": 2}
 # Gathers asked ahead past the last k-block: up to GATHER_DEPTH - 1 k-rows of w (one block per
 # group) read these zero rows instead of leaving the buffer.
 PAD_ROWS = GATHER_DEPTH - 1
-
-
-def ceil_div(a, b):
-    return -(-a // b)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,15 +76,18 @@ class FullyConnectedPlan:
 
     def __post_init__(self):
         check_storage("fully_connected: storage", self.storage)
-        if self.w_storage not in WEIGHT_BYTES:
-            raise DeviceError(f"fully_connected: w_storage={self.w_storage!r}: 'fp32' or 'fp16'")
+        check_storage("fully_connected: w_storage", self.w_storage)
         if self.group_size is not None and not 1 <= self.group_size <= self.max_group:
             raise DeviceError(f"fully_connected: group_size must be 1..{self.max_group}")
 
     @property
     def halves(self):
         """Accumulators (16-column vectors) per block: 2 with fp16 weights."""
-        return 4 // WEIGHT_BYTES[self.w_storage]
+        return 4 // self.weight_bytes
+
+    @property
+    def weight_bytes(self):
+        return STORAGE_BITS[self.w_storage] // 8
 
     @property
     def block_cols(self):
@@ -144,7 +142,7 @@ class FullyConnectedPlan:
     def uniform_streams(self, x, w, y, bias=None, scratch=None):
         """``scratch``: 16 words for the stores of columns past Cout (fp16 weights)."""
         eb, yb = self.element_bytes, 4
-        row_bytes = self.block_cols * WEIGHT_BYTES[self.w_storage]
+        row_bytes = self.block_cols * self.weight_bytes
         streams = []
         for q in range(self.qpus):
             words = [vpm_write_setup(q), x, x + (self.cin - 1) * eb]
@@ -289,7 +287,7 @@ def gemv_kernel(a, plan):
     else:
         a.add(XBASE, r0, LANE_BYTES)
     a.mov(XLIMIT, uniform)
-    a.ldi(ROW, plan.weight_shape[1] * WEIGHT_BYTES[plan.w_storage])
+    a.ldi(ROW, plan.weight_shape[1] * plan.weight_bytes)
     a.ldi(XSTEP, LANES * plan.element_bytes)
     each_record(a, lambda: group(a, plan))
     a.read(vw_wait)

@@ -16,9 +16,8 @@ import numpy as np
 
 from asm import uniform, vpm, vpm_read_setup, vpm_write_setup, vr_setup, vr_wait, vw_setup
 
-from .common import LANES
+from .common import LANES, ceil_div
 from .halves import HALF_HIGH, HALF_LOW, channel_pair_words
-from .panel_plan import ceil_div
 from .panel_registers import registers
 
 BLOCK = 2 * LANES           # columns per channel-pair block

@@ -8,8 +8,8 @@ import typing
 
 from asm import isa, r0, r1, r2, r3, r4, r5, r5rep, tmu0_s, vpm, vr_setup
 
-from .common import LANES
-from .panel_plan import MAX_ROWS, ceil_div
+from .common import LANES, ceil_div
+from .panel_plan import MAX_ROWS
 from .panel_registers import registers
 
 

@@ -12,7 +12,7 @@ import dataclasses
 from asm import isa
 
 from .. import hardware
-from .common import LANES, WORD
+from .common import LANES, WORD, ceil_div
 from .epilogue import Epilogue
 
 
@@ -31,10 +31,6 @@ SMALL_IMMEDIATES = range(-16, 16)
 # ROLE word (first word after "participates"): bit 31 = barrier master (so the N flag of the
 # word tests it), bit 0 = loader. Any other QPU that does not load has role 0 (the Z flag).
 ROLE_MASTER, ROLE_LOADER = 1 << 31, 1
-
-
-def ceil_div(a, b):
-    return -(-a // b)
 
 
 @dataclasses.dataclass(frozen=True)

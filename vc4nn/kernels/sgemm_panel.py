@@ -33,10 +33,10 @@ import functools
 
 from asm import element_number, kernel, null, r0, r2, r3, uniform, vpm_read_setup, vr_wait, vw_wait
 
-from .common import LANES, WORD, lane_addresses, zero
+from .common import LANES, WORD, ceil_div, lane_addresses, zero
 from .panel_barrier import boundary, issue_loads
 from .panel_kloop import GATHERS_AHEAD, gather_kind, k_kinds, k_step, request_a, steady_kinds
-from .panel_plan import MAX_ROWS, ROLE_LOADER, ceil_div
+from .panel_plan import MAX_ROWS, ROLE_LOADER
 from .panel_registers import accumulators, registers
 from .panel_store import start_at_bias, store
 
