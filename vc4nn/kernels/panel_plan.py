@@ -162,10 +162,6 @@ class PanelPlan:
         """k per TMU gather of A: 2 when every chunk's k-rows pair up (see GATHERS_AHEAD)."""
         return 2 if self.chunk_rows % 2 == 0 else 1
 
-    @property
-    def last_chunk_rows(self):
-        return self.k - (self.chunks - 1) * self.chunk_rows
-
     # -- n: full panels, then one edge variant ------------------------------------------------
     @property
     def full_panels(self):

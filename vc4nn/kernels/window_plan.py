@@ -346,11 +346,6 @@ class WindowPlan(SpatialShape):
     def w_bytes(self):
         return STORAGE_BITS[self.w_storage] // 8
 
-    def weights_shape(self):
-        """(rows, padded channels) of the depthwise weight table: one row per tap, then the
-        bias row (vc4nn/nn/depthwise.py lays it out)."""
-        return self.kernel_h * self.kernel_w + 1, self.padded_channels
-
 
 def make_plan(op, in_h, in_w, channels, kernel, stride, pads, activation=None, num_qpus=12,
               in_storage="fp32", out_storage="fp32", w_storage="fp32", **tiling):
