@@ -385,6 +385,19 @@ def code_bytes(program):
     return data
 
 
+def streams_in_buffer(alloc, qpus, streams_at):
+    """Uniform streams whose records hold addresses inside the streams themselves, in one device
+    buffer: ``streams_at(bases)`` gives each QPU's words when the streams start at ``bases``,
+    ``alloc(words)`` a uint32 buffer. Returns each QPU's view of the buffer."""
+    sizes = [len(words) for words in streams_at([0] * qpus)]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    buf = alloc(int(starts[-1]))
+    bases = [buf.address + int(s) * 4 for s in starts[:-1]]
+    for q, words in enumerate(streams_at(bases)):
+        buf[starts[q]:starts[q + 1]] = np.frombuffer(uniform_words(words), dtype="<u4")
+    return [buf[starts[q]:starts[q + 1]] for q in range(qpus)]
+
+
 def uniform_words(values, qpu=0):
     """32-bit uniform words from ints (signed or unsigned) and floats (stored as float32)."""
     if isinstance(values, (list, tuple)) and values and all(type(v) is int for v in values):

@@ -5,7 +5,7 @@ import numbers
 
 import numpy as np
 
-from .device import Buffer, Device, qpu_count, uniform_words
+from .device import Buffer, Device, qpu_count, streams_in_buffer
 from .errors import Vc4nnError
 from .kernels import sgemm as _sgemm
 from .kernels import sgemm_panel as _panel
@@ -158,13 +158,10 @@ def _on_device(device, x, temporaries, copy=True):
 
 def _uniform_buffers(device, plan, addresses, alpha, beta, temporaries):
     """Every QPU's uniform stream in one device buffer; records hold addresses inside it."""
-    sizes = [len(words) for words in _sgemm.uniform_streams(plan, addresses, alpha, beta,
-                                                            [0] * plan.num_qpus)]
-    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    buf = device.alloc(int(starts[-1]), np.uint32)
-    temporaries.append(buf)
-    bases = [buf.address + int(s) * _sgemm.WORD for s in starts[:-1]]
-    streams = _sgemm.uniform_streams(plan, addresses, alpha, beta, bases)
-    for q, words in enumerate(streams):
-        buf[starts[q]:starts[q + 1]] = np.frombuffer(uniform_words(words), dtype="<u4")
-    return [buf[starts[q]:starts[q + 1]] for q in range(plan.num_qpus)]
+    def alloc(words):
+        buf = device.alloc(words, np.uint32)
+        temporaries.append(buf)
+        return buf
+    return streams_in_buffer(alloc, plan.num_qpus,
+                             lambda bases: _sgemm.uniform_streams(plan, addresses, alpha, beta,
+                                                                  bases))

@@ -3,7 +3,7 @@ MobileNet stem. Kernel: vc4nn/kernels/conv2d.py."""
 
 import numpy as np
 
-from ..device import Buffer, uniform_words
+from ..device import Buffer, streams_in_buffer
 from ..kernels import conv2d as kernel
 from .depthwise import contiguous
 from .layer_args import DTYPE_OF_STORAGE, LayerArgumentError, check_activation, check_int, \
@@ -104,10 +104,5 @@ def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None,
 def uniform_streams(call, plan, x_buf, y, weights, zero):
     """The QPUs' uniform streams in one device buffer (records hold addresses inside it)."""
     addresses = (x_buf.address, y.address, weights.address, zero.address)
-    sizes = [len(s) for s in plan.streams([0] * plan.qpus, *addresses)]
-    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    buf = call.temporary(int(starts[-1]), np.uint32)
-    bases = [buf.address + int(s) * 4 for s in starts[:-1]]
-    for q, words in enumerate(plan.streams(bases, *addresses)):
-        buf[starts[q]:starts[q + 1]] = np.frombuffer(uniform_words(words), dtype="<u4")
-    return [buf[starts[q]:starts[q + 1]] for q in range(plan.qpus)]
+    return streams_in_buffer(lambda words: call.temporary(words, np.uint32), plan.qpus,
+                             lambda bases: plan.streams(bases, *addresses))
