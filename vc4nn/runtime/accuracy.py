@@ -176,11 +176,12 @@ def chart(report, path):
 
 def accuracy_main(argv):
     from .. import open_device
+    from ..cli_common import qpus
     p = argparse.ArgumentParser(prog="vc4nn accuracy", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help=".tflite or .onnx file")
     p.add_argument("--device", default=None, help="emulator (default) or pi")
-    p.add_argument("--qpus", type=int, default=12)
+    p.add_argument("--qpus", type=qpus, default=12)
     p.add_argument("--board", default=None, help="emulator board preset")
     p.add_argument("-n", "--inputs", type=int, default=DEFAULT_INPUTS,
                    help=f"inputs: the photos, then synthetic images (default {DEFAULT_INPUTS})")
