@@ -17,16 +17,17 @@ import numpy as np
 from asm import isa
 
 from .errors import DeviceError
+from .hardware import BUS_ALIAS_SHIFT
 
 # Bus addresses: bits 31:30 select the cache alias of the same memory and are ignored for
 # addressing (fact sheet section 3).
-BUS_ALIAS_MASK = 0xC0000000
-BUS_ADDRESS_MASK = 0x3FFFFFFF
+BUS_ALIAS_MASK = 0b11 << BUS_ALIAS_SHIFT
+BUS_ADDRESS_MASK = (1 << BUS_ALIAS_SHIFT) - 1
 # execute_qpu's (uniforms address, code address) pairs; the control list is an array of them.
 CONTROL_ENTRY_WORDS = 2
 DEFAULT_TIMEOUT_S = 10.0
 # The bus address space is 1 GiB (bits 29:0); no buffer can be larger.
-MAX_BUFFER_BYTES = 1 << 30
+MAX_BUFFER_BYTES = 1 << BUS_ALIAS_SHIFT
 MAX_ALIGN = 1 << 24
 # How the host starts a launch: through the firmware (execute_qpu) or by writing the V3D's
 # user-program registers itself (docs/hardware-choices.md "Launch paths"). Every backend takes

@@ -175,3 +175,19 @@ def test_the_generator_version_changes_with_any_source_byte(tmp_path):
     kernel_py.write_bytes(kernel_py.read_bytes() + b"\n")
     assert program_cache.source_digest([str(folder)]) != before
     assert before == program_cache.source_digest([os.path.dirname(asm.__file__)])
+
+
+def test_the_generator_version_covers_the_hardware_facts(tmp_path):
+    """Kernels choose layouts by vc4nn/hardware.py: a changed fact must make entries stale."""
+    import vc4nn.hardware
+    facts = tmp_path / "hardware.py"
+    facts.write_bytes(open(vc4nn.hardware.__file__, "rb").read())
+    before = program_cache.source_digest([str(facts)])
+    assert before == program_cache.source_digest([vc4nn.hardware.__file__])
+    facts.write_bytes(facts.read_bytes().replace(b"TMU_CACHE_WAYS = 1", b"TMU_CACHE_WAYS = 2"))
+    assert program_cache.source_digest([str(facts)]) != before
+    import asm
+    import vc4nn.kernels
+    without_facts = [os.path.dirname(asm.__file__), os.path.dirname(vc4nn.kernels.__file__)]
+    assert program_cache.generator_version() == program_cache.source_digest(
+        without_facts + [vc4nn.hardware.__file__])

@@ -15,6 +15,8 @@ does in its direct mode too. On a timeout, or when the wait is interrupted (Ctrl
 are switched off and on again, which stops the programs before their memory is released.
 """
 
+from asm import isa
+
 from . import system
 from . import v3d_registers as reg
 from .errors import DirectLaunchError, PiTimeout
@@ -93,7 +95,7 @@ class DirectLauncher:
                 raise DirectLaunchError(
                     f"the V3D's user-program queue overflowed queueing {count} program(s) "
                     f"from control list {control_address:#010x} (SRQCS = {status:#010x})",
-                    fix="launch at most as many programs as there are QPUs (12)")
+                    fix=f"launch at most as many programs as there are QPUs ({isa.NUM_QPUS})")
             if completed == count:
                 return
             elapsed = clock() - start

@@ -8,8 +8,6 @@ them on hardware. Offsets are from the V3D base: the peripheral base of the boar
 (bus address 0x7EC00000).
 """
 
-from types import MappingProxyType
-
 V3D_OFFSET = 0xC00000
 # Every register below lies in the first page of the V3D block.
 WINDOW_BYTES = 0x1000
@@ -24,11 +22,6 @@ SRQCS = 0x43C       # user program request control and status
 DBCFG = 0xE00       # debug configuration: bit 0 QITENA
 DBQITE = 0xE2C      # QPU interrupt enables, one bit per QPU (15:0)
 DBQITC = 0xE30      # QPU interrupt flags, one bit per QPU (15:0); write 1 to clear
-
-NAMES = MappingProxyType({
-    IDENT0: "IDENT0", L2CACTL: "L2CACTL", SLCACTL: "SLCACTL", SRQPC: "SRQPC", SRQUA: "SRQUA",
-    SRQUL: "SRQUL", SRQCS: "SRQCS", DBCFG: "DBCFG", DBQITE: "DBQITE", DBQITC: "DBQITC",
-})
 
 # IDENT0 of a VideoCore IV V3D: technology version 2, "V3D" (Linux vc4_v3d.c checks the same).
 IDENT0_VC4 = 0x02443356

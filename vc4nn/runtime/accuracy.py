@@ -23,6 +23,7 @@ import os
 import numpy as np
 
 from ..errors import Vc4nnError
+from .precision import PRECISIONS as KNOWN_PRECISIONS, relative_error
 
 PHOTOS = ("chelsea.png", "coffee.png", "astronaut.png", "rocket.jpg", "motorcycle_left.png",
           "hubble_deep_field.jpg", "retina.jpg", "ihc.png")
@@ -61,11 +62,6 @@ def accuracy_inputs(count, h, w, seed=0):
     for k in range(count - len(out)):
         out.append((f"synthetic{seed + k}", synthetic_frame(h, w, seed + k)))
     return out
-
-
-def relative_error(y, reference):
-    from .precision import relative_error as rel
-    return rel(y, reference)
 
 
 def traced_run(session, feed):
@@ -180,11 +176,12 @@ def chart(report, path):
 
 def accuracy_main(argv):
     from .. import open_device
+    from ..cli_common import qpus
     p = argparse.ArgumentParser(prog="vc4nn accuracy", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help=".tflite or .onnx file")
     p.add_argument("--device", default=None, help="emulator (default) or pi")
-    p.add_argument("--qpus", type=int, default=12)
+    p.add_argument("--qpus", type=qpus, default=12)
     p.add_argument("--board", default=None, help="emulator board preset")
     p.add_argument("-n", "--inputs", type=int, default=DEFAULT_INPUTS,
                    help=f"inputs: the photos, then synthetic images (default {DEFAULT_INPUTS})")
@@ -196,10 +193,10 @@ def accuracy_main(argv):
     p.add_argument("--png", default=None, help="per-layer error growth chart")
     args = p.parse_args(argv)
     precisions = [x for x in args.precisions.split(",") if x]
-    bad = [x for x in precisions if x not in ("fp32", "fp16", "auto")]
+    bad = [x for x in precisions if x not in KNOWN_PRECISIONS]
     if bad or args.inputs < 1:
         raise Vc4nnError(f"--precisions {args.precisions} / -n {args.inputs}: precisions from "
-                         f"fp32, fp16, auto; at least one input")
+                         f"{', '.join(KNOWN_PRECISIONS)}; at least one input")
     with open_device(args.device, **({"board": args.board} if args.board else {})) as device:
         report = evaluate(args.model, device, args.inputs, precisions, args.normalization,
                           args.qpus, args.seed)

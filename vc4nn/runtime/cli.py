@@ -22,8 +22,10 @@ import sys
 
 import numpy as np
 
+from ..cli_common import qpus
 from ..device import LAUNCH_PATHS
 from ..errors import Vc4nnError
+from .precision import PRECISIONS
 
 COMMANDS = ("classify", "profile", "bench", "accuracy", "ops", "export-mobilenet-v2", "demo")
 
@@ -31,7 +33,7 @@ COMMANDS = ("classify", "profile", "bench", "accuracy", "ops", "export-mobilenet
 def _device_args(parser):
     parser.add_argument("model", help=".tflite or .onnx file")
     parser.add_argument("--device", default=None, help="emulator (default) or pi")
-    parser.add_argument("--qpus", type=int, default=12)
+    parser.add_argument("--qpus", type=qpus, default=12)
     parser.add_argument("--board", default=None,
                         help="emulator board preset for the cycle model (default: pi_zero)")
     parser.add_argument("--launch", choices=LAUNCH_PATHS, default=None,
@@ -39,7 +41,7 @@ def _device_args(parser):
                              "direct (V3D registers; on a Pi needs /dev/mem, see vc4nn doctor)")
     parser.add_argument("--quiet", "--no-progress", action="store_true", dest="quiet",
                         help="no progress bars")
-    parser.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "auto"),
+    parser.add_argument("--precision", default="fp32", choices=PRECISIONS,
                         help="storage of weights and activations (arithmetic is fp32): fp16 "
                              "halves where the kernels can; auto: per layer, fp16 where faster "
                              "and accurate on calibration inputs (default fp32)")

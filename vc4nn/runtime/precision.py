@@ -138,14 +138,13 @@ def run_time(run):
 
 
 def synthetic_feed(input_arg, seed):
-    """A seeded calibration input for ``input_arg`` (a session's NodeArg): a smooth random
-    uint8 frame, or floats in [-1, 1] (the range of a TFLite MobileNet's input)."""
+    """A seeded calibration input for ``input_arg`` (a session's NodeArg): a uniformly random
+    uint8 frame, or floats uniform in [-1, 1] (the range of a TFLite MobileNet's input)."""
     rng = np.random.default_rng(seed)
-    shape = tuple(input_arg.shape)
-    coarse = rng.uniform(0.0, 1.0, shape)
+    unit = rng.uniform(0.0, 1.0, tuple(input_arg.shape))
     if input_arg.type == "uint8":
-        return {input_arg.name: np.round(255 * coarse).astype(np.uint8)}
-    return {input_arg.name: (2 * coarse - 1).astype(np.dtype(input_arg.type))}
+        return {input_arg.name: np.round(255 * unit).astype(np.uint8)}
+    return {input_arg.name: (2 * unit - 1).astype(np.dtype(input_arg.type))}
 
 
 def activation_inputs(session, node):

@@ -5,9 +5,10 @@ Location: the environment variable ``VC4NN_PROGRAM_CACHE`` (a directory; ``off``
 cache), else ``$XDG_CACHE_HOME/vc4nn/programs`` (``~/.cache`` when unset), as the tuning cache.
 
 An entry is named by a hash of what made the program: the generator version (a hash of the
-source of every module of ``asm`` and ``vc4nn/kernels``, so any change to the assembler or a
-kernel makes old entries unreachable), the kernel's name and the repr of its arguments (the
-kernels' plans are frozen dataclasses whose repr holds every field). The entry stores that whole
+source of every module of ``asm`` and ``vc4nn/kernels`` and of ``vc4nn/hardware.py``, so any
+change to the assembler, a kernel or a hardware fact makes old entries unreachable), the
+kernel's name and the repr of its arguments (the kernels' plans are frozen dataclasses whose
+repr holds every field). The entry stores that whole
 description and a digest of the code; an entry whose description or digest does not match, or
 that does not parse or decode, is ignored and rewritten. Arguments without a faithful repr (a
 default ``<... at 0x...>``) are never cached. Cached programs carry their labels but no source
@@ -40,22 +41,26 @@ def cache_dir(path=None):
     return user_cache_path(path, ENV_VAR, "programs")
 
 
-def source_digest(folders):
-    """A hash of the names and contents of the .py files in ``folders``."""
+def source_digest(paths):
+    """A hash of the names and contents of the .py files in ``paths`` (folders, or files)."""
     digest = hashlib.sha256()
-    for folder in folders:
-        for name in sorted(n for n in os.listdir(folder) if n.endswith(".py")):
-            digest.update(name.encode() + b"\0")
-            with open(os.path.join(folder, name), "rb") as f:
+    for path in paths:
+        files = [path] if os.path.isfile(path) else \
+            [os.path.join(path, n) for n in sorted(os.listdir(path)) if n.endswith(".py")]
+        for name in files:
+            digest.update(os.path.basename(name).encode() + b"\0")
+            with open(name, "rb") as f:
                 digest.update(f.read())
     return digest.hexdigest()
 
 
 @functools.lru_cache(maxsize=1)
 def generator_version():
-    """A hash of the assembler's and the kernels' source: what a program is a function of."""
-    from .. import kernels
-    return source_digest([os.path.dirname(asm.__file__), os.path.dirname(kernels.__file__)])
+    """A hash of the assembler's and the kernels' source, and of the hardware facts the kernels
+    choose their layouts by: what a program is a function of."""
+    from .. import hardware, kernels
+    return source_digest([os.path.dirname(asm.__file__), os.path.dirname(kernels.__file__),
+                          hardware.__file__])
 
 
 def describe(kernel, args, kwargs, check):

@@ -255,10 +255,9 @@ class InferenceSession:
             stride = _square(g, node, a["stride"], "stride")
             padding = tuple(a["pads"])
         if node.op == "conv2d":
-            if node is self._stem:
+            if node is self._stem:          # only a frame's normalisation makes a stem
                 x, padding = self._input_view, (0, 0, 0, 0)
-                if self._normalization is not None:
-                    w, bias = _fold_normalization(w, bias, self._normalization)
+                w, bias = _fold_normalization(w, bias, self._normalization)
             prepared = self._prepare(placement, nn.prepare_conv2d, w, bias)
             return functools.partial(nn.conv2d, x, prepared, stride=stride, padding=padding,
                                      activation=a.get("activation"), out=out, **common)
