@@ -45,7 +45,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from asm import (element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb,  # noqa: E402
-                 tmu0_s, uniform, vdw_setup, vdw_stride, vpm, vpm_write_setup, vw_addr, vw_setup)
+                 tmu0_s, uniform, vpm, vpm_write_setup, vw_setup)
 from vc4nn.emulator import EmulatorDevice  # noqa: E402
 from vc4nn.emulator.timing import Timing  # noqa: E402
 
@@ -253,9 +253,8 @@ def master_store(a, y, vectors, row_stride):
     for _ in range(QPUS - 1):
         a.sema_acquire(DONE)
     a.wait_dma_store()
-    a.ldi(vw_setup, vdw_setup(LANES * vectors, LANES, y))
-    a.ldi(vw_setup, vdw_stride(row_stride - 4 * LANES))
-    a.mov(vw_addr, OUT)
+    a.setup_dma_store(units=LANES * vectors, depth=LANES, y=y, stride=row_stride - 4 * LANES)
+    a.start_dma_store(OUT)
     a.add(OUT, OUT, ROW_BYTES)                           # the next 8 groups' outputs
     if vectors == 4:
         a.wait_dma_store()                               # the VPM is free for the next group
