@@ -47,6 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from asm import (element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb,  # noqa: E402
                  tmu0_s, uniform, vpm, vpm_write_setup, vw_setup)
 from vc4nn.emulator import EmulatorDevice  # noqa: E402
+from vc4nn.kernels.common import GATHER_DEPTH, each_record  # noqa: E402
 from vc4nn.emulator.timing import Timing  # noqa: E402
 
 QPUS = 8                            # GPU_FFT_QPUS
@@ -94,9 +95,9 @@ def jump(a, label, cond="always"):
 
 def load_rows(a, dsts):
     """TMU-load consecutive 16-float rows of the table whose address is in r3 (r2 = 64) into
-    ``dsts``, at most 4 requests in flight (facts §5.13)."""
-    for start in range(0, len(dsts), 4):
-        batch = dsts[start:start + 4]
+    ``dsts``, at most GATHER_DEPTH requests in flight."""
+    for start in range(0, len(dsts), GATHER_DEPTH):
+        batch = dsts[start:start + GATHER_DEPTH]
         for _ in batch:
             a.mov(tmu0_s, r3)
             a.add(r3, r3, r2)
@@ -164,18 +165,18 @@ def held(v):
 
 
 def load_and_transform(a, first_pass, vectors):
-    """TMU-gather the group's vectors (at most 4 requests in flight), twiddle each (after pass
-    1) and take its 16-point DFT; all but the last are left in the held registers."""
+    """TMU-gather the group's vectors (at most GATHER_DEPTH requests in flight), twiddle each
+    (after pass 1) and take its 16-point DFT; all but the last are left in the held registers."""
     a.mov(r2, uniform)                                   # the group's first point
     requests = 2 * vectors
-    for request in range(min(requests, 4)):
+    for request in range(min(requests, GATHER_DEPTH)):
         a.add(tmu0_s, r2, ra[OFFSET + request])
-    if requests > 4:
+    if requests > GATHER_DEPTH:
         a.mov(BASE, r2)
     a.mov(FLAGS, uniform)
     for v in range(vectors):
         deinterleave(a)
-        for request in range(2 * v + 4, min(2 * v + 6, requests)):
+        for request in range(2 * v + GATHER_DEPTH, min(2 * v + 2 + GATHER_DEPTH, requests)):
             a.add(tmu0_s, BASE, ra[OFFSET + request])
         if not first_pass:
             complex_multiply(a, ra[TW + v], rb[TW + v])
@@ -283,9 +284,10 @@ def role(a, master, radices, n):
         a.ldi(ROW_BYTES, 4 * LANES)
         for _ in range(QPUS - 1):
             a.sema_release(GO[0])
-    a.label("job")
-    a.mov(null, uniform, sf=True)                         # 0: no more jobs
-    jump(a, "end", "all_zs")
+    each_record(a, lambda: job(a, master, radices, n))      # a record per job
+
+
+def job(a, master, radices, n):
     for p, radix in enumerate(radices):
         vectors = radix // LANES
         table_address(a)
@@ -300,8 +302,6 @@ def role(a, master, radices, n):
         step(a, master, 1, p == 0, vectors, n // radix * 8)
         a.and_(null, FLAGS, MORE, sf=True)
         jump(a, f"pass{p}", "all_zc")
-    jump(a, "job")
-    a.label("end")
 
 
 @kernel
