@@ -47,11 +47,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from asm import (element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb,  # noqa: E402
                  tmu0_s, uniform, vpm, vpm_write_setup, vw_setup)
 from vc4nn.emulator import EmulatorDevice  # noqa: E402
-from vc4nn.kernels.common import GATHER_DEPTH, each_record  # noqa: E402
+from vc4nn.kernels.common import GATHER_DEPTH, LANES, WORD, each_record  # noqa: E402
 from vc4nn.emulator.timing import Timing  # noqa: E402
 
 QPUS = 8                            # GPU_FFT_QPUS
-LANES = 16
+VECTOR_BYTES = WORD * LANES         # a 16-float table row; 16 words of VPM
 BUSY_WAIT_LIMIT = 5 << 12           # GPU_FFT: direct launch when jobs * N is at most this
 # log2(N) -> radices of the passes, with GPU_FFT's pass counts (gpu_fft.txt: "log2_N=12...16 use
 # an odd number of passes"; 8..11 two passes, 17 four). From 2^18 points on, a pass of radix R
@@ -94,8 +94,8 @@ def jump(a, label, cond="always"):
 
 
 def load_rows(a, dsts):
-    """TMU-load consecutive 16-float rows of the table whose address is in r3 (r2 = 64) into
-    ``dsts``, at most GATHER_DEPTH requests in flight."""
+    """TMU-load consecutive 16-float rows of the table whose address is in r3 (r2 =
+    VECTOR_BYTES) into ``dsts``, at most GATHER_DEPTH requests in flight."""
     for start in range(0, len(dsts), GATHER_DEPTH):
         batch = dsts[start:start + GATHER_DEPTH]
         for _ in batch:
@@ -107,10 +107,11 @@ def load_rows(a, dsts):
 
 
 def table_address(a):
-    """r3 = this QPU's lane of the table row 0 whose address is the next uniform; r2 = 64."""
+    """r3 = this QPU's lane of the table row 0 whose address is the next uniform;
+    r2 = VECTOR_BYTES."""
     a.shl(r2, element_number, 2)
     a.add(r3, r2, uniform)
-    a.ldi(r2, 64)
+    a.ldi(r2, VECTOR_BYTES)
 
 
 def deinterleave(a):
@@ -254,7 +255,7 @@ def master_store(a, y, vectors, row_stride):
     for _ in range(QPUS - 1):
         a.sema_acquire(DONE)
     a.wait_dma_store()
-    a.setup_dma_store(units=LANES * vectors, depth=LANES, y=y, stride=row_stride - 4 * LANES)
+    a.setup_dma_store(units=LANES * vectors, depth=LANES, y=y, stride=row_stride - VECTOR_BYTES)
     a.start_dma_store(OUT)
     a.add(OUT, OUT, ROW_BYTES)                           # the next 8 groups' outputs
     if vectors == 4:
@@ -281,7 +282,7 @@ def hand_over(a, parity):
 def role(a, master, radices, n):
     """The program of the master (QPU 0) or of a slave: jobs x passes x steps."""
     if master:
-        a.ldi(ROW_BYTES, 4 * LANES)
+        a.ldi(ROW_BYTES, VECTOR_BYTES)
         for _ in range(QPUS - 1):
             a.sema_release(GO[0])
     each_record(a, lambda: job(a, master, radices, n))      # a record per job
