@@ -18,6 +18,7 @@ from .builder import flag
 from .errors import AssemblerError, with_caller_location
 
 WORD = isa.WORD_BITS            # the default element size: whole 32-bit words
+MAX_EXTENDED_PITCH = (1 << isa.VDR_EXTENDED["mpitchb"][1]) - 1     # bytes, vdr_pitch
 
 
 MEMO_LIMIT = 4096
@@ -172,9 +173,8 @@ def vdr_pitch(pitch):
     """Extended vr_setup word: memory pitch of a DMA load in bytes (0..16383), used when
     MPITCH is 0. 14 bits, wider than the guide's 13 (facts §5.18, see isa.VDR_EXTENDED); a
     power-of-two pitch of 16 KB or more goes in the setup word's MPITCH instead."""
-    limit = (1 << isa.VDR_EXTENDED["mpitchb"][1]) - 1
     try:
-        pitch = _check("pitch", pitch, 0, limit)
+        pitch = _check("pitch", pitch, 0, MAX_EXTENDED_PITCH)
     except AssemblerError as error:
         raise AssemblerError(f"{error.message}: the hardware honours a 14-bit extended pitch "
                              f"(facts §5.18); a power-of-two pitch goes in vdr_setup(pitch=...), "

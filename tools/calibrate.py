@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from asm import isa  # noqa: E402
+from asm.vpm import MAX_EXTENDED_PITCH  # noqa: E402
 from asm import (element_number, kernel, null, r0, r1, r2, r3, r4, r5, r5rep, ra, rb,  # noqa: E402
                  tmu0_s, tmu_noswap, unif_addr, uniform, vdr_setup, vdw_setup, vdw_stride, vpm,
                  vr_setup, vw_setup)
@@ -163,11 +163,10 @@ def sgemm_streams(device, num_qpus, n, a_buf, b_buf, c_buf):
 
 def run_sgemm(timing_overrides, board, num_qpus, n, rng):
     col_groups = SPLITS[num_qpus][1]
-    pitch_limit = (1 << isa.VDR_EXTENDED["mpitchb"][1]) - 1
-    if n % (TILE_COLS * col_groups) or n * WORD > pitch_limit:
+    if n % (TILE_COLS * col_groups) or n * WORD > MAX_EXTENDED_PITCH:
         # The C load's row pitch goes in the 14-bit extended pitch (facts §5.18).
         raise SystemExit(f"N={n}: must be a multiple of {TILE_COLS * col_groups} and at most "
-                         f"{pitch_limit // WORD} (the C tile's DMA pitch, N*4 bytes, has 14 bits)")
+                         f"{MAX_EXTENDED_PITCH // WORD} (the C tile's DMA pitch, N*4 bytes, has 14 bits)")
     a = rng.standard_normal((M, K)).astype(np.float32)
     b = rng.standard_normal((K, n)).astype(np.float32)
     c = rng.standard_normal((M, n)).astype(np.float32)

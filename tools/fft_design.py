@@ -45,12 +45,13 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from asm import (element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb,  # noqa: E402
-                 tmu0_s, uniform, vdw_setup, vdw_stride, vpm, vpm_write_setup, vw_addr, vw_setup)
+                 tmu0_s, uniform, vpm, vpm_write_setup, vw_setup)
 from vc4nn.emulator import EmulatorDevice  # noqa: E402
+from vc4nn.kernels.common import GATHER_DEPTH, LANES, WORD, each_record  # noqa: E402
 from vc4nn.emulator.timing import Timing  # noqa: E402
 
 QPUS = 8                            # GPU_FFT_QPUS
-LANES = 16
+VECTOR_BYTES = WORD * LANES         # a 16-float table row; 16 words of VPM
 BUSY_WAIT_LIMIT = 5 << 12           # GPU_FFT: direct launch when jobs * N is at most this
 # log2(N) -> radices of the passes, with GPU_FFT's pass counts (gpu_fft.txt: "log2_N=12...16 use
 # an odd number of passes"; 8..11 two passes, 17 four). From 2^18 points on, a pass of radix R
@@ -93,10 +94,10 @@ def jump(a, label, cond="always"):
 
 
 def load_rows(a, dsts):
-    """TMU-load consecutive 16-float rows of the table whose address is in r3 (r2 = 64) into
-    ``dsts``, at most 4 requests in flight (facts §5.13)."""
-    for start in range(0, len(dsts), 4):
-        batch = dsts[start:start + 4]
+    """TMU-load consecutive 16-float rows of the table whose address is in r3 (r2 =
+    VECTOR_BYTES) into ``dsts``, at most GATHER_DEPTH requests in flight."""
+    for start in range(0, len(dsts), GATHER_DEPTH):
+        batch = dsts[start:start + GATHER_DEPTH]
         for _ in batch:
             a.mov(tmu0_s, r3)
             a.add(r3, r3, r2)
@@ -106,10 +107,11 @@ def load_rows(a, dsts):
 
 
 def table_address(a):
-    """r3 = this QPU's lane of the table row 0 whose address is the next uniform; r2 = 64."""
+    """r3 = this QPU's lane of the table row 0 whose address is the next uniform;
+    r2 = VECTOR_BYTES."""
     a.shl(r2, element_number, 2)
     a.add(r3, r2, uniform)
-    a.ldi(r2, 64)
+    a.ldi(r2, VECTOR_BYTES)
 
 
 def deinterleave(a):
@@ -164,18 +166,18 @@ def held(v):
 
 
 def load_and_transform(a, first_pass, vectors):
-    """TMU-gather the group's vectors (at most 4 requests in flight), twiddle each (after pass
-    1) and take its 16-point DFT; all but the last are left in the held registers."""
+    """TMU-gather the group's vectors (at most GATHER_DEPTH requests in flight), twiddle each
+    (after pass 1) and take its 16-point DFT; all but the last are left in the held registers."""
     a.mov(r2, uniform)                                   # the group's first point
     requests = 2 * vectors
-    for request in range(min(requests, 4)):
+    for request in range(min(requests, GATHER_DEPTH)):
         a.add(tmu0_s, r2, ra[OFFSET + request])
-    if requests > 4:
+    if requests > GATHER_DEPTH:
         a.mov(BASE, r2)
     a.mov(FLAGS, uniform)
     for v in range(vectors):
         deinterleave(a)
-        for request in range(2 * v + 4, min(2 * v + 6, requests)):
+        for request in range(2 * v + GATHER_DEPTH, min(2 * v + 2 + GATHER_DEPTH, requests)):
             a.add(tmu0_s, BASE, ra[OFFSET + request])
         if not first_pass:
             complex_multiply(a, ra[TW + v], rb[TW + v])
@@ -253,9 +255,8 @@ def master_store(a, y, vectors, row_stride):
     for _ in range(QPUS - 1):
         a.sema_acquire(DONE)
     a.wait_dma_store()
-    a.ldi(vw_setup, vdw_setup(LANES * vectors, LANES, y))
-    a.ldi(vw_setup, vdw_stride(row_stride - 4 * LANES))
-    a.mov(vw_addr, OUT)
+    a.setup_dma_store(units=LANES * vectors, depth=LANES, y=y, stride=row_stride - VECTOR_BYTES)
+    a.start_dma_store(OUT)
     a.add(OUT, OUT, ROW_BYTES)                           # the next 8 groups' outputs
     if vectors == 4:
         a.wait_dma_store()                               # the VPM is free for the next group
@@ -281,12 +282,13 @@ def hand_over(a, parity):
 def role(a, master, radices, n):
     """The program of the master (QPU 0) or of a slave: jobs x passes x steps."""
     if master:
-        a.ldi(ROW_BYTES, 4 * LANES)
+        a.ldi(ROW_BYTES, VECTOR_BYTES)
         for _ in range(QPUS - 1):
             a.sema_release(GO[0])
-    a.label("job")
-    a.mov(null, uniform, sf=True)                         # 0: no more jobs
-    jump(a, "end", "all_zs")
+    each_record(a, lambda: job(a, master, radices, n))      # a record per job
+
+
+def job(a, master, radices, n):
     for p, radix in enumerate(radices):
         vectors = radix // LANES
         table_address(a)
@@ -301,8 +303,6 @@ def role(a, master, radices, n):
         step(a, master, 1, p == 0, vectors, n // radix * 8)
         a.and_(null, FLAGS, MORE, sf=True)
         jump(a, f"pass{p}", "all_zc")
-    jump(a, "job")
-    a.label("end")
 
 
 @kernel

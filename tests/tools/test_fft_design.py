@@ -13,9 +13,7 @@ import fft_design  # noqa: E402
 
 
 def signal(jobs, n, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((jobs, n)) + 1j * rng.standard_normal((jobs, n))
-    return x.astype(np.complex64)
+    return fft_design.random_signal(jobs, n, np.random.default_rng(seed))
 
 
 def relative_rms_error(out, x):
