@@ -24,6 +24,7 @@ import dataclasses
 import functools
 
 from asm import isa, vdr_pitch, vdw_stride
+from asm.vpm import MAX_EXTENDED_PITCH
 
 from . import dma
 from .common import LANES
@@ -174,7 +175,7 @@ class WindowPlan(SpatialShape):
                             f"input and {self.out_chunk} output pixels) exceed the "
                             f"{isa.VPM_ROWS} rows generic access reaches")
         pitch = self.channels * self.in_bytes
-        if pitch >= 1 << isa.VDR_EXTENDED["mpitchb"][1]:
+        if pitch > MAX_EXTENDED_PITCH:
             raise PlanError(f"{self.channels} channels: a pixel is {pitch} bytes, more than the "
                             f"DMA load pitch field holds")
         if self.buffers != 2:
