@@ -10,7 +10,6 @@
 
 #include "core.h"
 
-#define UNITS 2
 #define SLICES (NUM_QPUS / QPUS_PER_SLICE)
 
 static long long attr_int(PyObject *obj, const char *name, int *ok)
@@ -54,7 +53,7 @@ int tmu_init(Machine *m)
         return -1;
     }
     for (int s = 0; s < SLICES; s++)
-        for (int u = 0; u < UNITS; u++)
+        for (int u = 0; u < TMU_UNITS; u++)
             if (lru_init(&t->caches[s][u], bytes, line, ways) < 0)
                 return -1;
     return 0;
@@ -64,10 +63,10 @@ void tmu_release(Machine *m)
 {
     Tmu *t = &m->tmu_state;
     for (int s = 0; s < SLICES; s++)
-        for (int u = 0; u < UNITS; u++)
+        for (int u = 0; u < TMU_UNITS; u++)
             lru_free(&t->caches[s][u]);
     for (int q = 0; q < NUM_QPUS; q++)
-        for (int u = 0; u < UNITS; u++)
+        for (int u = 0; u < TMU_UNITS; u++)
             free(t->fifos[q][u].items);
     memset(t, 0, sizeof(*t));
 }
@@ -311,7 +310,7 @@ int tmu_export(Machine *m)
         return -1;
     int rc = 0;
     for (int q = 0; q < m->num_qpus && rc == 0; q++)
-        for (int u = 0; u < UNITS && rc == 0; u++) {
+        for (int u = 0; u < TMU_UNITS && rc == 0; u++) {
             int n = m->tmu_state.fifos[q][u].count;
             if (!n)
                 continue;
