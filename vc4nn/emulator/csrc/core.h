@@ -233,8 +233,6 @@ void qpu_wait(Qpu *q, int64_t t, int cause);
 int core_report(Machine *m, Qpu *q, int rule, int64_t a, int64_t b);
 int unit_tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v);
 int unit_tmu_load(Machine *m, Qpu *q, int unit);
-int unit_vpm(Machine *m, Qpu *q, const char *method, int cause, const uint32_t *arg,
-             uint32_t *out);
 int unit_uniform_line(Machine *m, Qpu *q, uint32_t address);
 
 /* vpm.c */

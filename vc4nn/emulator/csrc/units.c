@@ -1,6 +1,7 @@
-/* The I/O units as the C core reaches them: calls into the Python units (tmu.py, vpm.py,
- * sync.py, the MemoryBus) with the arguments the Python QPU passes (qpu.py), and the QPU core's
- * own checks (reported through the glue, which formats the message as qpu.py does). */
+/* The I/O units the C core still reaches in Python: the Python Tmu (when ccore.TMU_IN_C is off)
+ * and a Python MemoryBus's uniform line fills, called with the arguments the Python QPU passes
+ * (qpu.py); and the QPU core's own checks (reported through the glue, which formats the message
+ * as qpu.py does). The VPM, DMA, semaphores and mutex run in C (vpm.c, dma.c, sync.c). */
 #include <math.h>
 #include <string.h>
 
@@ -143,24 +144,6 @@ int unit_tmu_load(Machine *m, Qpu *q, int unit)
 {
     return wait_answer(q, PyObject_CallMethod(m->tmu, "load", "iiL", q->index, unit,
                                               (long long)q->clock), STALL_TMU, q->acc[4]);
-}
-
-/* qpu.Qpu.vpm_io: a Vpm method taking (qpu, *args, now) */
-int unit_vpm(Machine *m, Qpu *q, const char *method, int cause, const uint32_t *arg,
-             uint32_t *out)
-{
-    PyObject *answer;
-    if (arg) {
-        PyObject *values = vec_to_array(arg);
-        if (!values)
-            return -1;
-        answer = PyObject_CallMethod(m->vpm, method, "iOL", q->index, values,
-                                     (long long)q->clock);
-        Py_DECREF(values);
-    } else {
-        answer = PyObject_CallMethod(m->vpm, method, "iL", q->index, (long long)q->clock);
-    }
-    return wait_answer(q, answer, cause, out);
 }
 
 int unit_uniform_line(Machine *m, Qpu *q, uint32_t address)
