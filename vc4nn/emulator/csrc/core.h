@@ -234,6 +234,7 @@ int core_report(Machine *m, Qpu *q, int rule, int64_t a, int64_t b);
 int unit_tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v);
 int unit_tmu_load(Machine *m, Qpu *q, int unit);
 int unit_uniform_line(Machine *m, Qpu *q, uint32_t address);
+long long timing_int(PyObject *timing, const char *name);
 
 /* vpm.c */
 int vpm_init(Machine *m);

@@ -12,18 +12,6 @@
 
 #define SLICES (NUM_QPUS / QPUS_PER_SLICE)
 
-static long long attr_int(PyObject *obj, const char *name, int *ok)
-{
-    PyObject *v = PyObject_GetAttrString(obj, name);
-    long long x = 0;
-    if (v && PyLong_Check(v))
-        x = PyLong_AsLongLong(v);
-    else if (v)
-        *ok = 0;
-    Py_XDECREF(v);
-    return x;
-}
-
 int tmu_init(Machine *m)
 {
     Tmu *t = &m->tmu_state;
@@ -37,19 +25,18 @@ int tmu_init(Machine *m)
     PyObject *timing = PyObject_GetAttrString(m->tmu, "timing");
     if (!timing)
         return -1;
-    int ok = 1;
-    long long bytes = attr_int(timing, "tmu_cache_bytes", &ok);
-    long long line = attr_int(timing, "tmu_cache_line_bytes", &ok);
-    long long ways = attr_int(timing, "tmu_cache_ways", &ok);
-    t->fifo_depth = attr_int(timing, "tmu_fifo_depth", &ok);
-    t->request_clocks = attr_int(timing, "tmu_request_clocks", &ok);
-    t->hit_latency = attr_int(timing, "tmu_hit_latency", &ok);
-    t->miss_latency = attr_int(timing, "tmu_miss_latency", &ok);
+    long long bytes = timing_int(timing, "tmu_cache_bytes");
+    long long line = timing_int(timing, "tmu_cache_line_bytes");
+    long long ways = timing_int(timing, "tmu_cache_ways");
+    t->fifo_depth = timing_int(timing, "tmu_fifo_depth");
+    t->request_clocks = timing_int(timing, "tmu_request_clocks");
+    t->hit_latency = timing_int(timing, "tmu_hit_latency");
+    t->miss_latency = timing_int(timing, "tmu_miss_latency");
     Py_DECREF(timing);
     if (PyErr_Occurred())
         return -1;
-    if (!ok || line <= 0) {
-        PyErr_SetString(PyExc_TypeError, "the C core needs integer TMU timing parameters");
+    if (line <= 0) {
+        PyErr_SetString(PyExc_ValueError, "the C core needs a positive tmu_cache_line_bytes");
         return -1;
     }
     for (int s = 0; s < SLICES; s++)

@@ -127,6 +127,25 @@ static int wait_answer(Qpu *q, PyObject *answer, int cause, uint32_t *out)
     return rc;
 }
 
+/* An integer parameter of the cycle model (a Timing attribute); -1 with an exception set when
+ * it is not a non-negative int */
+long long timing_int(PyObject *timing, const char *name)
+{
+    PyObject *v = PyObject_GetAttrString(timing, name);
+    if (!v)
+        return -1;
+    long long x = -1;
+    if (PyLong_Check(v))
+        x = PyLong_AsLongLong(v);
+    else
+        PyErr_Format(PyExc_TypeError, "the C core needs an integer timing parameter %s", name);
+    Py_DECREF(v);
+    if (x < 0 && !PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "the C core needs a non-negative timing parameter %s",
+                     name);
+    return x;
+}
+
 static const char *const TMU_COORD[] = {"s", "t", "r", "b"};
 
 int unit_tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v)

@@ -12,20 +12,6 @@
 
 #define GENERIC_ADDR_SPAN (1 << VPM_GENERIC_READ_ADDR_BITS)
 
-static long long timing_int(PyObject *timing, const char *name)
-{
-    PyObject *v = PyObject_GetAttrString(timing, name);
-    if (!v)
-        return -1;
-    long long x = -1;
-    if (PyLong_Check(v))
-        x = PyLong_AsLongLong(v);
-    else
-        PyErr_Format(PyExc_TypeError, "the C core needs an integer timing parameter %s", name);
-    Py_DECREF(v);
-    return x;
-}
-
 int vpm_init(Machine *m)
 {
     Vpm *v = &m->vpm_state;
