@@ -68,11 +68,6 @@ def _all_rules():
     return MappingProxyType(rules)
 
 
-def known_rules():
-    """Every rule: name -> Rule."""
-    return dict(_all_rules())
-
-
 def rules_table_markdown():
     """The rules as a Markdown table (docs/cycle-model.md embeds it)."""
     lines = ["| rule | default | catches | what a Pi does (justification) |", "|---|---|---|---|"]

@@ -84,10 +84,8 @@ class DmaEngines:
     # -- transfers ------------------------------------------------------------------------------
     def write_vr_addr(self, qpu, addr, now):
         """Start a DMA load. Stalls until this QPU's previous load has finished."""
-        now = self._retire(self._load, qpu, now)
-        word = self._vdr[qpu]
+        word, now = self._begin(self._load, self._vdr, qpu, now, "load_missing_setup")
         if word is None:
-            self._report("vpm_missing_setup", qpu, "load_missing_setup")
             return now
         table = isa.VDR_SETUP
         # MODEW 1 cannot occur here: id bits 1001 make the word an extended-pitch setup.
@@ -119,10 +117,8 @@ class DmaEngines:
 
     def write_vw_addr(self, qpu, addr, now):
         """Start a DMA store. Stalls until this QPU's previous store has finished."""
-        now = self._retire(self._store, qpu, now)
-        word = self._vdw[qpu]
+        word, now = self._begin(self._store, self._vdw, qpu, now, "store_missing_setup")
         if word is None:
-            self._report("vpm_missing_setup", qpu, "store_missing_setup")
             return now
         table = isa.VDW_SETUP
         decoded = dma_width(isa.field_get(word, table["modew"]))
@@ -180,8 +176,16 @@ class DmaEngines:
     def read_vw_busy(self, qpu, now):
         return self._busy(self._store, qpu, now)
 
-
     # -- helpers --------------------------------------------------------------------------------
+    def _begin(self, slots, setups, qpu, now, missing):
+        """Wait for this QPU's previous transfer in ``slots``; then its setup word in
+        ``setups``, or None (reported as ``missing``) when it has written none."""
+        now = self._retire(slots, qpu, now)
+        word = setups[qpu]
+        if word is None:
+            self._report("vpm_missing_setup", qpu, missing)
+        return word, now
+
     def _retire(self, slots, qpu, now):
         """Wait for this QPU's DMA in ``slots`` to finish; the QPU has now observed it."""
         dma = slots[qpu]

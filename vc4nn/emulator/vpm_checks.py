@@ -7,7 +7,7 @@ from types import MappingProxyType
 from asm import isa
 
 from .checks import Rule
-from .vpm_layout import ROW_WORDS
+from .vpm_layout import ROW_BYTES, ROW_WORDS
 
 # rule -> Rule(default, catches, hardware)
 CHECK_RULES = MappingProxyType({
@@ -64,6 +64,11 @@ CHECK_RULES = MappingProxyType({
 })
 
 
+# the extended pitch word: everything below its id, of which the hardware honours MPITCHB
+_PITCH_WORD_BITS = (1 << isa.VDR_EXTENDED["id"][0]) - 1
+_MPITCHB_BITS = isa.VDR_EXTENDED["mpitchb"][1]
+
+
 def _whose(issuer, qpu):
     return "its own" if issuer == qpu else f"QPU {issuer}'s"
 
@@ -74,9 +79,9 @@ MESSAGES = MappingProxyType({
         f"{what} {word:#010x} sets bits {unused:#010x} that no field uses (the emulator "
         f"ignores them)"),
     "pitch_out_of_range": lambda word: (
-        f"extended DMA load pitch word {word:#010x} asks for a pitch of {word & 0x0FFFFFFF} "
-        f"bytes; the hardware honours 14 bits (pitches below 16384, facts §5.18) and rows 16 KB "
-        f"or more apart load wrongly on a Pi"),
+        f"extended DMA load pitch word {word:#010x} asks for a pitch of "
+        f"{word & _PITCH_WORD_BITS} bytes; the hardware honours {_MPITCHB_BITS} bits (pitches "
+        f"below {1 << _MPITCHB_BITS}, facts §5.18) and rows that far apart load wrongly on a Pi"),
     "selects_no_setup": lambda register, word: (
         f"{register} {word:#010x} selects no setup (bits 31:30 = 01)"),
     "reserved_size": lambda register, word: f"{register} {word:#010x} has the reserved SIZE 3",
@@ -101,7 +106,8 @@ MESSAGES = MappingProxyType({
     "dma_beyond_user_rows": lambda what, row: (
         f"{what} reaches VPM row {row}; rows {isa.VPM_ROWS}..{isa.VPM_DMA_ROWS - 1} are "
         f"reachable only by DMA and may not belong to user programs (facts §5.15)"),
-    "dma_row_past_end": lambda what: f"{what} row runs past the end of its VPM row (64 bytes)",
+    "dma_row_past_end": lambda what: (
+        f"{what} row runs past the end of its VPM row ({ROW_BYTES} bytes)"),
     "dma_race": lambda what, issuer, qpu, kind: (
         f"{what} touches VPM words of {_whose(issuer, qpu)} DMA {kind} that has not been waited "
         f"for (vr_wait/vw_wait)"),

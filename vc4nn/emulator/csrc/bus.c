@@ -15,18 +15,16 @@ static long long floor_div(long long a, long long b)
     return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
-static long long timing_int(PyObject *timing, const char *name, const char *method,
-                            long long argument)
+/* a Timing method's integer answer for one argument (line_fill_clocks, vc_l2_fill_clocks) */
+static long long timing_call(PyObject *timing, const char *method, long long argument)
 {
-    PyObject *v = method ? PyObject_CallMethod(timing, method, "L", argument)
-                         : PyObject_GetAttrString(timing, name);
+    PyObject *v = PyObject_CallMethod(timing, method, "L", argument);
     if (!v)
         return -1;
     long long x = PyLong_AsLongLong(v);
     Py_DECREF(v);
     if (x < 0 && !PyErr_Occurred())
-        PyErr_Format(PyExc_ValueError, "the memory bus needs a non-negative %s",
-                     method ? method : name);
+        PyErr_Format(PyExc_ValueError, "the memory bus needs a non-negative %s", method);
     return x;
 }
 
@@ -35,17 +33,17 @@ static int bus_use(Bus *b, PyObject *timing)
 {
     if (timing == b->timing)
         return 0;
-    long long line = timing_int(timing, "l2_cache_line_bytes", NULL, 0);
+    long long line = timing_int(timing, "l2_cache_line_bytes");
     long long values[] = {
-        timing_int(timing, "l2_cache_bytes", NULL, 0), timing_int(timing, "l2_cache_ways", NULL, 0),
-        timing_int(timing, "vc_l2_bytes", NULL, 0), timing_int(timing, "vc_l2_line_bytes", NULL, 0),
-        timing_int(timing, "vc_l2_ways", NULL, 0),
-        timing_int(timing, NULL, "line_fill_clocks", line),
-        timing_int(timing, NULL, "vc_l2_fill_clocks", line),
-        timing_int(timing, "l2_hit_latency", NULL, 0),
-        timing_int(timing, "vc_l2_hit_latency", NULL, 0),
-        timing_int(timing, "uniform_line_bytes", NULL, 0),
-        timing_int(timing, "uniform_miss_latency", NULL, 0),
+        timing_int(timing, "l2_cache_bytes"), timing_int(timing, "l2_cache_ways"),
+        timing_int(timing, "vc_l2_bytes"), timing_int(timing, "vc_l2_line_bytes"),
+        timing_int(timing, "vc_l2_ways"),
+        timing_call(timing, "line_fill_clocks", line),
+        timing_call(timing, "vc_l2_fill_clocks", line),
+        timing_int(timing, "l2_hit_latency"),
+        timing_int(timing, "vc_l2_hit_latency"),
+        timing_int(timing, "uniform_line_bytes"),
+        timing_int(timing, "uniform_miss_latency"),
     };
     if (PyErr_Occurred())
         return -1;

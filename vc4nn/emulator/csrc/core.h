@@ -121,6 +121,13 @@ typedef struct {
 /* vpm.c and dma.c: the VPM (mirror of vpm.py), its state held here during a run */
 #define VPM_WORDS (VPM_DMA_ROWS * SIMD_WIDTH)
 #define MAX_DMA_BYTES ((1 << VDW_SETUP_UNITS_BITS) * (1 << VDW_SETUP_DEPTH_BITS) * WORD_BYTES)
+#define ROW_BYTES (LANES * WORD_BYTES)
+/* a bit field of a setup word, by its isa_gen.h name: FIELD(word, VDW_SETUP, UNITS) */
+#define FIELD(word, table, name) \
+    (((word) >> table##_##name##_LSB) & ((1u << table##_##name##_BITS) - 1))
+/* vpm.field_count: a count field whose maximum is stored as 0 */
+#define COUNT(word, table, name) \
+    (FIELD(word, table, name) ? (int)FIELD(word, table, name) : 1 << table##_##name##_BITS)
 
 typedef struct {
     int horizontal, laned, width, stride, addr;
@@ -226,9 +233,8 @@ void qpu_wait(Qpu *q, int64_t t, int cause);
 int core_report(Machine *m, Qpu *q, int rule, int64_t a, int64_t b);
 int unit_tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v);
 int unit_tmu_load(Machine *m, Qpu *q, int unit);
-int unit_vpm(Machine *m, Qpu *q, const char *method, int cause, const uint32_t *arg,
-             uint32_t *out);
 int unit_uniform_line(Machine *m, Qpu *q, uint32_t address);
+long long timing_int(PyObject *timing, const char *name);
 
 /* vpm.c */
 int vpm_init(Machine *m);

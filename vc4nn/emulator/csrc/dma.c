@@ -8,12 +8,7 @@
 
 #include "core.h"
 
-#define ROW_BYTES (LANES * WORD_BYTES)
 #define VPM_BYTES (VPM_DMA_ROWS * ROW_BYTES)
-#define FIELD(word, table, name) \
-    (((word) >> table##_##name##_LSB) & ((1u << table##_##name##_BITS) - 1))
-#define COUNT(word, table, name) \
-    (FIELD(word, table, name) ? (int)FIELD(word, table, name) : 1 << table##_##name##_BITS)
 
 static const char *const KIND_NAME[] = {"load", "store"};
 

@@ -69,7 +69,7 @@ static PyObject *run(PyObject *self, PyObject *args)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(control);
     if (n < 1 || n > NUM_QPUS) {
-        PyErr_SetString(PyExc_ValueError, "control must list 1..12 QPUs");
+        PyErr_Format(PyExc_ValueError, "control must list 1..%d QPUs", NUM_QPUS);
         return NULL;
     }
     Machine *m = calloc(1, sizeof(Machine));

@@ -159,10 +159,10 @@ static void rotate(Qpu *q, int amount, int full, uint32_t *v)
 {
     vec x;
     memcpy(x, v, sizeof(vec));
-    if (amount == 16)       /* lowering.ROTATE_R5 */
-        amount = (int)(q->acc[5][0] & 15);
+    if (amount == ROTATE_R5)
+        amount = (int)(q->acc[5][0] & (LANES - 1));
     for (int i = 0; i < LANES; i++)
-        v[i] = full ? x[(i - amount) & 15] : x[(i & ~3) | ((i - amount) & 3)];
+        v[i] = full ? x[(i - amount) & (LANES - 1)] : x[(i & ~3) | ((i - amount) & 3)];
 }
 
 /* -- writes and flags ---------------------------------------------------------------------- */

@@ -3,8 +3,6 @@
  * two reports go through the glue with sync.py's messages. */
 #include "core.h"
 
-#define SEMAPHORE_MAX 15
-
 static int64_t later(int64_t a, int64_t b) { return a > b ? a : b; }
 
 static int report(Machine *m, int rule, int qpu)

@@ -10,20 +10,7 @@
 
 #include "core.h"
 
-#define UNITS 2
 #define SLICES (NUM_QPUS / QPUS_PER_SLICE)
-
-static long long attr_int(PyObject *obj, const char *name, int *ok)
-{
-    PyObject *v = PyObject_GetAttrString(obj, name);
-    long long x = 0;
-    if (v && PyLong_Check(v))
-        x = PyLong_AsLongLong(v);
-    else if (v)
-        *ok = 0;
-    Py_XDECREF(v);
-    return x;
-}
 
 int tmu_init(Machine *m)
 {
@@ -38,23 +25,22 @@ int tmu_init(Machine *m)
     PyObject *timing = PyObject_GetAttrString(m->tmu, "timing");
     if (!timing)
         return -1;
-    int ok = 1;
-    long long bytes = attr_int(timing, "tmu_cache_bytes", &ok);
-    long long line = attr_int(timing, "tmu_cache_line_bytes", &ok);
-    long long ways = attr_int(timing, "tmu_cache_ways", &ok);
-    t->fifo_depth = attr_int(timing, "tmu_fifo_depth", &ok);
-    t->request_clocks = attr_int(timing, "tmu_request_clocks", &ok);
-    t->hit_latency = attr_int(timing, "tmu_hit_latency", &ok);
-    t->miss_latency = attr_int(timing, "tmu_miss_latency", &ok);
+    long long bytes = timing_int(timing, "tmu_cache_bytes");
+    long long line = timing_int(timing, "tmu_cache_line_bytes");
+    long long ways = timing_int(timing, "tmu_cache_ways");
+    t->fifo_depth = timing_int(timing, "tmu_fifo_depth");
+    t->request_clocks = timing_int(timing, "tmu_request_clocks");
+    t->hit_latency = timing_int(timing, "tmu_hit_latency");
+    t->miss_latency = timing_int(timing, "tmu_miss_latency");
     Py_DECREF(timing);
     if (PyErr_Occurred())
         return -1;
-    if (!ok || line <= 0) {
-        PyErr_SetString(PyExc_TypeError, "the C core needs integer TMU timing parameters");
+    if (line <= 0) {
+        PyErr_SetString(PyExc_ValueError, "the C core needs a positive tmu_cache_line_bytes");
         return -1;
     }
     for (int s = 0; s < SLICES; s++)
-        for (int u = 0; u < UNITS; u++)
+        for (int u = 0; u < TMU_UNITS; u++)
             if (lru_init(&t->caches[s][u], bytes, line, ways) < 0)
                 return -1;
     return 0;
@@ -64,10 +50,10 @@ void tmu_release(Machine *m)
 {
     Tmu *t = &m->tmu_state;
     for (int s = 0; s < SLICES; s++)
-        for (int u = 0; u < UNITS; u++)
+        for (int u = 0; u < TMU_UNITS; u++)
             lru_free(&t->caches[s][u]);
     for (int q = 0; q < NUM_QPUS; q++)
-        for (int u = 0; u < UNITS; u++)
+        for (int u = 0; u < TMU_UNITS; u++)
             free(t->fifos[q][u].items);
     memset(t, 0, sizeof(*t));
 }
@@ -311,7 +297,7 @@ int tmu_export(Machine *m)
         return -1;
     int rc = 0;
     for (int q = 0; q < m->num_qpus && rc == 0; q++)
-        for (int u = 0; u < UNITS && rc == 0; u++) {
+        for (int u = 0; u < TMU_UNITS && rc == 0; u++) {
             int n = m->tmu_state.fifos[q][u].count;
             if (!n)
                 continue;

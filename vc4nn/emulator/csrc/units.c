@@ -1,6 +1,7 @@
-/* The I/O units as the C core reaches them: calls into the Python units (tmu.py, vpm.py,
- * sync.py, the MemoryBus) with the arguments the Python QPU passes (qpu.py), and the QPU core's
- * own checks (reported through the glue, which formats the message as qpu.py does). */
+/* The I/O units the C core still reaches in Python: the Python Tmu (when ccore.TMU_IN_C is off)
+ * and a Python MemoryBus's uniform line fills, called with the arguments the Python QPU passes
+ * (qpu.py); and the QPU core's own checks (reported through the glue, which formats the message
+ * as qpu.py does). The VPM, DMA, semaphores and mutex run in C (vpm.c, dma.c, sync.c). */
 #include <math.h>
 #include <string.h>
 
@@ -126,6 +127,25 @@ static int wait_answer(Qpu *q, PyObject *answer, int cause, uint32_t *out)
     return rc;
 }
 
+/* An integer parameter of the cycle model (a Timing attribute); -1 with an exception set when
+ * it is not a non-negative int */
+long long timing_int(PyObject *timing, const char *name)
+{
+    PyObject *v = PyObject_GetAttrString(timing, name);
+    if (!v)
+        return -1;
+    long long x = -1;
+    if (PyLong_Check(v))
+        x = PyLong_AsLongLong(v);
+    else
+        PyErr_Format(PyExc_TypeError, "the C core needs an integer timing parameter %s", name);
+    Py_DECREF(v);
+    if (x < 0 && !PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "the C core needs a non-negative timing parameter %s",
+                     name);
+    return x;
+}
+
 static const char *const TMU_COORD[] = {"s", "t", "r", "b"};
 
 int unit_tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v)
@@ -143,24 +163,6 @@ int unit_tmu_load(Machine *m, Qpu *q, int unit)
 {
     return wait_answer(q, PyObject_CallMethod(m->tmu, "load", "iiL", q->index, unit,
                                               (long long)q->clock), STALL_TMU, q->acc[4]);
-}
-
-/* qpu.Qpu.vpm_io: a Vpm method taking (qpu, *args, now) */
-int unit_vpm(Machine *m, Qpu *q, const char *method, int cause, const uint32_t *arg,
-             uint32_t *out)
-{
-    PyObject *answer;
-    if (arg) {
-        PyObject *values = vec_to_array(arg);
-        if (!values)
-            return -1;
-        answer = PyObject_CallMethod(m->vpm, method, "iOL", q->index, values,
-                                     (long long)q->clock);
-        Py_DECREF(values);
-    } else {
-        answer = PyObject_CallMethod(m->vpm, method, "iL", q->index, (long long)q->clock);
-    }
-    return wait_answer(q, answer, cause, out);
 }
 
 int unit_uniform_line(Machine *m, Qpu *q, uint32_t address)

@@ -10,27 +10,7 @@
 
 #include "core.h"
 
-#define ROW_BYTES (LANES * WORD_BYTES)
 #define GENERIC_ADDR_SPAN (1 << VPM_GENERIC_READ_ADDR_BITS)
-#define FIELD(word, table, name) \
-    (((word) >> table##_##name##_LSB) & ((1u << table##_##name##_BITS) - 1))
-/* vpm.field_count: a count field whose maximum is stored as 0 */
-#define COUNT(word, table, name) \
-    (FIELD(word, table, name) ? (int)FIELD(word, table, name) : 1 << table##_##name##_BITS)
-
-static long long timing_int(PyObject *timing, const char *name)
-{
-    PyObject *v = PyObject_GetAttrString(timing, name);
-    if (!v)
-        return -1;
-    long long x = -1;
-    if (PyLong_Check(v))
-        x = PyLong_AsLongLong(v);
-    else
-        PyErr_Format(PyExc_TypeError, "the C core needs an integer timing parameter %s", name);
-    Py_DECREF(v);
-    return x;
-}
 
 int vpm_init(Machine *m)
 {
