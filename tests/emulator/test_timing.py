@@ -3,6 +3,7 @@
 import math
 import pathlib
 
+import numpy as np
 import pytest
 
 from vc4nn.emulator import timing
@@ -61,6 +62,21 @@ def test_parameters_are_attributes_and_can_be_overridden():
         Timing.for_board("pi5")
     with pytest.raises(Vc4nnError):
         Timing(no_such_parameter=1)
+
+
+@pytest.mark.parametrize("override", [{"l2_hit_latency": -1}, {"tmu_cache_ways": 0},
+                                      {"issue_clocks": 4.5}, {"dma_load_row_bandwidth": 0.0},
+                                      {"mutex_clocks": True}, {"sfu_latency": "12"}])
+def test_bad_overrides_are_typed_errors_naming_the_parameter(override):
+    (name,) = override
+    with pytest.raises(Vc4nnError, match=name):
+        Timing(**override)
+
+
+def test_zero_clocks_and_float_bandwidths_are_accepted():
+    t = Timing(semaphore_clocks=0, launch_overhead_mailbox=0.0, dma_load_row_bandwidth=5e8,
+               tmu_hit_latency=np.int64(30))
+    assert t.launch_overhead == 0.0 and t.tmu_hit_latency == 30
 
 
 @pytest.mark.parametrize("kind, row_bw, word_bw", [("load", 700e6, 200e6), ("store", 1000e6, 300e6)])

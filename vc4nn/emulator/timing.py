@@ -11,6 +11,7 @@ the board's V3D clock.
 """
 
 import math
+import numbers
 from types import MappingProxyType
 
 from .. import hardware
@@ -181,6 +182,8 @@ class Timing:
         unknown = set(overrides) - set(PARAMETERS)
         if unknown:
             raise DeviceError(f"unknown cycle-model parameter(s) {', '.join(sorted(unknown))}")
+        for name, value in overrides.items():
+            _check_override(name, value)
         self.board = BOARDS[board]
         self.clock_hz = self.board.clock_hz
         for name, (value, *_rest) in PARAMETERS.items():
@@ -257,3 +260,18 @@ def board_table_markdown():
         lines.append(f"| `{board.name}` | {board.title} | {board.clock_hz / 1e6:g} MHz | "
                      f"{board.processor} | {board.mem_flags:#x} | {board.source} |")
     return "\n".join(lines)
+
+
+# Sizes, ways, depths and bandwidths divide or index the model's tables: at least 1. Clocks,
+# latencies and overheads may be 0. A parameter whose default is an int counts clocks or bytes
+# (the C core reads it as an integer), so its override must be an int too.
+_AT_LEAST_ONE = ("_bytes", "_ways", "_depth", "_limit", "_queue", "_bandwidth")
+
+
+def _check_override(name, value):
+    default = PARAMETERS[name][0]
+    kind = numbers.Integral if isinstance(default, int) else numbers.Real
+    least = 1 if name.endswith(_AT_LEAST_ONE) else 0
+    if isinstance(value, bool) or not isinstance(value, kind) or not value >= least:
+        what = "an integer" if kind is numbers.Integral else "a number"
+        raise DeviceError(f"cycle-model parameter {name}={value!r}: must be {what} >= {least}")
