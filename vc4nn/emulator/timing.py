@@ -262,10 +262,10 @@ def board_table_markdown():
     return "\n".join(lines)
 
 
-# Sizes, ways, depths and bandwidths divide or index the model's tables: at least 1. Clocks,
-# latencies and overheads may be 0. A parameter whose default is an int counts clocks or bytes
+# Line sizes, ways, depths and bandwidths divide or index the model's tables: at least 1. Clocks,
+# latencies, overheads and cache sizes may be 0 (a cache size of 0 models no cache). A parameter whose default is an int counts clocks or bytes
 # (the C core reads it as an integer), so its override must be an int too.
-_AT_LEAST_ONE = ("_bytes", "_ways", "_depth", "_limit", "_queue", "_bandwidth")
+_AT_LEAST_ONE = ("_line_bytes", "_ways", "_depth", "_limit", "_queue", "_bandwidth")
 
 
 def _check_override(name, value):
