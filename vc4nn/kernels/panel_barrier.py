@@ -5,6 +5,7 @@ import functools
 from asm import null, r3, r5, r5rep, uniform, vr_addr, vr_setup, vr_wait
 
 from .common import ops_then_branch
+from .panel_gather_b import request_rows
 from .panel_halves import widen
 from .panel_registers import registers
 from .panel_uniforms import pieces_per_load
@@ -28,9 +29,10 @@ def issue_loads(a, plan):
     a.label("skip")
 
 
-def boundary(a, plan, variant, masters):
+def boundary(a, plan, variant, masters, stepped=True):
     """Before each chunk: finish my load of it (fp16 B: and widen it in the master's or the
-    relay's code, panel_halves), meet the others, start my load of the next.
+    relay's code, panel_halves), meet the others, start my load of the next (b_gather: ask for
+    my rows of the next, panel_gather_b; ``stepped`` says how).
 
     The barrier covers both conditions at once: the chunk's loads were waited for by their
     issuers before they arrived, and nobody reads the previous chunk any more, so its buffer is
@@ -59,6 +61,8 @@ def boundary(a, plan, variant, masters):
     regs = registers(plan)[0]
     number = len(masters)
     with a.scope():
+        if plan.b_gather:           # my rows of B's next chunk, through the TMU (no loads here)
+            request_rows(a, plan, stepped)
         a.mov(null, regs["role"], sf=True)              # N: master; Z: a leaf; else a relay
         a.branch(f"master{number}", cond="all_ns")
         a.xor(regs["buffer"], regs["buffer"], regs["toggle"])   # delay slots: the next buffer
@@ -68,10 +72,13 @@ def boundary(a, plan, variant, masters):
             a.branch(f"relay{number}", cond="all_zc")
         # (delay slots of the relay branch) a relay's load of this chunk must be done before it
         # arrives; vr_wait returns at once on a leaf, which has no load in flight.
-        a.read(vr_wait)
+        if not plan.b_gather:
+            a.read(vr_wait)
         a.sema_release(SEMA_ARRIVED)
         if relays(plan):
             a.nop()
+            if plan.b_gather:
+                a.nop()
         a.sema_acquire(SEMA_GO)                         # leaves
         back = a.label("back")
     masters.append(functools.partial(master, a, plan, variant, number, back))
@@ -115,7 +122,7 @@ def master(a, plan, variant, number, back):
     count = len(relays(plan))
     a.label(f"master{number}")
     loads, wait = [], []
-    if plan.loader_slot(0) is not None:     # its load of this chunk, before anyone may read it
+    if plan.loader_slot(0) is not None and not plan.b_gather:   # its load of this chunk
         loads, wait = load_ops(a, plan), [lambda: a.read(vr_wait)]
         if plan.b_halves:
             widen(a, plan, variant)         # (waits for the load)
@@ -145,6 +152,8 @@ def relay(a, plan, variant, number, back):
         widen(a, plan, variant)
     early = [lambda: a.mov(vr_setup, uniform), lambda: a.mov(r5rep, uniform)]
     late = [lambda: a.mov(vr_addr, r5)] + load_ops(a, plan)[2:]
+    if plan.b_gather:               # a relay only relays (panel_gather_b)
+        early, late = [], []
     ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived + early
                     + [lambda: a.sema_release(SEMA_DONE), lambda: a.sema_acquire(SEMA_RELAY)]
                     + [lambda: a.sema_release(SEMA_GO)] * go + late, back)

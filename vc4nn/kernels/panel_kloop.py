@@ -9,7 +9,8 @@ import typing
 from asm import isa, r0, r1, r2, r3, r4, r5, r5rep, tmu0_s, vpm, vr_setup
 
 from .common import LANES, ceil_div
-from .panel_plan import MAX_ROWS
+from .panel_gather_b import pop_steps
+from .panel_plan import MAX_ROWS, TMU_REQUESTS
 from .panel_registers import registers
 
 
@@ -22,11 +23,18 @@ from .panel_registers import registers
 GATHERS_AHEAD = {1: 3, 2: 2}
 
 
+def gathers_ahead(plan):
+    """How many gathers of A are asked for ahead: GATHERS_AHEAD, less what B's gathers take of
+    the TMU FIFO with b_gather (panel_gather_b)."""
+    ahead = GATHERS_AHEAD[plan.gather_k]
+    return min(ahead, TMU_REQUESTS - plan.b_rows) if plan.b_gather else ahead
+
+
 class KStep(typing.NamedTuple):
     """What one k does with A, besides its multiply-adds.
 
     ``half``: which lanes of the gather hold this k (0: lanes 0-7, 1: lanes 8-15). ``request``:
-    on the first k of a gather, ask for the gather GATHERS_AHEAD ahead: "full", or "single" for
+    on the first k of a gather, ask for the gather gathers_ahead(plan) ahead: "full", or "single" for
     a last gather with one k (odd K), whose upper lanes then repeat the lower ones instead of
     reading past A. ``pop``: on the last k of a gather, wait for the next gather into r4."""
 
@@ -43,7 +51,7 @@ def gather_kind(plan, gather):
 
 def k_kinds(plan):
     """The KStep of every k of a panel, in the order the panel runs them."""
-    width, ahead = plan.gather_k, GATHERS_AHEAD[plan.gather_k]
+    width, ahead = plan.gather_k, gathers_ahead(plan)
     gathers = ceil_div(plan.k, width)
     out = []
     for k in range(plan.k):
@@ -143,6 +151,9 @@ def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
     # small immediate; a one-vector panel has none, so it gets a nop for it.
     if kind.pop and all(small for _, small in steps[last_rotation + 1:]):
         steps.append(nop)
+    if plan.b_gather and last_row:      # B's rows of the next chunk, before A's pop (r4)
+        at = max(i for i, (_, small) in enumerate(steps) if not small) if kind.pop else len(steps)
+        steps[at:at] = pop_steps(a, plan)
     branch = loop and last_row
     if branch:
         branch_at = max(len(steps) - isa.BRANCH_DELAY_SLOTS, flags_at)

@@ -26,6 +26,7 @@ ACCUMULATORS = 48               # registers for accumulators besides the 16 of b
 MAX_ROWS = 8                    # rows of A (of C) per QPU: lanes 0-7 of a two-k gather
 CHUNK_ROWS = 4                  # k-rows per chunk: 2 x 4 x 6 = 48 VPM rows double-buffered
 ROW_BYTES = LANES * WORD
+TMU_REQUESTS = 4                # a QPU's TMU requests in flight at most (facts §5.13)
 SMALL_IMMEDIATES = range(-16, 16)
 
 # ROLE word (first word after "participates"): bit 31 = barrier master (so the N flag of the
@@ -72,6 +73,9 @@ class PanelPlan:
     # B stored as IEEE halves in channel-pair words (vc4nn/kernels/panel_halves.py): each loader
     # widens its k-row to float32 in the VPM before the barrier, so the k loop is unchanged.
     b_halves: bool = False
+    # B's k-rows gathered through the TMU by every QPU instead of DMA'd by the loaders
+    # (vc4nn/kernels/panel_gather_b.py): a 64-byte row costs the bus a line fill, not a VDR row.
+    b_gather: bool = False
 
     def __post_init__(self):
         if not 1 <= self.max_rows <= MAX_ROWS:
@@ -89,9 +93,28 @@ class PanelPlan:
                              f"apart for small-immediate offsets")
         if not self.epilogue.is_identity and not (self.alpha_one and self.beta_zero):
             raise ValueError("a panel plan with an epilogue takes alpha = 1 and beta = 0")
+        if self.b_gather:
+            self._check_b_gather()
         if self.b_halves and self.panel_vectors % 2 and self.n > self.panel_vectors * LANES:
             raise ValueError(f"panel_vectors {self.panel_vectors}: fp16 B needs an even panel "
                              f"width (panels start on a 32-column block of channel pairs)")
+
+    def _check_b_gather(self):
+        rows = self.chunk_rows * self.panel_vectors
+        if self.b_halves:
+            raise ValueError("b_gather: fp16 B is widened by DMA loaders (panel_halves)")
+        if self.n % (self.panel_vectors * LANES):
+            raise ValueError(f"b_gather: N = {self.n} is not a multiple of the panel's "
+                             f"{self.panel_vectors * LANES} columns")
+        if rows % self.qpus or self.b_rows > TMU_REQUESTS - 2 or self.panel_vectors % self.b_rows:
+            raise ValueError(f"b_gather: {self.chunk_rows} k-rows x {self.panel_vectors} "
+                             f"vectors per chunk do not split into 1 or 2 vectors of one "
+                             f"k-row for each of {self.qpus} QPUs")
+
+    @property
+    def b_rows(self):
+        """b_gather: rows of 16 columns of B each QPU gathers per chunk."""
+        return self.chunk_rows * self.panel_vectors // self.qpus
 
     # -- rows: R rows of C per QPU, in passes of (participating QPUs) x R rows ----------------
     @property
@@ -105,7 +128,11 @@ class PanelPlan:
     @property
     def accumulator_budget(self):
         """ACCUMULATORS, less the regfile-A register fp16 B widens through when a bias, a
-        residual and an odd K's lane_k leave no spare register (panel_registers)."""
+        residual and an odd K's lane_k leave no spare register, or what b_gather's registers
+        leave (panel_registers)."""
+        if self.b_gather:           # its three registers: count what is left
+            from .panel_registers import free_registers
+            return min(ACCUMULATORS, free_registers(self))
         spare = 2 - self.epilogue.bias - self.epilogue.residual - self.k % 2
         return ACCUMULATORS - (self.b_halves and spare < 1)
 
@@ -116,8 +143,9 @@ class PanelPlan:
     @property
     def qpus(self):
         """QPUs that take part (the others exit at once): there is no point in more than the
-        row blocks, since every participant computes a whole block on every panel."""
-        return min(self.num_qpus, self.blocks)
+        row blocks, since every participant computes a whole block on every panel; with
+        b_gather all of them, since all gather B (the extra ones compute a block again)."""
+        return self.num_qpus if self.b_gather else min(self.num_qpus, self.blocks)
 
     @property
     def passes(self):
@@ -159,7 +187,7 @@ class PanelPlan:
 
     @property
     def gather_k(self):
-        """k per TMU gather of A: 2 when every chunk's k-rows pair up (see GATHERS_AHEAD)."""
+        """k per TMU gather of A: 2 when every chunk's k-rows pair up (see panel_kloop.GATHERS_AHEAD)."""
         return 2 if self.chunk_rows % 2 == 0 else 1
 
     # -- n: full panels, then one edge variant ------------------------------------------------

@@ -35,7 +35,8 @@ from asm import element_number, kernel, null, r0, r2, r3, uniform, vpm_read_setu
 
 from .common import LANES, WORD, ceil_div, lane_addresses, zero
 from .panel_barrier import boundary, issue_loads
-from .panel_kloop import GATHERS_AHEAD, gather_kind, k_kinds, k_step, request_a, steady_kinds
+from .panel_gather_b import pop_rows, request_rows, start_panel, stepped
+from .panel_kloop import gather_kind, gathers_ahead, k_kinds, k_step, request_a, steady_kinds
 from .panel_plan import MAX_ROWS, ROLE_LOADER
 from .panel_registers import accumulators, registers
 from .panel_store import start_at_bias, store
@@ -63,20 +64,26 @@ def panel_kernel(a, plan):
     a.nop()
     a.nop()
     for name in ("role", "stage_w", "vdw_full", "vdw_part"):
-        a.mov(regs[name], uniform)
+        a.mov(regs.get(name, null), uniform)
     if not plan.alpha_one:
         a.mov(regs["alpha"], uniform)
     if not plan.beta_zero:
         a.mov(regs["beta"], uniform)
     if plan.epilogue.residual:
         a.mov(regs["residual"], uniform)
+    if plan.b_gather:
+        a.mov(regs["b_write"], uniform)
     # The boundary before each chunk toggles the buffer first: start on buffer 1's setup.
     vectors = plan.panel_vectors
     a.ldi(regs["buffer"], vpm_read_setup(vectors, plan.buffer_rows))
     a.ldi(regs["toggle"], vpm_read_setup(vectors, 0) ^ vpm_read_setup(vectors, plan.buffer_rows))
-    a.and_(null, regs["role"], ROLE_LOADER, sf=True)
-    with a.scope("first_load"):
-        issue_loads(a, plan)
+    if plan.b_gather:              # chunk 0's rows of B, into the VPM before the first barrier
+        request_rows(a, plan, stepped=False)
+        pop_rows(a, plan)
+    else:
+        a.and_(null, regs["role"], ROLE_LOADER, sf=True)
+        with a.scope("first_load"):
+            issue_loads(a, plan)
     a.ldi(regs["passes_left"], plan.passes)
     a.label("pass")
     lane_addresses(a, regs["a_row"], plan.a_lane, r3, group=MAX_ROWS)     # reads 2 uniforms
@@ -107,7 +114,8 @@ def panel_kernel(a, plan):
     a.nop()
     a.nop()
     a.nop()
-    a.read(vr_wait)                 # the extra load after the last chunk (see uniform_streams)
+    if not plan.b_gather:
+        a.read(vr_wait)             # the extra load after the last chunk (see uniform_streams)
     a.read(vw_wait)                 # the last store of C (store_row does not wait for its own)
     a.label("exit")
     a.exit()
@@ -141,9 +149,11 @@ def panel(a, plan, variant, masters):
         a.add(r2, r2, r0)
         if "lane_k" in regs:
             a.mov(regs["lane_k"], r0)
-    # The first GATHERS_AHEAD gathers asked for once per panel, and gather 0 waited for; r2 is
+    if plan.b_gather:
+        start_panel(a, plan)
+    # The first gathers_ahead gathers asked for once per panel, and gather 0 waited for; r2 is
     # left at the first gather the k steps ask for.
-    for gather in range(min(GATHERS_AHEAD[plan.gather_k], ceil_div(plan.k, plan.gather_k))):
+    for gather in range(min(gathers_ahead(plan), ceil_div(plan.k, plan.gather_k))):
         request_a(a, plan, gather_kind(plan, gather), upper=r0)
     a.nop(sig="ldtmu0")
     # The first multiply-add of each k finishes the previous k's last one: make it add 0.
@@ -154,17 +164,18 @@ def panel(a, plan, variant, masters):
     # for gathers, are generated one by one. A chunk's k are unrolled: no k counter, and the
     # read setups of each k-row are small-immediate offsets from r3 (see k_step).
     steady = 0
-    while steady < plan.chunks - 1 and chunk_kinds[steady] == steady_kinds(plan):
+    while steady < plan.chunks - 1 and chunk_kinds[steady] == steady_kinds(plan) and \
+            (not plan.b_gather or stepped(plan, steady)):
         steady += 1
     if steady:
         a.ldi(regs["chunks_left"], steady)
         a.label("chunk")
-        boundary(a, plan, variant, masters)
+        boundary(a, plan, variant, masters, True)
         for row, kind in enumerate(steady_kinds(plan)):
             k_step(a, plan, variant, acc, kind, row, row + 1 == kc, loop="chunk")
-    for ks in chunk_kinds[steady:]:
+    for chunk, ks in enumerate(chunk_kinds[steady:], steady):
         with a.scope():
-            boundary(a, plan, variant, masters)
+            boundary(a, plan, variant, masters, stepped(plan, chunk))
             for row, kind in enumerate(ks):
                 k_step(a, plan, variant, acc, kind, row, row + 1 == len(ks))
     a.fadd(acc[-1][-1], acc[-1][-1], r0)
