@@ -2,10 +2,10 @@
 
 import functools
 
-from asm import null, r3, r5, r5rep, uniform, vr_addr, vr_setup, vr_wait
+from asm import isa, null, r3, r5, r5rep, uniform, vr_addr, vr_setup, vr_wait
 
 from .common import ops_then_branch
-from .panel_gather_b import request_rows
+from .panel_gather_b import request_ops
 from .panel_halves import widen
 from .panel_registers import registers
 from .panel_uniforms import pieces_per_load
@@ -60,14 +60,16 @@ def boundary(a, plan, variant, masters, stepped=True):
     """
     regs = registers(plan)[0]
     number = len(masters)
+    # b_gather: my requests for the next chunk's rows of B fill the branches' free delay slots;
+    # the master and the relays do the rest first thing in their code.
+    ops = request_ops(a, plan, stepped) if plan.b_gather else []
     with a.scope():
-        if plan.b_gather:           # my rows of B's next chunk, through the TMU (no loads here)
-            request_rows(a, plan, stepped)
         a.mov(null, regs["role"], sf=True)              # N: master; Z: a leaf; else a relay
         a.branch(f"master{number}", cond="all_ns")
         a.xor(regs["buffer"], regs["buffer"], regs["toggle"])   # delay slots: the next buffer
-        a.nop()
+        (ops[0] if ops else a.nop)()
         a.add(r3, regs["buffer"], plan.row_base)                     # and r3 for the k steps
+        rest = ops[1:]
         if relays(plan):
             a.branch(f"relay{number}", cond="all_zc")
         # (delay slots of the relay branch) a relay's load of this chunk must be done before it
@@ -76,14 +78,15 @@ def boundary(a, plan, variant, masters, stepped=True):
             a.read(vr_wait)
         a.sema_release(SEMA_ARRIVED)
         if relays(plan):
-            a.nop()
-            if plan.b_gather:
-                a.nop()
+            for _ in range(isa.BRANCH_DELAY_SLOTS - 1 - (not plan.b_gather)):
+                (rest.pop(0) if rest else a.nop)()
+        for op in rest:
+            op()
         a.sema_acquire(SEMA_GO)                         # leaves
         back = a.label("back")
-    masters.append(functools.partial(master, a, plan, variant, number, back))
+    masters.append(functools.partial(master, a, plan, variant, number, back, ops[1:]))
     if relays(plan):
-        masters.append(functools.partial(relay, a, plan, variant, number, back))
+        masters.append(functools.partial(relay, a, plan, variant, number, back, rest))
 
 
 def relays(plan):
@@ -116,11 +119,14 @@ def load_ops(a, plan):
     return ops
 
 
-def master(a, plan, variant, number, back):
-    """The master's part of one boundary's barrier (and its loads, when it loads)."""
+def master(a, plan, variant, number, back, first=()):
+    """The master's part of one boundary's barrier (and its loads, when it loads), after the
+    ops ``first``."""
     arrived, go = master_counts(plan)
     count = len(relays(plan))
     a.label(f"master{number}")
+    for op in first:
+        op()
     loads, wait = [], []
     if plan.loader_slot(0) is not None and not plan.b_gather:   # its load of this chunk
         loads, wait = load_ops(a, plan), [lambda: a.read(vr_wait)]
@@ -133,7 +139,7 @@ def master(a, plan, variant, number, back):
                     + [lambda: a.sema_release(SEMA_GO)] * go + loads, back)
 
 
-def relay(a, plan, variant, number, back):
+def relay(a, plan, variant, number, back, first=()):
     """A relay's part of one boundary's barrier: arrivals, its "go", its leaves' "go", its loads.
 
     Nothing that can stall (a uniform read of the load words waits for a line fill, possibly
@@ -148,6 +154,8 @@ def relay(a, plan, variant, number, back):
     """
     arrived, go = relay_counts(plan)
     a.label(f"relay{number}")
+    for op in first:
+        op()
     if plan.b_halves:       # its own ARRIVED is out already, but the master waits for its DONE
         widen(a, plan, variant)
     early = [lambda: a.mov(vr_setup, uniform), lambda: a.mov(r5rep, uniform)]

@@ -36,20 +36,25 @@ from .panel_registers import registers
 ROW_BYTES = LANES * WORD
 
 
-def request_rows(a, plan, stepped):
-    """Ask for my rows of the next chunk: at ``b_next`` when ``stepped``, else at the uniform
-    stream's addresses (r1 is free at a chunk boundary: the next k-row copies A's gather into
-    it)."""
+def request_ops(a, plan, stepped):
+    """The instructions (emitters) that ask for my rows of the next chunk: at ``b_next`` when
+    ``stepped``, else at the uniform stream's addresses. r1 is free at a chunk boundary (the
+    next k-row copies A's gather into it); the chunk boundary spreads them over its branches'
+    delay slots (panel_barrier)."""
     regs = registers(plan)[0]
     if not stepped:
-        a.shl(r1, element_number, 2)
-        for _ in range(plan.b_rows):
-            a.add(tmu1_s, uniform, r1)
-        return
+        return [lambda: a.shl(r1, element_number, 2)] + \
+            [lambda: a.add(tmu1_s, uniform, r1)] * plan.b_rows
+    ops = []
     if plan.b_rows == 2:            # (PanelPlan allows 1 or 2) the row before my last
-        a.ldi(r1, ROW_BYTES)
-        a.sub(tmu1_s, regs["b_next"], r1)
-    a.add(regs["b_next"], regs["b_next"], regs["b_step"]).mov(tmu1_s, regs["b_next"])
+        ops += [lambda: a.ldi(r1, ROW_BYTES), lambda: a.sub(tmu1_s, regs["b_next"], r1)]
+    return ops + [lambda: a.add(regs["b_next"], regs["b_next"], regs["b_step"])
+                  .mov(tmu1_s, regs["b_next"])]
+
+
+def request_rows(a, plan, stepped):
+    for op in request_ops(a, plan, stepped):
+        op()
 
 
 def start_panel(a, plan):
