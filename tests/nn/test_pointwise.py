@@ -327,3 +327,21 @@ def test_gathered_weights_limits():
     with pytest.raises(ValueError, match="b_gather"):
         sgemm_panel.PanelPlan(96, 200, 64, False, 12, True, True, panel_vectors=8,
                               chunk_depth=3, b_gather=True)
+
+
+# The last pass with fewer rows per QPU (PanelPlan.last_rows): 196 pixels on 12 QPUs are
+# passes of 6, 6 and 5 pixels per QPU with 8-vector panels; 100 pixels on 4 QPUs with 6-vector
+# panels 7, 7, 7 and 4; against the same shape with every pass alike.
+@pytest.mark.parametrize("h,w,cin,cout,num_qpus,vectors,rows", [
+    (14, 14, 24, 128, 12, 8, (6, 5)),
+    (10, 10, 9, 96, 4, 6, (7, 4)),
+])
+def test_balanced_passes(device, h, w, cin, cout, num_qpus, vectors, rows):
+    x, wt, b, r = tensors(h + cin, h, w, cin, cout, True, False)
+    for balance in (True, False):
+        plan = kernel.PointwisePlan(h, w, cin, cout, num_qpus, True, False, "relu",
+                                    panel_vectors=vectors, balance_passes=balance)
+        assert (plan.panel.rows, plan.panel.last_rows) == (rows if balance else rows[:1] * 2)
+        y = pointwise(x, wt, b, "relu", device=device, num_qpus=num_qpus,
+                      tiling={"panel_vectors": vectors, "balance_passes": balance})
+        assert_close(y, *dense(x, wt, b, None, "relu"), cin)

@@ -96,7 +96,7 @@ def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
     counter is stepped in a free ADD slot (count_row) and its branch goes 3 instructions
     before the end of the last k-row (the delay slots are multiply-adds)."""
     regs = registers(plan)[0]
-    rows, vectors = plan.rows, variant.vectors
+    rows, vectors = len(acc), variant.vectors
     count_here = loop and row == count_row(plan)
 
     def setup(for_row):

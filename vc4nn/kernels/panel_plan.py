@@ -76,6 +76,9 @@ class PanelPlan:
     # B's k-rows gathered through the TMU by every QPU instead of DMA'd by the loaders
     # (vc4nn/kernels/panel_gather_b.py): a 64-byte row costs the bus a line fill, not a VDR row.
     b_gather: bool = False
+    # The last pass with fewer rows per QPU when its rows are fewer (``last_rows``); its code is
+    # generated once more. Off by default (SGEMM's programs stay as they were).
+    balance_passes: bool = False
 
     def __post_init__(self):
         if not 1 <= self.max_rows <= MAX_ROWS:
@@ -124,6 +127,20 @@ class PanelPlan:
         most = min(self.max_rows, self.accumulator_budget // self.panel_vectors)
         passes = ceil_div(self.m, most * self.num_qpus)
         return ceil_div(self.m, self.num_qpus * passes)
+
+    @property
+    def last_rows(self):
+        """Rows per QPU of the last pass: ``rows``, or with ``balance_passes`` as few as hold
+        the rows the passes before leave (196 pixels on 12 QPUs: 6, 6 and 5)."""
+        if not self.balance_passes:
+            return self.rows
+        before = (self.passes - 1) * self.qpus * self.rows
+        return ceil_div(self.m - before, self.qpus)
+
+    def pass_blocks(self):
+        """(first row, rows per QPU) of every pass."""
+        return [(p * self.qpus * self.rows, self.rows if p + 1 < self.passes else self.last_rows)
+                for p in range(self.passes)]
 
     @property
     def accumulator_budget(self):
@@ -262,10 +279,11 @@ def issue_estimate(plan):
     panel PANEL_COST plus its stores. For choosing a panel width, not for reporting."""
     per_k_gather = 2 / plan.gather_k
     total = 0
-    for variant, _ in plan.panel_starts():
-        k_loop = plan.k * (plan.rows * (variant.vectors + 1) + per_k_gather)
-        total += k_loop + plan.chunks * BOUNDARY_COST + PANEL_COST + 6 * plan.rows * variant.vectors
-    return total * plan.passes
+    for _, rows in plan.pass_blocks():
+        for variant, _ in plan.panel_starts():
+            k_loop = plan.k * (rows * (variant.vectors + 1) + per_k_gather)
+            total += k_loop + plan.chunks * BOUNDARY_COST + PANEL_COST + 6 * rows * variant.vectors
+    return total
 
 
 def a_rows_per_set(plan):

@@ -62,17 +62,17 @@ def registers(plan):
     return regs, tuple(a_free), tuple(b_free)
 
 
-def accumulators(plan, vectors):
-    """acc[g][j]: row g of the QPU's block, vector j of the panel. Column V-1 on regfile A (see
+def accumulators(plan, vectors, rows):
+    """acc[g][j]: row g (of ``rows``) of the QPU's block, vector j of the panel. Column V-1 on regfile A (see
     above); the others alternate sides, which lets any of them pair with a vpm read."""
     _, a_free, b_free = registers(plan)
     a_free, b_free = list(a_free), list(b_free)
-    acc = [[None] * vectors for _ in range(plan.rows)]
-    for g in range(plan.rows):
+    acc = [[None] * vectors for _ in range(rows)]
+    for g in range(rows):
         acc[g][vectors - 1] = a_free.pop(0)
     pool = [reg for pair in zip(a_free, b_free) for reg in pair]
     pool += a_free[len(b_free):] + b_free[len(a_free):]
-    for g in range(plan.rows):
+    for g in range(rows):
         for j in range(vectors - 1):
             acc[g][j] = pool.pop(0)
     return acc

@@ -7,7 +7,7 @@ arithmetic for B.
 
 from asm import vdr_setup, vdw_setup, vpm_write_setup
 
-from .common import LANES, WORD
+from .common import LANES, WORD, ceil_div
 from .panel_gather_b import panel_words, row_addresses, stepped, write_offset
 from .panel_halves import column_bytes, halves_y, widen_words, word_rows
 from .panel_plan import ROLE_LOADER, ROLE_MASTER, ROW_BYTES
@@ -122,12 +122,13 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
             words += load_words(plan, b_addr, chunks[0], 0, slot)
         panels = iter(panel_sequence(plan))
         index = 0
-        for p in range(plan.passes):
-            block = min(p * plan.qpus + q, plan.blocks - 1)     # past the end: repeat the last
-            m0 = block * plan.rows
-            store = p * plan.qpus + q < plan.blocks
+        for first, rows in plan.pass_blocks():
+            m0 = first + q * rows
+            store = m0 < plan.m
+            if not store:               # past the end: repeat the last block
+                m0 = first + (ceil_div(plan.m - first, rows) - 1) * rows
             words += [a_addr + m0 * plan.a_lane,
-                      min(plan.rows, plan.m - m0) - 1, min(plan.rows, plan.m - m0) if store else 0,
+                      min(rows, plan.m - m0) - 1, min(rows, plan.m - m0) if store else 0,
                       c_addr + m0 * plan.n * WORD]
             if plan.epilogue.bias:
                 words.append((bias - c_addr - m0 * plan.n * WORD) & 0xFFFFFFFF)

@@ -38,8 +38,11 @@ class PointwisePlan:
     forces the route (a tuner's choice). ``panel_vectors``: the panel width, None for the
     cheapest of PANEL_WIDTHS (``vectors``). ``gather_weights``: whether every QPU gathers the
     weights' chunks through the TMU (``PanelPlan.b_gather``, vc4nn/kernels/panel_gather_b.py)
-    instead of DMA loaders; None: wherever the panel allows it (``gathers``). The panel
-    kernel's own tiling (rows per QPU, chunk rows, passes) is derived in ``panel``.
+    instead of DMA loaders; None: wherever the panel allows it (``gathers``).
+    ``balance_passes``: the last pass with as few rows per QPU as its pixels need
+    (``PanelPlan.last_rows``; 14x14x512->512: 6, 6, 5 pixels per QPU, panel launch 5.80 ->
+    5.xx ms). The panel kernel's own tiling (rows per QPU, chunk rows, passes) is derived in
+    ``panel``.
     """
 
     height: int
@@ -56,6 +59,7 @@ class PointwisePlan:
     max_rows: typing.Optional[int] = None
     panel_vectors: typing.Optional[int] = None
     gather_weights: typing.Optional[bool] = None
+    balance_passes: bool = True
 
     def __post_init__(self):
         check_storage("pointwise: storage", self.storage)
@@ -85,10 +89,10 @@ class PointwisePlan:
             gather = self.gather_weights
         if gather is None:          # the default: wherever the panel allows it (``gathers``)
             try:
-                return sgemm_panel.PanelPlan(*fields, True)
+                return sgemm_panel.PanelPlan(*fields, True, self.balance_passes)
             except ValueError:
                 gather = False
-        return sgemm_panel.PanelPlan(*fields, gather)
+        return sgemm_panel.PanelPlan(*fields, gather, self.balance_passes)
 
     @property
     def vectors(self):

@@ -84,19 +84,44 @@ def panel_kernel(a, plan):
         a.and_(null, regs["role"], ROLE_LOADER, sf=True)
         with a.scope("first_load"):
             issue_loads(a, plan)
-    a.ldi(regs["passes_left"], plan.passes)
-    a.label("pass")
+    # The passes: all of ``rows`` rows per QPU, or (``last_rows``) the last one of fewer.
+    looped = plan.passes - (plan.last_rows != plan.rows)
+    if looped:
+        a.ldi(regs["passes_left"], looped)
+        a.label("pass")
+        with a.scope("passes"):
+            one_pass(a, plan, plan.rows, masters)
+        a.sub(regs["passes_left"], regs["passes_left"], 1, sf=True)
+        a.branch("pass", cond="all_zc")
+        a.nop()
+        a.nop()
+        a.nop()
+    if looped < plan.passes:
+        with a.scope("last_pass"):
+            one_pass(a, plan, plan.last_rows, masters)
+    if not plan.b_gather:
+        a.read(vr_wait)             # the extra load after the last chunk (see uniform_streams)
+    a.read(vw_wait)                 # the last store of C (store_row does not wait for its own)
+    a.label("exit")
+    a.exit()
+    for emit in masters:
+        emit()
+
+
+def one_pass(a, plan, rows, masters):
+    """One pass: ``rows`` rows of A per QPU against every panel of B."""
+    regs = registers(plan)[0]
     lane_addresses(a, regs["a_row"], plan.a_lane, r3, group=MAX_ROWS)     # reads 2 uniforms
     a.mov(regs["store"], uniform)
     a.mov(regs["c_panel"], uniform)
     if plan.epilogue.bias:
         a.mov(regs["bias"], uniform)
-    panel_bytes = vectors * LANES * WORD
+    panel_bytes = plan.panel_vectors * LANES * WORD
     if plan.full_panels:
         a.ldi(regs["panels_left"], plan.full_panels)
         a.label("panel")
         with a.scope("full"):
-            panel(a, plan, plan.variants[0], masters)
+            panel(a, plan, plan.variants[0], masters, rows)
         a.ldi(r3, panel_bytes)
         a.add(regs["c_panel"], regs["c_panel"], r3)
         a.sub(regs["panels_left"], regs["panels_left"], 1, sf=True)
@@ -108,25 +133,13 @@ def panel_kernel(a, plan):
         a.ldi(r3, (plan.edge.start - plan.full_panels * panel_bytes // WORD) * WORD)
         a.add(regs["c_panel"], regs["c_panel"], r3)
         with a.scope("edge"):
-            panel(a, plan, plan.edge, masters)
-    a.sub(regs["passes_left"], regs["passes_left"], 1, sf=True)
-    a.branch("pass", cond="all_zc")
-    a.nop()
-    a.nop()
-    a.nop()
-    if not plan.b_gather:
-        a.read(vr_wait)             # the extra load after the last chunk (see uniform_streams)
-    a.read(vw_wait)                 # the last store of C (store_row does not wait for its own)
-    a.label("exit")
-    a.exit()
-    for emit in masters:
-        emit()
+            panel(a, plan, plan.edge, masters, rows)
 
 
-def panel(a, plan, variant, masters):
-    """One panel of C (R rows x the variant's vectors): its chunks, then the store."""
+def panel(a, plan, variant, masters, rows):
+    """One panel of C (``rows`` rows x the variant's vectors): its chunks, then the store."""
     regs = registers(plan)[0]
-    acc = accumulators(plan, variant.vectors)
+    acc = accumulators(plan, variant.vectors, rows)
     if plan.epilogue.bias:
         start_at_bias(a, plan, variant, acc)
     else:

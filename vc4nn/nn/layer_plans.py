@@ -47,7 +47,7 @@ def resolved_tiling(plan):
     if isinstance(plan, pointwise_kernel.PointwisePlan):
         transposed, rows = plan.route
         return {"transpose_input": transposed, "max_rows": rows, "panel_vectors": plan.vectors,
-                "gather_weights": plan.gathers}
+                "gather_weights": plan.gathers, "balance_passes": plan.balance_passes}
     if isinstance(plan, conv2d_kernel.Conv2dPlan):
         return {"taps_per_pass": plan.pass_taps}
     tiling = plan_tiling(plan.with_defaults())
