@@ -87,11 +87,14 @@ class PointwisePlan:
                   sgemm_panel.deepest_chunk(vectors, self.num_qpus), self.w_storage == "fp16")
         if gather is None:
             gather = self.gather_weights
-        if gather is None:          # the default: wherever the panel allows it (``gathers``)
+        if gather is None:          # the default (``gathers``)
             try:
-                return sgemm_panel.PanelPlan(*fields, True, self.balance_passes)
+                panel = sgemm_panel.PanelPlan(*fields, True, self.balance_passes)
+                if panel.chunks >= MIN_GATHER_CHUNKS:
+                    return panel
             except ValueError:
-                gather = False
+                pass
+            gather = False
         return sgemm_panel.PanelPlan(*fields, gather, self.balance_passes)
 
     @property
@@ -145,11 +148,13 @@ class PointwisePlan:
     @property
     def gathers(self):
         """Whether the weights come through the TMU (``gather_weights``). By default wherever
-        the panel allows it: 64-byte rows as TMU line fills cost the bus ~16 clocks at 300 MHz
-        against ~27 as DMA rows, and the layers are bound by the bus. Measured (pi_zero, 12
-        QPUs, full layers, panel launch only, ms, DMA -> gathered): 7x7x1024->1024 7.47 ->
-        6.50; 14x14x512->512 6.18 -> 5.88; 28x28x256->256 6.22 -> 5.87; 56x56x128->128
-        8.06 -> 7.63."""
+        the panel allows it and a panel has MIN_GATHER_CHUNKS chunks: 64-byte rows as TMU
+        line fills cost the bus ~16 clocks at 300 MHz against ~27 as DMA rows, and the layers
+        are bound by the bus. Measured (pi_zero, 12 QPUs, full layers, panel launch only, ms,
+        DMA -> gathered): 7x7x1024->1024 7.47 -> 6.50; 14x14x512->512 6.18 -> 5.88;
+        28x28x256->256 6.22 -> 5.87; 56x56x128->128 8.06 -> 7.63; 28x28x32->192 (8 chunks)
+        1.231 -> 1.175 ms; but 112x112x16->96 (4 chunks) 7.56 -> 7.64, where the stores
+        bound it and the gathers only add instructions."""
         return self.panel.b_gather
 
     @property
@@ -171,6 +176,7 @@ class PointwisePlan:
 # no edge panel for MobileNet's multiples of 128), the SGEMM default 6, and 4 (Cout = 64).
 PANEL_WIDTHS = (8, 6, 4)
 MIN_ROWS = 4        # fewer rows per QPU re-read the weights too often to beat the transpose
+MIN_GATHER_CHUNKS = 8   # fewer chunks per panel: the weights are DMA'd (``gathers``)
 
 
 def lines_per_set(panel, qpus=1):
