@@ -65,15 +65,17 @@ def start_panel(a, plan):
     a.mov(regs["b_step"], uniform)
 
 
-def pop_steps(a, plan):
+def pop_steps(a, plan, carrier=None):
     """k-loop steps (emit(sig), takes no signal) that write my rows of the next chunk into the
-    VPM, r3 free: each pop's row is readable in r4 from the next instruction on."""
+    VPM, r3 free: each pop's row is readable in r4 from the next instruction on. ``carrier``: a
+    k-loop step (emit(sig)) that takes the second row's pop instead of a nop."""
     regs = registers(plan)[0]
     steps = [(lambda sig: a.xor(r3, regs["buffer"], regs["toggle"], sig="ldtmu1"), True),
              (lambda sig: a.add(vw_setup, r3, regs["b_write"]), True),
              (lambda sig: a.mov(vpm, r4), True)]
-    for _ in range(plan.b_rows - 1):
-        steps += [(lambda sig: a.nop(sig="ldtmu1"), True), (lambda sig: a.mov(vpm, r4), True)]
+    for row in range(1, plan.b_rows):
+        pop = carrier if carrier and row == 1 else lambda sig: a.nop(sig=sig)
+        steps += [(lambda sig, pop=pop: pop("ldtmu1"), True), (lambda sig: a.mov(vpm, r4), True)]
     return steps
 
 

@@ -153,7 +153,11 @@ def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
         steps.append(nop)
     if plan.b_gather and last_row:      # B's rows of the next chunk, before A's pop (r4)
         at = max(i for i, (_, small) in enumerate(steps) if not small) if kind.pop else len(steps)
-        steps[at:at] = pop_steps(a, plan)
+        if plan.b_rows > 1 and kind.pop and at - 1 > last_rotation and not steps[at - 1][1]:
+            # the multiply-add before A's pop carries the pop of B's second row
+            steps[at - 1:at] = pop_steps(a, plan, steps[at - 1][0])
+        else:
+            steps[at:at] = pop_steps(a, plan)
     branch = loop and last_row
     if branch:
         branch_at = max(len(steps) - isa.BRANCH_DELAY_SLOTS, flags_at)
