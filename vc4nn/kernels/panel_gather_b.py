@@ -53,6 +53,7 @@ def request_ops(a, plan, stepped):
 
 
 def request_rows(a, plan, stepped):
+    """The requests as plain instructions (chunk 0, before the first panel)."""
     for op in request_ops(a, plan, stepped):
         op()
 

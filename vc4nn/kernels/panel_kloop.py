@@ -34,9 +34,10 @@ class KStep(typing.NamedTuple):
     """What one k does with A, besides its multiply-adds.
 
     ``half``: which lanes of the gather hold this k (0: lanes 0-7, 1: lanes 8-15). ``request``:
-    on the first k of a gather, ask for the gather gathers_ahead(plan) ahead: "full", or "single" for
-    a last gather with one k (odd K), whose upper lanes then repeat the lower ones instead of
-    reading past A. ``pop``: on the last k of a gather, wait for the next gather into r4."""
+    on the first k of a gather, ask for the gather gathers_ahead(plan) ahead: "full", or
+    "single" for a last gather with one k (odd K), whose upper lanes then repeat the lower ones
+    instead of reading past A. ``pop``: on the last k of a gather, wait for the next gather
+    into r4."""
 
     half: int
     request: typing.Optional[str]

@@ -14,6 +14,7 @@ from asm import isa
 from .. import hardware
 from .common import LANES, WORD, ceil_div
 from .epilogue import Epilogue
+from .panel_registers import free_registers
 
 
 # By default a panel is 6 vectors (96 columns): 8 rows x 6 vectors = 48 accumulators per QPU,
@@ -148,7 +149,6 @@ class PanelPlan:
         residual and an odd K's lane_k leave no spare register, or what b_gather's registers
         leave (panel_registers)."""
         if self.b_gather:           # its three registers: count what is left
-            from .panel_registers import free_registers
             return min(ACCUMULATORS, free_registers(self))
         spare = 2 - self.epilogue.bias - self.epilogue.residual - self.k % 2
         return ACCUMULATORS - (self.b_halves and spare < 1)
@@ -204,7 +204,8 @@ class PanelPlan:
 
     @property
     def gather_k(self):
-        """k per TMU gather of A: 2 when every chunk's k-rows pair up (see panel_kloop.GATHERS_AHEAD)."""
+        """k per TMU gather of A: 2 when every chunk's k-rows pair up (see
+        panel_kloop.GATHERS_AHEAD)."""
         return 2 if self.chunk_rows % 2 == 0 else 1
 
     # -- n: full panels, then one edge variant ------------------------------------------------

@@ -63,8 +63,9 @@ def registers(plan):
 
 
 def accumulators(plan, vectors, rows):
-    """acc[g][j]: row g (of ``rows``) of the QPU's block, vector j of the panel. Column V-1 on regfile A (see
-    above); the others alternate sides, which lets any of them pair with a vpm read."""
+    """acc[g][j]: row g (of ``rows``) of the QPU's block, vector j of the panel. Column V-1 on
+    regfile A (see above); the others alternate sides, which lets any of them pair with a vpm
+    read."""
     _, a_free, b_free = registers(plan)
     a_free, b_free = list(a_free), list(b_free)
     acc = [[None] * vectors for _ in range(rows)]

@@ -41,8 +41,8 @@ class PointwisePlan:
     instead of DMA loaders; None: wherever the panel allows it (``gathers``).
     ``balance_passes``: the last pass with as few rows per QPU as its pixels need
     (``PanelPlan.last_rows``; 14x14x512->512: 6, 6, 5 pixels per QPU, panel launch 5.80 ->
-    5.xx ms). The panel kernel's own tiling (rows per QPU, chunk rows, passes) is derived in
-    ``panel``.
+    5.57 ms, pi_zero). The panel kernel's own tiling (rows per QPU, chunk rows, passes) is
+    derived in ``panel``.
     """
 
     height: int
