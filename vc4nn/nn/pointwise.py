@@ -66,8 +66,9 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
     ``act(x @ w + bias + residual)`` of shape (H, W, Cout). ``residual``: (H, W, Cout), added
     before the activation. Conventions of every layer: vc4nn/nn/layer_args.py.
 
-    tiling: {"transpose_input": bool, "max_rows": 1..8, "panel_vectors": 1..16} forces the
-    route and the panel width (PointwisePlan); None
+    tiling: {"transpose_input": bool, "max_rows": 1..8, "panel_vectors": 1..16,
+    "gather_weights": bool, "balance_passes": bool} forces the route, the panel width, how the
+    weights reach the VPM and whether the last pass takes fewer pixels (PointwisePlan); None
     takes the tuned plan of this shape from `vc4nn tune`'s cache (vc4nn/nn/tuned_plans.py),
     else the default."""
     prepared = w if isinstance(w, PreparedPointwise) else None
