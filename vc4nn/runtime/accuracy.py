@@ -18,62 +18,24 @@ Runs on the device given (the emulator by default; its times are not used here).
 
 import argparse
 import json
+import math
 import os
 
 import numpy as np
 
 from ..errors import Vc4nnError
-from .precision import PRECISIONS as KNOWN_PRECISIONS, relative_error
+from .accuracy_set import accuracy_inputs
+from .precision import PRECISIONS as KNOWN_PRECISIONS, relative_error, trace
 
-PHOTOS = ("chelsea.png", "coffee.png", "astronaut.png", "rocket.jpg", "motorcycle_left.png",
-          "hubble_deep_field.jpg", "retina.jpg", "ihc.png")
 DEFAULT_INPUTS = 8
 PRECISIONS = ("fp16", "auto")
-
-
-def photo_paths():
-    try:
-        import skimage
-    except ImportError:
-        return []
-    folder = os.path.join(os.path.dirname(skimage.__file__), "data")
-    return [os.path.join(folder, name) for name in PHOTOS
-            if os.path.exists(os.path.join(folder, name))]
-
-
-def synthetic_frame(h, w, seed):
-    """A smooth random colour field plus fine noise: image-like statistics without a photo."""
-    rng = np.random.default_rng(seed)
-    coarse = rng.uniform(0, 255, (4, 4, 3))
-    rows = np.linspace(0, 3, h)
-    cols = np.linspace(0, 3, w)
-    r0, c0 = np.floor(rows).astype(int).clip(0, 2), np.floor(cols).astype(int).clip(0, 2)
-    fr, fc = (rows - r0)[:, None, None], (cols - c0)[None, :, None]
-    field = ((1 - fr) * (1 - fc) * coarse[r0][:, c0] + fr * (1 - fc) * coarse[r0 + 1][:, c0]
-             + (1 - fr) * fc * coarse[r0][:, c0 + 1] + fr * fc * coarse[r0 + 1][:, c0 + 1])
-    return np.clip(field + rng.normal(0, 12, (h, w, 3)), 0, 255).astype(np.uint8)
-
-
-def accuracy_inputs(count, h, w, seed=0):
-    """[(label, uint8 frame)]: the photos first, then synthetic frames, ``count`` in all."""
-    from .image import load_frame
-    out = [(os.path.splitext(os.path.basename(p))[0], load_frame(p, h, w))
-           for p in photo_paths()[:count]]
-    for k in range(count - len(out)):
-        out.append((f"synthetic{seed + k}", synthetic_frame(h, w, seed + k)))
-    return out
+CONFIDENCE = 0.95
 
 
 def traced_run(session, feed):
-    """(the model's first output, {layer name: its output (float64)}) of one run of
-    ``session`` on ``feed``: the layers are called one by one and copied as they finish (the
-    arena lends its bytes on)."""
-    session._write_input(feed)
-    layers = {}
-    for node, call in session.steps:
-        if call is not None:
-            session._invoke(node, call)
-            layers[node.name] = np.array(session._view(node.outputs[0]), np.float64)
+    """(the model's first output, {layer name: its output}) of one run of ``session`` on
+    ``feed``."""
+    layers = {name: y for name, (_, y, _) in trace(session, feed, with_inputs=False).items()}
     output = session.graph.outputs[0]
     if any(node.outputs[0] == output for node in session.host_steps):
         output = session.run(None, feed)[0]             # a host softmax: run it whole
@@ -83,7 +45,40 @@ def traced_run(session, feed):
 
 
 def top_k(y, k):
-    return list(np.argsort(-np.asarray(y).reshape(-1), kind="stable")[:k])
+    """The indices of the k largest scores, largest first (ties: the lower index first)."""
+    return [int(i) for i in np.argsort(-np.asarray(y).reshape(-1), kind="stable")[:k]]
+
+
+def agreement(got, expected):
+    """Counts over the inputs (``got``, ``expected``: one score vector per input; expected is
+    float32's): "top1": same top-1 class; "top5": float32's top-1 class is among got's top 5
+    (top-5 accuracy with float32's answer as the label); "top5_set": the same five classes in
+    the top 5 (in any order)."""
+    pairs = list(zip(got, expected))
+    return {"inputs": len(pairs),
+            "top1": sum(top_k(g, 1) == top_k(e, 1) for g, e in pairs),
+            "top5": sum(top_k(e, 1)[0] in top_k(g, 5) for g, e in pairs),
+            "top5_set": sum(set(top_k(g, 5)) == set(top_k(e, 5)) for g, e in pairs)}
+
+
+def disagreement_bound(agree, count, confidence=CONFIDENCE):
+    """The one-sided Clopper-Pearson upper bound on the disagreement rate when ``agree`` of
+    ``count`` inputs agree: the rate p at which seeing at most count - agree disagreements has
+    probability 1 - confidence (0 disagreements: 1 - (1 - confidence) ** (1 / count))."""
+    failures = count - agree
+    if failures >= count:
+        return 1.0
+    tail = 1 - confidence
+
+    def at_most(p):
+        return sum(math.comb(count, i) * p ** i * (1 - p) ** (count - i)
+                   for i in range(failures + 1))
+
+    lo, hi = failures / count, 1.0          # at_most falls as p grows
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if at_most(mid) > tail else (lo, mid)
+    return hi
 
 
 def evaluate(model, device, count=DEFAULT_INPUTS, precisions=PRECISIONS,
@@ -106,7 +101,8 @@ def evaluate(model, device, count=DEFAULT_INPUTS, precisions=PRECISIONS,
         feeds = [{arg.name: frame} for _, frame in inputs]
         first, reference_layers = traced_run(reference, feeds[0])
         expected = [first] + [reference.run(None, feed)[0].reshape(-1) for feed in feeds[1:]]
-    report = {"model": model, "inputs": [label for label, _ in inputs], "precisions": {}}
+    report = {"model": model, "inputs": [label for label, _ in inputs], "confidence": CONFIDENCE,
+              "precisions": {}}
     for precision in precisions:
         with session(precision) as sess:
             first, layers = traced_run(sess, feeds[0])
@@ -114,15 +110,19 @@ def evaluate(model, device, count=DEFAULT_INPUTS, precisions=PRECISIONS,
             storage = {node.name: sess.storage.layer(node) for node, _ in sess.steps}
             memory = sess.memory()["total_bytes"]
         errors = [relative_error(g, e) for g, e in zip(got, expected)]
+        counts = agreement(got, expected)
         report["precisions"][precision] = {
-            "top1_agreement": float(np.mean([top_k(g, 1) == top_k(e, 1)
-                                             for g, e in zip(got, expected)])),
-            "top5_agreement": float(np.mean([set(top_k(g, 5)) == set(top_k(e, 5))
-                                             for g, e in zip(got, expected)])),
+            "agree": counts,
+            "top1_agreement": counts["top1"] / counts["inputs"],
+            "top5_agreement": counts["top5"] / counts["inputs"],
+            "top5_set_identical": counts["top5_set"] / counts["inputs"],
+            "disagreement_bound": {
+                key: disagreement_bound(counts[key], counts["inputs"])
+                for key in ("top1", "top5")},
             "output_error_max": float(max(errors)),
             "output_error_mean": float(np.mean(errors)),
-            "per_input": [{"input": label, "top1": int(top_k(g, 1)[0]),
-                           "top1_fp32": int(top_k(e, 1)[0]), "error": err}
+            "per_input": [{"input": label, "top5": top_k(g, 5), "top5_fp32": top_k(e, 5),
+                           "error": err}
                           for (label, _), g, e, err in zip(inputs, got, expected, errors)],
             "layers": [{"layer": name, "storage": storage.get(name, "fp32"),
                         "error": relative_error(y, reference_layers[name])}
@@ -133,16 +133,29 @@ def evaluate(model, device, count=DEFAULT_INPUTS, precisions=PRECISIONS,
     return report
 
 
+def _count(agree, key):
+    return f"{agree[key]}/{agree['inputs']}"
+
+
 def text(report):
     lines = [f"{report['model']}: {len(report['inputs'])} inputs ({', '.join(report['inputs'])})",
              f"{'precision':10} {'fp16 layers':>11} {'top-1 agree':>11} {'top-5 agree':>11} "
-             f"{'out err max':>11} {'out err mean':>12} {'GPU MB':>7}"]
+             f"{'top-5 set same':>14} {'out err max':>11} {'out err mean':>12} {'GPU MB':>7}"]
     for precision, r in report["precisions"].items():
-        lines.append(f"{precision:10} {r['fp16_layers']:>11d} {r['top1_agreement']:>11.1%} "
-                     f"{r['top5_agreement']:>11.1%} {r['output_error_max']:>11.2e} "
-                     f"{r['output_error_mean']:>12.2e} {r['gpu_memory_bytes'] / 1e6:>7.2f}")
-    lines.append("top-k agreement: same top-1 class / same top-5 set as float32; out err: "
+        agree = r["agree"]
+        lines.append(f"{precision:10} {r['fp16_layers']:>11d} {_count(agree, 'top1'):>11} "
+                     f"{_count(agree, 'top5'):>11} {_count(agree, 'top5_set'):>14} "
+                     f"{r['output_error_max']:>11.2e} {r['output_error_mean']:>12.2e} "
+                     f"{r['gpu_memory_bytes'] / 1e6:>7.2f}")
+    lines.append("top-1 agree: the same top-1 class as float32; top-5 agree: float32's top-1 "
+                 "class is in the top 5; top-5 set same: the same five classes; out err: "
                  "max |y - y32| / max |y32| per input")
+    for precision, r in report["precisions"].items():
+        bound = r["disagreement_bound"]
+        lines.append(f"{precision}: with {r['agree']['inputs']} inputs the disagreement rate is "
+                     f"below {bound['top1']:.1%} (top-1) and {bound['top5']:.1%} (top-5) at "
+                     f"{report['confidence']:.0%} confidence (one-sided Clopper-Pearson; the "
+                     f"inputs taken as independent draws)")
     for precision, r in report["precisions"].items():
         layers = r["layers"]
         if not layers:
