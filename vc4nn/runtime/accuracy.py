@@ -1,17 +1,26 @@
 """vc4nn accuracy MODEL: how far fp16 storage (and "auto") moves a model's outputs from float32.
 
-    vc4nn accuracy model.onnx                   # 8 inputs: photos, then seeded synthetic images
-    vc4nn accuracy model.tflite -n 12 --json
+    vc4nn accuracy model.onnx                   # 8 inputs: the photos
+    vc4nn accuracy model.onnx -n 64 --json      # the photos, then 56 seeded photo variations
     vc4nn accuracy model.onnx --png growth.png  # per-layer error growth chart (matplotlib)
 
-Inputs: the RGB photos that ship with scikit-image (chelsea, coffee, astronaut, ...; skipped if
-scikit-image is missing) resized to the model's input, then seeded synthetic images (smooth
-random colour fields with noise) up to N. The model gets uint8 frames with its normalisation
-(--normalization, as ``vc4nn classify``). Per precision: top-1 and top-5 agreement with the
-float32 run (top-1: same class; top-5: same set of five), and the output's relative error
-max |y - y32| / max |y32| per input (max and mean over the inputs). Per-layer error growth: on
-the first input, each layer's output error relative to float32 when the whole network runs in
-that precision (errors made upstream included), which shows where the error grows.
+Inputs (needs scikit-image and Pillow): the 8 RGB photos that ship with scikit-image (chelsea,
+coffee, astronaut, rocket, motorcycle_left, hubble_deep_field, retina, ihc) resized to the
+model's input, then up to N seeded variations of its photographs (random crop of 25-100% of
+the area, rescale, mirror, colour jitter; --seed picks another set). The model gets uint8
+frames with its normalisation (--normalization, as ``vc4nn classify``).
+
+Per precision, against the float32 run of the same model on the same inputs (counts of N):
+  top-1 agree     the same top-1 class as float32
+  top-5 agree     float32's top-1 class is among the top 5 classes (top-5 accuracy with
+                  float32's answer as the label; never below top-1 agree)
+  top-5 set same  the same five classes in the top 5, in any order (stricter than top-5
+                  agree: a swap of the 5th and 6th classes counts as a miss)
+  out err         max |y - y32| / max |y32| per input: max and mean over the inputs
+and a one-sided 95% Clopper-Pearson upper bound on the top-1 and top-5 disagreement rates
+(N inputs all agreeing bound the rate below 1 - 0.05^(1/N): 4.6% for N = 64, 1% needs
+N = 299). Per-layer error growth: on the first input, each layer's output error relative to
+float32 when the whole network runs in that precision (errors made upstream included).
 
 Runs on the device given (the emulator by default; its times are not used here).
 """
@@ -24,7 +33,7 @@ import os
 import numpy as np
 
 from ..errors import Vc4nnError
-from .accuracy_set import accuracy_inputs
+from .accuracy_set import PHOTOS, accuracy_inputs
 from .precision import PRECISIONS as KNOWN_PRECISIONS, relative_error, trace
 
 DEFAULT_INPUTS = 8
@@ -82,13 +91,13 @@ def disagreement_bound(agree, count, confidence=CONFIDENCE):
 
 
 def evaluate(model, device, count=DEFAULT_INPUTS, precisions=PRECISIONS,
-             normalization="auto", num_qpus=12, seed=0):
+             normalization="auto", num_qpus=12, seed=0, progress=False):
     """The report (a dict): per precision, agreement and output errors, the per-layer growth."""
     from .session import InferenceSession
 
     def session(precision):
         return InferenceSession(model, device=device, num_qpus=num_qpus,
-                                image_input=normalization, progress=False,
+                                image_input=normalization, progress=progress,
                                 precision=precision, replay=False)
 
     with session("fp32") as reference:
@@ -188,17 +197,15 @@ def chart(report, path):
 
 
 def accuracy_main(argv):
-    from .. import open_device
-    from ..cli_common import qpus
+    from ..cli_common import add_device_arguments, open_device_of, positive_int, seed
     p = argparse.ArgumentParser(prog="vc4nn accuracy", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help=".tflite or .onnx file")
-    p.add_argument("--device", default=None, help="emulator (default) or pi")
-    p.add_argument("--qpus", type=qpus, default=12)
-    p.add_argument("--board", default=None, help="emulator board preset")
-    p.add_argument("-n", "--inputs", type=int, default=DEFAULT_INPUTS,
-                   help=f"inputs: the photos, then synthetic images (default {DEFAULT_INPUTS})")
-    p.add_argument("--seed", type=int, default=0, help="first seed of the synthetic images")
+    add_device_arguments(p)
+    p.add_argument("-n", "--inputs", type=positive_int, default=DEFAULT_INPUTS, metavar="N",
+                   help=f"inputs: the {len(PHOTOS)} photos, then seeded variations of "
+                        f"scikit-image's photos (default {DEFAULT_INPUTS})")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the photo variations")
     p.add_argument("--precisions", default=",".join(PRECISIONS),
                    help="compared with fp32, comma-separated (default fp16,auto)")
     p.add_argument("--normalization", default="auto", choices=("auto", "tflite", "torchvision"))
@@ -207,12 +214,12 @@ def accuracy_main(argv):
     args = p.parse_args(argv)
     precisions = [x for x in args.precisions.split(",") if x]
     bad = [x for x in precisions if x not in KNOWN_PRECISIONS]
-    if bad or args.inputs < 1:
-        raise Vc4nnError(f"--precisions {args.precisions} / -n {args.inputs}: precisions from "
-                         f"{', '.join(KNOWN_PRECISIONS)}; at least one input")
-    with open_device(args.device, **({"board": args.board} if args.board else {})) as device:
+    if bad or not precisions:
+        raise Vc4nnError(f"--precisions {args.precisions}: comma-separated precisions from "
+                         f"{', '.join(KNOWN_PRECISIONS)}")
+    with open_device_of(args) as device:
         report = evaluate(args.model, device, args.inputs, precisions, args.normalization,
-                          args.qpus, args.seed)
+                          args.qpus, args.seed, progress=False if args.quiet else None)
     print(json.dumps(report, indent=1) if args.json else text(report))
     if args.png:
         chart(report, args.png)
