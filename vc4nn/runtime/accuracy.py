@@ -147,33 +147,32 @@ def _count(agree, key):
 
 
 def text(report):
-    lines = [f"{report['model']}: {len(report['inputs'])} inputs ({', '.join(report['inputs'])})",
-             f"{'precision':10} {'fp16 layers':>11} {'top-1 agree':>11} {'top-5 agree':>11} "
-             f"{'top-5 set same':>14} {'out err max':>11} {'out err mean':>12} {'GPU MB':>7}"]
+    rows, bounds, growth = [], [], []
     for precision, r in report["precisions"].items():
-        agree = r["agree"]
-        lines.append(f"{precision:10} {r['fp16_layers']:>11d} {_count(agree, 'top1'):>11} "
-                     f"{_count(agree, 'top5'):>11} {_count(agree, 'top5_set'):>14} "
-                     f"{r['output_error_max']:>11.2e} {r['output_error_mean']:>12.2e} "
-                     f"{r['gpu_memory_bytes'] / 1e6:>7.2f}")
-    lines.append("top-1 agree: the same top-1 class as float32; top-5 agree: float32's top-1 "
-                 "class is in the top 5; top-5 set same: the same five classes; out err: "
-                 "max |y - y32| / max |y32| per input")
-    for precision, r in report["precisions"].items():
-        bound = r["disagreement_bound"]
-        lines.append(f"{precision}: with {r['agree']['inputs']} inputs the disagreement rate is "
-                     f"below {bound['top1']:.1%} (top-1) and {bound['top5']:.1%} (top-5) at "
-                     f"{report['confidence']:.0%} confidence (one-sided Clopper-Pearson; the "
-                     f"inputs taken as independent draws)")
-    for precision, r in report["precisions"].items():
-        layers = r["layers"]
-        if not layers:
-            continue
-        worst = max(layers, key=lambda x: x["error"])
-        lines.append(f"{precision}: per-layer error on '{report['inputs'][0]}' grows from "
-                     f"{layers[0]['error']:.1e} ({layers[0]['layer']}) to {layers[-1]['error']:.1e}"
-                     f" ({layers[-1]['layer']}); largest {worst['error']:.1e} at {worst['layer']}")
-    return "\n".join(lines)
+        agree, bound, layers = r["agree"], r["disagreement_bound"], r["layers"]
+        rows.append(f"{precision:10} {r['fp16_layers']:>11d} {_count(agree, 'top1'):>11} "
+                    f"{_count(agree, 'top5'):>11} {_count(agree, 'top5_set'):>14} "
+                    f"{r['output_error_max']:>11.2e} {r['output_error_mean']:>12.2e} "
+                    f"{r['gpu_memory_bytes'] / 1e6:>7.2f}")
+        bounds.append(f"{precision}: with {agree['inputs']} inputs the disagreement rate is "
+                      f"below {bound['top1']:.1%} (top-1) and {bound['top5']:.1%} (top-5) at "
+                      f"{report['confidence']:.0%} confidence (one-sided Clopper-Pearson; the "
+                      f"inputs taken as independent draws)")
+        if layers:
+            worst = max(layers, key=lambda x: x["error"])
+            growth.append(f"{precision}: per-layer error on '{report['inputs'][0]}' grows from "
+                          f"{layers[0]['error']:.1e} ({layers[0]['layer']}) to "
+                          f"{layers[-1]['error']:.1e} ({layers[-1]['layer']}); largest "
+                          f"{worst['error']:.1e} at {worst['layer']}")
+    return "\n".join(
+        [f"{report['model']}: {len(report['inputs'])} inputs ({', '.join(report['inputs'])})",
+         f"{'precision':10} {'fp16 layers':>11} {'top-1 agree':>11} {'top-5 agree':>11} "
+         f"{'top-5 set same':>14} {'out err max':>11} {'out err mean':>12} {'GPU MB':>7}"]
+        + rows
+        + ["top-1 agree: the same top-1 class as float32; top-5 agree: float32's top-1 class is "
+           "in the top 5; top-5 set same: the same five classes; out err: max |y - y32| / "
+           "max |y32| per input"]
+        + bounds + growth)
 
 
 def chart(report, path):
