@@ -150,3 +150,24 @@ def test_accuracy_tool_script(tiny_v1):
     assert ran.returncode == 0, ran.stderr
     report = json.loads(ran.stdout)
     assert report["inputs"] == ["chelsea"] and report["precisions"]["auto"]["agree"]["inputs"] == 1
+
+
+def test_report_after_every_input(tiny_v1, device, tmp_path, capsys):
+    """evaluate hands the report of the inputs done so far after each one; --save keeps the
+    last one in a file; a partial report's text says how many were requested."""
+    pytest.importorskip("skimage")
+    from vc4nn.cli import main
+    from vc4nn.runtime.accuracy import evaluate, text
+    seen = []
+    final = evaluate(tiny_v1, device, 2, ("fp16",), "torchvision", after_input=seen.append)
+    assert [r["inputs"] for r in seen] == [["chelsea"], ["chelsea", "coffee"]]
+    assert seen[-1] == final and final["precisions"]["fp16"]["agree"]["inputs"] == 2
+    assert seen[0]["precisions"]["fp16"]["agree"]["inputs"] == 1
+    assert "1 inputs (of 2 requested) (chelsea)" in text(seen[0])
+    path = tmp_path / "report.json"
+    assert main(["accuracy", tiny_v1, "-n", "2", "--precisions", "fp16", "--save", str(path),
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    saved = json.loads(path.read_text())
+    assert saved["inputs"] == ["chelsea", "coffee"] and saved["inputs_requested"] == 2
+    assert not (tmp_path / "report.json.part").exists()

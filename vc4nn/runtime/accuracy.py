@@ -26,6 +26,7 @@ Runs on the device given (the emulator by default; its times are not used here).
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -91,8 +92,11 @@ def disagreement_bound(agree, count, confidence=CONFIDENCE):
 
 
 def evaluate(model, device, count=DEFAULT_INPUTS, precisions=PRECISIONS,
-             normalization="auto", num_qpus=12, seed=0, progress=False):
-    """The report (a dict): per precision, agreement and output errors, the per-layer growth."""
+             normalization="auto", num_qpus=12, seed=0, progress=False, after_input=None):
+    """The report (a dict): per precision, agreement and output errors, the per-layer growth.
+    Float32's session and one per precision are open together (device memory: their sum) and
+    each input goes through all of them before the next, so ``after_input(report)`` gets the
+    report of the inputs done so far after each one."""
     from .session import InferenceSession
 
     def session(precision):
@@ -100,24 +104,39 @@ def evaluate(model, device, count=DEFAULT_INPUTS, precisions=PRECISIONS,
                                 image_input=normalization, progress=progress,
                                 precision=precision, replay=False)
 
-    with session("fp32") as reference:
-        arg = reference.get_inputs()[0]
+    with contextlib.ExitStack() as stack:
+        sessions = {p: stack.enter_context(session(p)) for p in ("fp32",) + tuple(precisions)}
+        arg = sessions["fp32"].get_inputs()[0]
         if arg.type != "uint8" or len(arg.shape) != 3:
             raise Vc4nnError(f"{model}: the accuracy report feeds uint8 frames; the model's input "
                              f"is {arg.shape} {arg.type}")
-        h, w = arg.shape[:2]
-        inputs = accuracy_inputs(count, h, w, seed)
-        feeds = [{arg.name: frame} for _, frame in inputs]
-        first, reference_layers = traced_run(reference, feeds[0])
-        expected = [first] + [reference.run(None, feed)[0].reshape(-1) for feed in feeds[1:]]
-    report = {"model": model, "inputs": [label for label, _ in inputs], "confidence": CONFIDENCE,
-              "precisions": {}}
-    for precision in precisions:
-        with session(precision) as sess:
-            first, layers = traced_run(sess, feeds[0])
-            got = [first] + [sess.run(None, feed)[0].reshape(-1) for feed in feeds[1:]]
-            storage = {node.name: sess.storage.layer(node) for node, _ in sess.steps}
-            memory = sess.memory()["total_bytes"]
+        inputs = accuracy_inputs(count, arg.shape[0], arg.shape[1], seed)
+        outputs = {p: [] for p in sessions}
+        layers = {}
+        for i, (_, frame) in enumerate(inputs):
+            feed = {arg.name: frame}
+            for precision, sess in sessions.items():
+                if i == 0:          # the per-layer growth: on the first input
+                    y, layers[precision] = traced_run(sess, feed)
+                else:
+                    y = sess.run(None, feed)[0].reshape(-1)
+                outputs[precision].append(y)
+            report = _report(model, sessions, [label for label, _ in inputs[:i + 1]],
+                             outputs, layers)
+            report["inputs_requested"] = count
+            if after_input is not None:
+                after_input(report)
+    return report
+
+
+def _report(model, sessions, labels, outputs, layers):
+    expected = outputs["fp32"]
+    report = {"model": model, "inputs": labels, "confidence": CONFIDENCE, "precisions": {}}
+    for precision, sess in sessions.items():
+        if precision == "fp32":
+            continue
+        got = outputs[precision]
+        storage = {node.name: sess.storage.layer(node) for node, _ in sess.steps}
         errors = [relative_error(g, e) for g, e in zip(got, expected)]
         counts = agreement(got, expected)
         report["precisions"][precision] = {
@@ -132,18 +151,23 @@ def evaluate(model, device, count=DEFAULT_INPUTS, precisions=PRECISIONS,
             "output_error_mean": float(np.mean(errors)),
             "per_input": [{"input": label, "top5": top_k(g, 5), "top5_fp32": top_k(e, 5),
                            "error": err}
-                          for (label, _), g, e, err in zip(inputs, got, expected, errors)],
+                          for label, g, e, err in zip(labels, got, expected, errors)],
             "layers": [{"layer": name, "storage": storage.get(name, "fp32"),
-                        "error": relative_error(y, reference_layers[name])}
-                       for name, y in layers.items()],
+                        "error": relative_error(y, layers["fp32"][name])}
+                       for name, y in layers[precision].items()],
             "fp16_layers": sum(s == "fp16" for s in storage.values()),
-            "gpu_memory_bytes": memory,
+            "gpu_memory_bytes": sess.memory()["total_bytes"],
         }
     return report
 
 
 def _count(agree, key):
     return f"{agree[key]}/{agree['inputs']}"
+
+
+def _of_requested(report):
+    requested = report.get("inputs_requested", len(report["inputs"]))
+    return f" (of {requested} requested)" if requested != len(report["inputs"]) else ""
 
 
 def text(report):
@@ -165,7 +189,8 @@ def text(report):
                           f"{layers[-1]['error']:.1e} ({layers[-1]['layer']}); largest "
                           f"{worst['error']:.1e} at {worst['layer']}")
     return "\n".join(
-        [f"{report['model']}: {len(report['inputs'])} inputs ({', '.join(report['inputs'])})",
+        [f"{report['model']}: {len(report['inputs'])} inputs{_of_requested(report)} "
+         f"({', '.join(report['inputs'])})",
          f"{'precision':10} {'fp16 layers':>11} {'top-1 agree':>11} {'top-5 agree':>11} "
          f"{'top-5 set same':>14} {'out err max':>11} {'out err mean':>12} {'GPU MB':>7}"]
         + rows
@@ -195,6 +220,14 @@ def chart(report, path):
     plt.close(fig)
 
 
+def save(report, path):
+    """Write ``report`` as JSON to ``path`` whole or not at all (a reader never sees half)."""
+    partial = path + ".part"
+    with open(partial, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1)
+    os.replace(partial, path)
+
+
 def accuracy_main(argv):
     from ..cli_common import add_device_arguments, open_device_of, positive_int, seed
     p = argparse.ArgumentParser(prog="vc4nn accuracy", description=__doc__,
@@ -208,7 +241,11 @@ def accuracy_main(argv):
     p.add_argument("--precisions", default=",".join(PRECISIONS),
                    help="compared with fp32, comma-separated (default fp16,auto)")
     p.add_argument("--normalization", default="auto", choices=("auto", "tflite", "torchvision"))
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--save", default=None, metavar="FILE",
+                   help="write the JSON report to FILE after every input (a long run can be "
+                        "read or stopped midway: 'inputs' lists those done, "
+                        "'inputs_requested' is N)")
     p.add_argument("--png", default=None, help="per-layer error growth chart")
     args = p.parse_args(argv)
     precisions = [x for x in args.precisions.split(",") if x]
@@ -218,7 +255,8 @@ def accuracy_main(argv):
                          f"{', '.join(KNOWN_PRECISIONS)}")
     with open_device_of(args) as device:
         report = evaluate(args.model, device, args.inputs, precisions, args.normalization,
-                          args.qpus, args.seed, progress=False if args.quiet else None)
+                          args.qpus, args.seed, progress=False if args.quiet else None,
+                          after_input=(lambda r: save(r, args.save)) if args.save else None)
     print(json.dumps(report, indent=1) if args.json else text(report))
     if args.png:
         chart(report, args.png)
