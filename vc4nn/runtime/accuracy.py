@@ -2,6 +2,7 @@
 
     vc4nn accuracy model.onnx                   # 8 inputs: the photos
     vc4nn accuracy model.onnx -n 64 --json      # the photos, then 56 seeded photo variations
+    vc4nn accuracy model.onnx -n 96 --save r.json   # r.json: the report so far, after each input
     vc4nn accuracy model.onnx --png growth.png  # per-layer error growth chart (matplotlib)
 
 Inputs (needs scikit-image and Pillow): the 8 RGB photos that ship with scikit-image (chelsea,
