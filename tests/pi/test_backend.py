@@ -106,6 +106,23 @@ def test_execute_control_list_launches_as_the_firmware_does():
             (control.address, 250, [(uniforms.address, code.address)])
 
 
+def test_a_sequence_of_control_lists_is_one_execute_qpu_each_in_order():
+    fake = pi_zero_w(root=True, runner=pretend_kernel)
+    with PiDevice(fake) as dev:
+        out = dev.alloc((2, 2), np.uint32)
+        code = dev.array(np.zeros(2, np.uint64))
+        lists = []
+        for value in (7, 9, 11):               # each launch overwrites QPU 0's row: the last wins
+            uniforms = dev.array(np.array([out.address, value], np.uint32))
+            lists.append(dev.array(np.array([uniforms.address, code.address], np.uint32)))
+        results = dev.execute_control_lists([(1, c.address) for c in lists], timeout=0.5)
+        assert [(x.control, x.num_qpus, x.timeout_ms, x.noflush) for x in fake.launches] == \
+            [(c.address, 1, 500, 0) for c in lists]
+        assert out.tolist() == [[0, 11], [0, 0]]
+        assert [(r.num_qpus, r.host_interrupts, r.estimated) for r in results] == \
+            [(1, 1, False)] * 3
+
+
 def test_a_timeout_is_reported_and_memory_still_released():
     fake = pi_zero_w(root=True, runner=lambda fake, launch: EXECUTE_TIMEOUT)
     with pytest.raises(PiTimeout, match=r"did not all end within 1500 ms.*0x80000000"):

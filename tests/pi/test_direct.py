@@ -64,6 +64,31 @@ def test_a_launch_writes_the_documented_sequence():
     assert_all_given_back(fake)
 
 
+def test_a_sequence_repeats_the_documented_sequence_per_launch():
+    fake = pi_zero_w(root=True, runner=pretend_kernel)
+    with PiDevice(fake, launch="direct") as dev:
+        out = dev.alloc((2, 2), np.uint32)
+        code = dev.array(np.zeros(2, np.uint64))
+        launches, expected, before = [], [], 0
+        for count in (2, 1):
+            units = [dev.array(np.array([out.address, 20 * count + q], np.uint32))
+                     for q in range(count)]
+            control = dev.array(np.array([[u.address, code.address] for u in units], np.uint32))
+            launches.append((count, control.address))
+            # the counts of the launch before stay until SRQCS is reset
+            expected += [srqcs(made=before, completed=before)] + START
+            for u in units:
+                expected += program_writes(u.address, code.address)
+            expected += [srqcs(made=count, completed=count), ("w", "DBQITC", 0xFFFF)]
+            before = count
+        fake.v3d.accesses.clear()
+        results = dev.execute_control_lists(launches)
+        assert fake.v3d.accesses == expected
+        assert out.tolist() == [[0, 20], [1, 41]]      # QPU 0 of the second launch last
+        assert [r.num_qpus for r in results] == [2, 1]
+    assert_all_given_back(fake)
+
+
 @pytest.mark.parametrize("make, base", [(pi1_model_b, 0x20C00000), (pi3_model_b, 0x3FC00000)])
 def test_the_v3d_is_found_from_the_device_tree_or_the_board(make, base):
     for ranges in (True, False):
