@@ -11,8 +11,8 @@
 
 In the emulator every GPU time is a cycle-model ESTIMATE at the board's V3D clock (default
 pi_zero); the Pi Zero host figure scales this machine's measured host work by an assumed factor
-(vc4nn/runtime/bench.py). v1/v2 with random weights are built like the tests' models
-(tests/runtime/onnx_models.py); the timing does not depend on the weights.
+(vc4nn/runtime/bench.py). v1/v2 with random weights are the tests' models
+(vc4nn/runtime/random_mobilenets.py); the timing does not depend on the weights.
 """
 
 import argparse
@@ -38,8 +38,8 @@ def model_file(name, size, width, folder):
     if name == "mnv2":
         from vc4nn.runtime.mobilenet_v2 import export_mobilenet_v2
         return export_mobilenet_v2(path)
-    from tests.runtime import onnx_models
-    build = {"v1": onnx_models.mobilenet_v1, "v2": onnx_models.mobilenet_v2}[name]
+    from vc4nn.runtime import random_mobilenets
+    build = {"v1": random_mobilenets.mobilenet_v1, "v2": random_mobilenets.mobilenet_v2}[name]
     onnx.save(build(size, width, classes=1000), path)
     return path
 

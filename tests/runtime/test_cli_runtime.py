@@ -10,8 +10,7 @@ import pytest
 
 import vc4nn
 from vc4nn.cli import main
-
-from . import onnx_models
+from vc4nn.runtime import random_mobilenets as onnx_models
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ import pytest
 import vc4nn
 import vc4nn.nn
 from vc4nn.runtime import InferenceSession
+from vc4nn.runtime import random_mobilenets as onnx_models
 
-from . import onnx_models, tflite_models
+from . import tflite_models
 from .conftest import CAT_CLASSES, top
 
 KERNELS = ("conv2d", "depthwise", "pointwise", "fully_connected", "global_avg_pool")
