@@ -316,7 +316,10 @@ class Device(abc.ABC):
             if not isinstance(launch, (tuple, list)) or len(launch) != 2:
                 raise DeviceError(f"launch {index}: expected a (num_qpus, control_address) "
                                   f"pair, got {launch!r}")
-            checked.append((qpu_count(launch[0]), control_address_of(launch[1])))
+            try:
+                checked.append((qpu_count(launch[0]), control_address_of(launch[1])))
+            except DeviceError as error:
+                raise DeviceError(f"launch {index}: {error}") from None
         return self._launch_sequence(checked, timeout)
 
     def _place(self, data, temporaries):
