@@ -205,6 +205,27 @@ def test_the_control_list_must_be_in_device_memory():
             dev.execute_control_list(1, 0x1000)
 
 
+def test_control_lists_are_found_in_any_block_and_must_fit_in_theirs():
+    fake = pi_zero_w(root=True, runner=pretend_kernel)
+    with PiDevice(fake, launch="direct") as dev:
+        out = dev.alloc((1, 2), np.uint32)
+        code = dev.array(np.zeros(2, np.uint64))
+        blocks = [dev.alloc(2, np.uint32) for _ in range(5)]      # in allocation order
+        for value, block in enumerate(reversed(blocks)):
+            unif = dev.array(np.array([out.address, value], np.uint32))
+            block[:] = [unif.address, code.address]
+            dev.execute_control_list(1, block.address)
+            assert out.tolist() == [[0, value]]
+        freed = blocks.pop(2)
+        address = freed.address
+        dev.free(freed)                                             # freed: no longer found
+        with pytest.raises(DeviceError, match="not in this device's memory"):
+            dev.execute_control_list(1, address)
+        last = blocks[-1].allocation
+        with pytest.raises(DeviceError, match="not in this device's memory"):   # 8 bytes past
+            dev.execute_control_list(1, last.bus_address + last.size - 4)
+
+
 def test_dev_mem_unavailable_is_a_typed_error():
     fake = pi_zero_w()                                # not root
     with pytest.raises(PiPermissionError, match="/dev/mem") as info:

@@ -104,15 +104,35 @@ class PiDevice(Device):
         return self._result(num_qpus, seconds)
 
     def _launch_direct(self, num_qpus, control_address, timeout):
+        writes = self._direct.writes_for(self._programs(num_qpus, control_address))
+        return self._run_direct(writes, num_qpus, control_address, timeout)
+
+    def _launch_sequence(self, launches, timeout):
+        """Direct launches read every control list and make every launch's register writes
+        before the first runs (the host's work per launch is then the writes and the wait)."""
+        if self._direct is None:
+            return super()._launch_sequence(launches, timeout)
+        self._require_open()
+        writes_for, programs = self._direct.writes_for, self._programs
+        prepared = [(writes_for(programs(num_qpus, control)), num_qpus, control)
+                    for num_qpus, control in launches]
+        return [self._run_direct(writes, num_qpus, control, timeout)
+                for writes, num_qpus, control in prepared]
+
+    def _programs(self, num_qpus, control_address):
+        """[(uniforms address, code address)] of a control list in this device's memory."""
         words = self.memory.read_words(control_address, CONTROL_ENTRY_WORDS * num_qpus)
         if words is None:
             raise DeviceError(
                 f"control list {control_address:#010x} ({num_qpus} entries) is not in this "
                 f"device's memory: a direct launch reads it from there (the mailbox path lets "
                 f"the firmware read it anywhere)")
-        programs = [(int(words[2 * q]), int(words[2 * q + 1])) for q in range(num_qpus)]
+        words = words.tolist()
+        return list(zip(words[0::2], words[1::2]))
+
+    def _run_direct(self, writes, num_qpus, control_address, timeout):
         start = time.perf_counter()
-        self._direct.launch(programs, timeout, control_address)
+        self._direct.launch(writes, num_qpus, timeout, control_address)
         return self._result(num_qpus, time.perf_counter() - start)
 
     def _result(self, num_qpus, seconds):
