@@ -25,6 +25,10 @@ from .errors import DirectLaunchError, PiTimeout
 # only for batches it expects to take about 1 ms (GPU_FFT_BUSY_WAIT_LIMIT) and sleeps in the
 # mailbox call otherwise; yielding keeps a long launch from starving the rest of the system.
 SPIN_SECONDS = 1e-3
+# Steps 1-3 of every launch: (register, value).
+START_WRITES = ((reg.DBCFG, 0), (reg.DBQITE, 0), (reg.DBQITC, reg.DBQITC_ALL),
+                (reg.L2CACTL, reg.L2CACTL_L2CCLR), (reg.SLCACTL, reg.SLCACTL_CLEAR_ALL),
+                (reg.SRQCS, reg.SRQCS_RESET))
 
 
 class DirectLauncher:
@@ -58,11 +62,9 @@ class DirectLauncher:
     def writes_for(programs):
         """The register writes (offset, value) of launching ``programs`` [(uniforms address,
         code address)], steps 1-4 above: made once per launch sequence."""
-        writes = [(reg.DBCFG, 0), (reg.DBQITE, 0), (reg.DBQITC, reg.DBQITC_ALL),
-                  (reg.L2CACTL, reg.L2CACTL_L2CCLR), (reg.SLCACTL, reg.SLCACTL_CLEAR_ALL),
-                  (reg.SRQCS, reg.SRQCS_RESET)]
+        writes = list(START_WRITES)
         for uniforms, code in programs:
-            writes += [(reg.SRQUA, uniforms), (reg.SRQUL, reg.SRQUL_MAX), (reg.SRQPC, code)]
+            writes += ((reg.SRQUA, uniforms), (reg.SRQUL, reg.SRQUL_MAX), (reg.SRQPC, code))
         return writes
 
     def launch(self, writes, count, deadline_seconds, control_address):
