@@ -31,30 +31,34 @@ from vc4nn.runtime.bench import PI_ZERO_HOST_FACTOR  # noqa: E402
 
 PAGE = 4096
 PI_ZERO_REVISION = 0x9000C1
+# Mailbox answers by tag id: board and firmware revision, V3D clock, enable_qpu, execute_qpu,
+# mem_unlock, mem_release (mem_alloc and mem_lock are answered by InstantOs).
+ANSWERS = {0x00010002: [PI_ZERO_REVISION], 0x00000001: [1], 0x00030002: [5, 300_000_000],
+           0x00030012: [0], 0x00030011: [0], 0x0003000E: [0], 0x0003000F: [0]}
 # The blocks a MobileNet v1 session holds (arena, weights, packed recordings, programs): the
 # backend looks a control list up among them.
 SESSION_BLOCKS = 60
 
 
 class AllCompleted(RegisterWindow):
-    """V3D registers in anonymous memory; SRQCS reads as every queued program completed."""
+    """V3D registers in anonymous memory; SRQCS reads as ``programs`` requests made and
+    completed (every launch of the benchmark has that many)."""
+
+    def __init__(self, mapping, programs):
+        super().__init__(mapping)
+        self.programs = programs
 
     def read(self, offset):
         if offset == v3d_registers.SRQCS:
-            made = self._words[offset // 4] >> 8 & 0xFF
-            return made << 8 | made << 16
+            return self.programs << 8 | self.programs << 16
         return super().read(offset)
-
-    def write_all(self, writes):
-        super().write_all(writes)
-        made = next(zip(*writes)).count(v3d_registers.SRQPC)
-        self._words[v3d_registers.SRQCS // 4] = made << 8
 
 
 class InstantOs:
     """A Pi Zero whose firmware answers at once (the OS boundary of vc4nn.pi.os_boundary)."""
 
-    def __init__(self):
+    def __init__(self, programs):
+        self.programs = programs            # per launch
         self.next_handle, self.blocks, self.next_bus = 1, {}, 0x40000000 + PAGE
 
     def pointer_size(self):
@@ -85,7 +89,7 @@ class InstantOs:
         pass
 
     def map_registers(self, fd, physical, length):
-        window = AllCompleted(mmap.mmap(-1, length))
+        window = AllCompleted(mmap.mmap(-1, length), self.programs)
         window._words[v3d_registers.IDENT0 // 4] = v3d_registers.IDENT0_VC4
         return window
 
@@ -98,8 +102,6 @@ class InstantOs:
     def ioctl(self, fd, request, buffer):
         tag, value_bytes = struct.unpack_from("<2I", buffer, 8)
         args = struct.unpack_from(f"<{value_bytes // 4}I", buffer, 20)
-        answers = {0x00010002: [PI_ZERO_REVISION], 0x00000001: [1], 0x00030002: [5, 300_000_000],
-                   0x00030012: [0], 0x00030011: [0], 0x0003000E: [0], 0x0003000F: [0]}
         if tag == 0x0003000C:                       # mem_alloc: a handle
             answer = [self.next_handle]
             self.blocks[self.next_handle] = args[0]
@@ -108,7 +110,7 @@ class InstantOs:
             answer = [self.next_bus]
             self.next_bus += -(-self.blocks[args[0]] // PAGE) * PAGE
         else:
-            answer = answers[tag]
+            answer = ANSWERS[tag]
         struct.pack_into("<I", buffer, 4, 0x80000000)
         struct.pack_into("<I", buffer, 16, 0x80000000 | 4 * len(answer))
         struct.pack_into(f"<{len(answer)}I", buffer, 20, *answer)
@@ -117,7 +119,7 @@ class InstantOs:
 def time_path(launch, count, qpus, runs):
     """Median host seconds per launch of ``count`` launches in one execute_control_lists
     call, and of the same launches one execute_control_list call each."""
-    with PiDevice(InstantOs(), launch=launch) as dev:
+    with PiDevice(InstantOs(qpus), launch=launch) as dev:
         for _ in range(SESSION_BLOCKS):
             dev.alloc(1024)
         code = dev.alloc(16, np.uint64)

@@ -55,6 +55,7 @@ class PiDevice(Device):
         system.require_no_kms(self._os)
         self._vcio_fd = system.open_device_file(self._os, system.VCIO, "talk to the firmware mailbox")
         self.mailbox = Mailbox(self._os, self._vcio_fd)
+        self._execute_qpu = self.mailbox.prepared("execute_qpu")
         self.board = decode_revision(self.mailbox.call("get_board_revision")[0])
         if not self.board.videocore_iv:
             raise UnsupportedBoardError(
@@ -84,8 +85,7 @@ class PiDevice(Device):
             return self._launch_direct(num_qpus, control_address, timeout)
         timeout_ms = timeout_to_ms(timeout)
         start = time.perf_counter()
-        status = self.mailbox.call("execute_qpu", num_qpus, control_address, EXECUTE_FLUSH,
-                                   timeout_ms)[0]
+        status = self._execute_qpu(num_qpus, control_address, EXECUTE_FLUSH, timeout_ms)[0]
         seconds = time.perf_counter() - start
         if status == EXECUTE_TIMEOUT:
             error = PiTimeout(
