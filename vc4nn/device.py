@@ -82,8 +82,11 @@ class Allocation:
     label: str = ""         # what the buffer holds (shape and dtype), named in memory faults
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class QpuStats:
+    """One QPU's part of a launch. Frozen: a backend may hand the same instance to many reports
+    (a Pi's, which counts nothing)."""
+
     instructions: Optional[int] = None    # None where the backend cannot count (a real Pi)
     cycles: Optional[int] = None
     # stall cause -> cycles (cycle-model estimate; empty on real hardware)

@@ -89,6 +89,13 @@ def test_execute_runs_the_control_list_and_reports():
         assert (result.num_qpus, result.host_interrupts, len(result.qpus)) == (3, 3, 3)
         assert result.estimated is False and result.cycles is None and result.seconds >= 0
         assert (result.board, result.clock_hz) == ("Raspberry Pi Zero W", 300e6)
+        # nothing counted, in stats every report shares: they cannot be changed
+        assert [(q.instructions, q.cycles, dict(q.stalls)) for q in result.qpus] == \
+            [(None, None, {})] * 3
+        with pytest.raises(TypeError):
+            result.qpus[0].stalls["tmu"] = 1
+        with pytest.raises(AttributeError):          # dataclasses.FrozenInstanceError
+            result.qpus[0].cycles = 5
         assert fake.live_handles() == [1]          # only `out`: code, uniforms, control freed
         assert fake.launches[0].timeout_ms == 10_000 and fake.launches[0].noflush == 0
     assert_all_given_back(fake)
