@@ -205,6 +205,22 @@ def test_the_control_list_must_be_in_device_memory():
             dev.execute_control_list(1, 0x1000)
 
 
+def test_a_control_list_rewritten_in_place_launches_what_it_holds_now():
+    """The register writes are kept by the list's content, never by its address alone."""
+    fake = pi_zero_w(root=True, runner=pretend_kernel)
+    with PiDevice(fake, launch="direct") as dev:
+        out = dev.alloc((1, 2), np.uint32)
+        code = dev.array(np.zeros(2, np.uint64))
+        units = [dev.array(np.array([out.address, value], np.uint32)) for value in (5, 6)]
+        control = dev.alloc(2, np.uint32)
+        for unit in units + units[:1]:
+            control[:] = [unit.address, code.address]
+            fake.v3d.accesses.clear()
+            dev.execute_control_lists([(1, control.address)])
+            assert ("w", "SRQUA", unit.address) in fake.v3d.accesses
+            assert out.tolist() == [[0, int(unit[1])]]
+
+
 def test_control_lists_are_found_in_any_block_and_must_fit_in_theirs():
     fake = pi_zero_w(root=True, runner=pretend_kernel)
     with PiDevice(fake, launch="direct") as dev:

@@ -27,7 +27,7 @@ class GpuMemory:
     def __init__(self, mailbox, os_, mem_fd, mem_flags):
         self._mailbox, self._os, self._mem_fd, self.mem_flags = mailbox, os_, mem_fd, mem_flags
         self._blocks = {}          # handle -> GpuBlock, every block not yet released
-        self._by_start = self._starts = None    # read_words' index, made when first needed
+        self._by_start = self._starts = None    # read_bytes' index, made when first needed
 
     def allocate(self, nbytes, align, flags=None):
         """``flags``: mem_alloc flags; None uses the board's (``mem_flags``)."""
@@ -69,9 +69,9 @@ class GpuMemory:
         finally:
             self._mailbox.call("mem_release", block.handle)
 
-    def read_words(self, bus_address, count):
-        """``count`` little-endian 32-bit words at ``bus_address``, which must lie in a block
-        of this process (None if it does not)."""
+    def read_bytes(self, bus_address, nbytes):
+        """The ``nbytes`` at ``bus_address``, which must lie in a block of this process (None
+        if they do not)."""
         physical = bus_address & BUS_ADDRESS_MASK
         if self._by_start is None:          # blocks by physical start, for a bisection
             self._by_start = sorted((b.bus_address & BUS_ADDRESS_MASK, b.handle, b)
@@ -81,10 +81,10 @@ class GpuMemory:
         if index < 0:
             return None
         start, _, block = self._by_start[index]
-        if physical + 4 * count > start + block.size:
+        if physical + nbytes > start + block.size:
             return None
         offset = physical - start + start % self._os.page_size()
-        return np.frombuffer(block.mapping, dtype="<u4", count=count, offset=offset).copy()
+        return bytes(block.mapping[offset:offset + nbytes])
 
     def release_all(self):
         for block in list(self._blocks.values()):
