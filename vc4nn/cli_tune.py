@@ -20,16 +20,14 @@ import json
 import sys
 
 from .cli_bench import QUICK_PIXELS, network_layers
+from .cli_common import add_network_arguments, count
 
 
 def add_arguments(parser):
-    parser.add_argument("--net", default="v1", help="v1 (default), v2 or v1,v2")
-    parser.add_argument("--alpha", type=float, default=1.0)
-    parser.add_argument("--size", type=int, default=224)
+    add_network_arguments(parser, "v1")
     parser.add_argument("--board", default="pi_zero", help="board preset (default pi_zero)")
-    parser.add_argument("--qpus", type=int, default=12)
     parser.add_argument("--only", default="", help="comma-separated layer names")
-    parser.add_argument("--pixels", type=int, default=None,
+    parser.add_argument("--pixels", type=count, default=None,
                         help=f"pointwise candidates on at most this many pixels (0: all; "
                         f"default {QUICK_PIXELS} on the Python core, 0 on the C core)")
     parser.add_argument("--cache", default=None, help="cache file (default: see above)")

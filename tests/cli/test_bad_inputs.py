@@ -35,12 +35,14 @@ def device():
         yield d
 
 
-def expect_typed_error(call, argument, error=(Vc4nnError, AsmError)):
-    """``call()`` raises ``error`` whose message names ``argument``; returns the error."""
+def expect_typed_error(call, argument, error=(Vc4nnError, AsmError), also=()):
+    """``call()`` raises ``error`` whose message names ``argument`` (or one of the words in
+    ``also``); returns the error."""
     try:
         call()
     except error as caught:
-        assert argument in str(caught), f"message does not name {argument!r}: {caught}"
+        assert any(name in str(caught) for name in (argument,) + tuple(also)), \
+            f"message does not name {argument!r}: {caught}"
         return caught
     except Exception as caught:      # the failure being tested for
         pytest.fail(f"{argument}: untyped {type(caught).__name__}: {caught}")
