@@ -107,3 +107,104 @@ def test_layer_functions_refuse_bad_arguments_by_name(name, argument, device):
         kwargs[argument] = value
         expect_typed_error(lambda: function(**kwargs), argument,
                            also=NAMED_AS.get((name, argument), ()))
+
+
+# -- InferenceSession -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    onnx = pytest.importorskip("onnx")
+    from tests.runtime.onnx_models import mobilenet_v1
+    path = tmp_path_factory.mktemp("model") / "tiny.onnx"
+    onnx.save(mobilenet_v1(size=32, width=0.25), str(path))
+    return str(path)
+
+
+SESSION_CASES = {
+    "path": [5, None, b"x", "/nonexistent.onnx", "/dev/zero", "/"],
+    "device": ["emulator", 5],
+    "num_qpus": [0, 13, math.nan, "12", None, 4.5, HUGE],
+    "image_input": ["bogus", 5],
+    "progress": ["bar", 5],
+    "replay": ["yes", 5, None],
+    "memory_budget": [-1, 0, math.nan, math.inf, "24"],
+    "precision": ["fp64", 5, None],
+    "tolerance": [math.nan, -1, 0, "0.01", None],
+    "calibration": ["x", 5, [5]],
+    "launch": ["fast", 5],
+}
+# A file that cannot be read is named by its path; a normalisation preset by what it is.
+SESSION_NAMED_AS = {"path": ("/nonexistent.onnx", "/dev/zero", "(in /)"),
+                    "image_input": ("normalisation",)}
+
+
+@pytest.mark.parametrize("argument", sorted(SESSION_CASES))
+def test_inference_session_refuses_bad_options_by_name(argument, tiny_model, device):
+    vc4nn.InferenceSession(tiny_model, device=device, progress=False).close()
+    for value in SESSION_CASES[argument]:
+        kwargs = dict(path=tiny_model, device=device, progress=False)
+        kwargs[argument] = value
+        expect_typed_error(lambda: vc4nn.InferenceSession(**kwargs).close(), argument,
+                           also=SESSION_NAMED_AS.get(argument, ()))
+
+
+def test_inference_session_run_refuses_bad_feeds_and_a_closed_session(tiny_model, device):
+    session = vc4nn.InferenceSession(tiny_model, device=device, progress=False)
+    x = np.ones((1, 3, 32, 32), F32)
+    reference = session.run(None, {"input": x})[0]
+    for names in (5, "x", ["nope"], [5]):
+        expect_typed_error(lambda: session.run(names, {"input": x}), "output")
+    for feed in (None, 5, [x], {}, {"nope": x}, {"input": x, "extra": x}):
+        expect_typed_error(lambda: session.run(None, feed), "run() takes")
+    for value in ("x", x[0], x.astype(np.float64), x.astype(np.int32),
+                  np.zeros((1, 3, 0, 32), F32), x[..., ::2]):
+        expect_typed_error(lambda: session.run(None, {"input": value}), "input")
+        expect_typed_error(lambda: session.profile({"input": value}), "input")
+    # the refusals left the session as it was
+    assert np.array_equal(session.run(None, {"input": x})[0], reference)
+    session.close()
+    expect_typed_error(lambda: session.run(None, {"input": x}), "closed")
+
+
+# -- the subcommands that run networks --------------------------------------------------------------
+
+@pytest.fixture
+def photo(tmp_path):
+    image = pytest.importorskip("PIL.Image")
+    path = tmp_path / "photo.png"
+    image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(path)
+    return str(path)
+
+
+NETWORK_OPTIONS = {"--alpha": ["nan", "-1", "0", "5", "x"], "--size": ["0", "-5", "5000", "x"],
+                   "--qpus": ["0", "13", "nan"], "--pixels": ["-1", "x"]}
+
+
+@pytest.mark.parametrize("command", ["bench-layers", "tune"])
+def test_layer_tools_refuse_bad_numbers_before_running(command, capsys):
+    from .test_bad_inputs import cli_error
+    cases = dict(NETWORK_OPTIONS, **({"--rows": ["-1", "x"]} if command == "bench-layers" else {}))
+    for option, values in cases.items():
+        for value in values:
+            err = cli_error([command, option, value, "--only", "nope"], capsys)
+            assert f"argument {option}:" in err, (option, value, err)
+
+
+def test_model_commands_refuse_bad_values(tiny_model, photo, tmp_path, capsys):
+    from .test_bad_inputs import cli_error
+    binary = tmp_path / "labels.bin"
+    binary.write_bytes(b"\xff\xfe\x00" * 10)
+    cases = [(["classify", tiny_model, photo, "--top", "-1"], "--top"),
+             (["classify", tiny_model, photo, "--top", "0"], "--top"),
+             (["classify", tiny_model, photo, "--labels", "/dev/zero"], "not a regular file"),
+             (["classify", tiny_model, photo, "--labels", str(binary)], "not UTF-8"),
+             (["classify", tiny_model, photo, "--memory-budget", "nan"], "memory_budget"),
+             (["classify", tiny_model, photo, "--memory-budget", "-1"], "memory_budget"),
+             (["classify", tiny_model, "/dev/zero"], "/dev/zero"),
+             (["classify", "/dev/zero", photo], "not a regular file"),
+             (["profile", "/dev/zero"], "not a regular file"),
+             (["bench", tiny_model, "--runs", "0"], "--runs"),
+             (["bench", tiny_model, "--runs", "-1"], "--runs"),
+             (["ops", "extra"], "unrecognized")]
+    for argv, fragment in cases:
+        assert fragment in cli_error(argv + ["--quiet"] * (argv[0] != "ops"), capsys), argv

@@ -119,13 +119,31 @@ nop
 """
 
 
-@pytest.mark.parametrize("command", [[], ["run"], ["sgemm"], ["asm"], ["assemble"], ["disasm"],
-                                     ["doctor"]])
+def subcommands():
+    """Every subcommand, as the command itself lists them when given an unknown one."""
+    import contextlib
+    import io
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["no-such-command"]) == 1
+    return re.findall(r"'([\w-]+)'", err.getvalue().split("choose from", 1)[1])
+
+
+def test_every_subcommand_has_a_line_of_help(capsys):
+    assert {"asm", "disasm", "run", "sgemm", "classify", "bench-layers", "tune"} <= \
+        set(subcommands())
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "see vc4nn" not in out and "vc4nn.runtime" not in out
+
+
+@pytest.mark.parametrize("command", [[]] + [[name] for name in subcommands()])
 def test_help_texts_name_the_command_and_have_no_markup(command, capsys):
     assert main(command + ["--help"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: " + " ".join(["vc4nn"] + command))
-    assert "``" not in out and "**" not in out
+    assert out.startswith("usage: " + " ".join(["vc4nn"] + command) + " ")
+    assert "``" not in out and "**" not in out and ":func:" not in out, out
+    assert "usage: vc4nn assemble" not in out or command == ["assemble"]
 
 
 def test_version(capsys):

@@ -7,7 +7,7 @@
 Inputs: the RGB photos that ship with scikit-image (chelsea, coffee, astronaut, ...; skipped if
 scikit-image is missing) resized to the model's input, then seeded synthetic images (smooth
 random colour fields with noise) up to N. The model gets uint8 frames with its normalisation
-(--normalization, as ``vc4nn classify``). Per precision: top-1 and top-5 agreement with the
+(--normalization, as vc4nn classify). Per precision: top-1 and top-5 agreement with the
 float32 run (top-1: same class; top-5: same set of five), and the output's relative error
 max |y - y32| / max |y32| per input (max and mean over the inputs). Per-layer error growth: on
 the first input, each layer's output error relative to float32 when the whole network runs in
