@@ -119,7 +119,10 @@ def main(argv=None):
                              DEFAULT_MAX_INSTRUCTIONS))
         sub.add_argument("--quiet", action="store_true", help="no progress bar")
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:       # reported by the subcommand's parser, whose usage line is the right one
+            (commands.choices[args.command] if args.command else parser).error(
+                f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as stop:      # usage errors, --help, --version: a status, not an exit
         return stop.code
     if args.command is None:

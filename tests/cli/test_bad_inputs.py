@@ -223,6 +223,8 @@ def test_run_options_refuse_bad_values(option, values, tmp_path, capsys):
     (["run", "/dev/zero"], "larger than"),
     (["run", "/nonexistent.s"], "No such file"),
     (["--frobnicate"], "unrecognized"),
+    (["tune", "--rows", "5"], "vc4nn tune: error: unrecognized arguments: --rows 5"),
+    (["sgemm", "extra"], "vc4nn sgemm: error: unrecognized arguments: extra"),
     (["frobnicate"], "invalid choice"),
     (["doctor", "--frobnicate"], "unrecognized"),
 ])
