@@ -374,7 +374,7 @@ def _code(code):
     if hasattr(code, "words"):
         return [int(w) for w in code.words], dict(code.labels), list(code.waivers)
     words = encoding.words_from_bytes(code) if isinstance(code, (bytes, bytearray, memoryview)) \
-        else [int(w) for w in code]
+        else encoding.instruction_words(code)
     return words, {}, [()] * len(words)
 
 
@@ -490,5 +490,5 @@ def read_words(path, fmt="auto"):
             raise ParseError(f"{path}: not a hex listing (not ASCII text)") from None
         words = words_from_hex(text, str(path))
     else:
-        raise ValueError(f"unknown code format {fmt!r}")
+        raise AsmError(f"unknown code format {fmt!r}; give 'auto', 'bin' or 'hex'")
     return np.array(words, dtype=np.uint64)

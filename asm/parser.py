@@ -9,6 +9,7 @@ was expected.
 
 import collections
 import keyword
+import os
 import re
 
 from . import isa, registers
@@ -485,6 +486,8 @@ class _TextAssembler:
 
 def assemble_text(text, filename="<text>", check=True):
     """Assemble program text -> Program (hazard-checked unless ``check`` is False)."""
+    if not isinstance(text, str):
+        raise ParseError(f"{filename}: the program text must be a str, got {type(text).__name__}")
     front = _TextAssembler()
     a = front.assembler
     for number, line in enumerate(text.splitlines(), 1):
@@ -504,6 +507,9 @@ MAX_SOURCE_CHARS = 64 << 20
 
 def assemble_file(path, check=True):
     """Assemble a text file -> Program. The source map holds the file's lines."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ParseError(f"the path of a program text must be a file name, got "
+                         f"{type(path).__name__}")
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read(MAX_SOURCE_CHARS + 1)
