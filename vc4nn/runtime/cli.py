@@ -6,7 +6,7 @@
     vc4nn accuracy MODEL [-n N] [--json] [--png FILE]      fp16 / auto against fp32
     vc4nn ops                                              supported operators
     vc4nn export-mobilenet-v2 OUT.onnx [--weights PTH]     torchvision's MobileNetV2 as ONNX
-    vc4nn demo [--image FILE]                              the cat, real MobileNetV2 (demo.py)
+    vc4nn demo [--image FILE]                              a cat photo on the real MobileNetV2
 
 Every command that runs a model takes --device emulator|pi, --qpus N, --board (emulator) and
 --launch mailbox|direct (how launches start: the firmware's execute_qpu or the V3D's registers;
@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from ..cli_common import add_device_arguments, open_device_of
+from ..cli_common import add_device_arguments, open_device_of, positive_int
 from ..errors import Vc4nnError
 from .precision import PRECISIONS
 
@@ -69,7 +69,7 @@ def classify_main(argv):
     p = argparse.ArgumentParser(prog="vc4nn classify", description="Top classes of an image.")
     _device_args(p)
     p.add_argument("image", help="an image file Pillow reads (JPEG, PNG, ...)")
-    p.add_argument("--top", type=int, default=5)
+    p.add_argument("--top", type=positive_int, default=5, help="classes to print (default 5)")
     p.add_argument("--labels", default=None, help="class names, one per line")
     p.add_argument("--normalization", default="auto", choices=("auto", "tflite", "torchvision"),
                    help="the model's input normalisation (auto: [-1, 1] for TFLite, ImageNet "
@@ -168,7 +168,7 @@ def _chart(records, path, title):
 def bench_main(argv):
     p = argparse.ArgumentParser(prog="vc4nn bench", description="Time per inference.")
     _device_args(p)
-    p.add_argument("--runs", type=int, default=None,
+    p.add_argument("--runs", type=positive_int, default=None,
                    help="runs to time (default: 1 on the emulator, 20 on a Pi)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
