@@ -126,3 +126,22 @@ def test_bench_layers_kind_add_lists_v2_residual_adds(capsys):
     for r16, r32 in zip(records["fp16"], records["fp32"]):
         assert r16["storage"] == "fp16" and 2 * r16["bytes_moved"] == r32["bytes_moved"]
         assert r16["ms"] < r32["ms"]
+
+
+def test_bench_layers_hands_depthwise_results_over_channel_major(capsys):
+    """v1 0.5/128's dw7 -> pw7 (8x8x256: the pointwise layer would transpose its input): by
+    default the depthwise layer writes channel-major and the pointwise layer runs in one launch
+    instead of two, as the runtime runs them; --no-handoff measures the NHWC pair."""
+    args = ["bench-layers", "--net", "v1", "--alpha", "0.5", "--size", "128", "--only",
+            "dw7,pw7,dw12", "--boards", "pi_zero", "--json", "--full"]
+    runs = {}
+    for extra in ([], ["--no-handoff"]):
+        assert main(args + extra) == 0
+        runs[bool(extra)] = {r["name"]: r for r in json.loads(capsys.readouterr().out)["layers"]}
+    fused, plain = runs[False], runs[True]
+    assert fused["dw7"]["layout"] == fused["pw7"]["layout"] == "chw"
+    assert fused["dw7"]["tiling"]["out_layout"] == "chw" and fused["pw7"]["tiling"]["x_layout"]
+    assert fused["dw12"]["layout"] == "hwc"          # its pointwise reader (4x4) is direct
+    assert (fused["pw7"]["launches"], plain["pw7"]["launches"]) == (1, 2)
+    assert plain["dw7"]["layout"] == plain["pw7"]["layout"] == "hwc"
+    assert fused["dw7"]["ms"] + fused["pw7"]["ms"] < plain["dw7"]["ms"] + plain["pw7"]["ms"]
