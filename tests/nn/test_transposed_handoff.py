@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 
 from vc4nn.errors import DeviceError
+from vc4nn.kernels.pointwise import PointwisePlan
 from vc4nn.kernels.spatial import PlanError
 from vc4nn.kernels.window_plan import make_plan
 from vc4nn.nn import depthwise, pointwise, prepare_pointwise
 from vc4nn.nn.layer_args import LayerArgumentError, ShapeError, resolve_padding
+from vc4nn.nn.tuned_plans import plan_key
 
 from . import spatial_reference
 from .reference import assert_close, assert_close_fp16, dense
@@ -147,3 +149,16 @@ def test_pointwise_channel_major_errors(device):
     with pytest.raises(DeviceError, match="transposed route only"):
         pointwise(x, np.zeros((8, 4), F32), x_layout="chw", device=device,
                   tiling={"transpose_input": False})
+
+
+def test_tuned_plan_keys_keep_nhwc_layers_and_separate_channel_major_ones():
+    """The layout fields stay out of the tuned-plan cache's key at their NHWC default (records
+    written before they existed still apply); a channel-major plan has a key of its own."""
+    pads = (1, 1, 1, 1)
+    nhwc = plan_key(make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads), "pi_zero")
+    chw = plan_key(make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads,
+                             out_layout="chw"), "pi_zero")
+    assert "layout" not in nhwc and "out_layout=chw" in chw and nhwc != chw
+    assert "layout" not in plan_key(PointwisePlan(14, 14, 512, 512, 12), "pi_zero")
+    assert "input_layout=chw" in plan_key(PointwisePlan(14, 14, 512, 512, 12,
+                                                        input_layout="chw"), "pi_zero")
