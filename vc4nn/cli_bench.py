@@ -114,7 +114,8 @@ def handoff_layers(args, device):
     for network, layer in network_layers(type(args)(**whole)):
         networks.setdefault(network, []).append(layer)
     return {(network, name) for network, layers in networks.items()
-            for name in network_handoffs(layers, args.qpus, device, args.storage)}
+            for name in network_handoffs(layers, args.qpus, device,
+                                         getattr(args, "storage", "fp32"))}
 
 
 def layer_kinds(text):

@@ -66,9 +66,11 @@ class PointwisePlan:
         check_storage("pointwise: w_storage", self.w_storage)
         if self.input_layout not in ("hwc", "chw"):
             raise DeviceError(f"pointwise: input_layout={self.input_layout!r}; 'hwc' or 'chw'")
-        if self.input_layout == "chw" and (self.transpose_input is False or self.max_rows):
-            raise DeviceError("pointwise: an input in 'chw' layout is read by the transposed "
-                              "route only (transpose_input=False or max_rows cannot apply)")
+        if self.input_layout == "chw" and (self.transpose_input is False or self.max_rows
+                                           not in (None, sgemm_panel.MAX_ROWS)):
+            raise DeviceError(f"pointwise: an input in 'chw' layout is read by the transposed "
+                              f"route with all its rows only (transpose_input=False or max_rows "
+                              f"< {sgemm_panel.MAX_ROWS} cannot apply)")
         if self.w_storage == "fp16" and self.panel_vectors and self.panel_vectors % 2:
             raise DeviceError(f"pointwise: panel_vectors {self.panel_vectors} with fp16 weights; "
                               f"give an even width (panels start on a 32-channel block)")

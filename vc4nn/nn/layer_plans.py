@@ -49,15 +49,14 @@ def resolved_tiling(plan):
         return {}
     if isinstance(plan, pointwise_kernel.PointwisePlan):
         transposed, rows = plan.route
-        tiling = {"transpose_input": transposed, "max_rows": rows, "panel_vectors": plan.vectors}
-        return dict(tiling, x_layout="chw") if plan.input_layout == "chw" else tiling
+        return {"transpose_input": transposed, "max_rows": rows, "panel_vectors": plan.vectors}
     if isinstance(plan, conv2d_kernel.Conv2dPlan):
         return {"taps_per_pass": plan.pass_taps}
     plan = plan.with_defaults()
     tiling = plan_tiling(plan)
     tiling.pop("buffers")
-    if plan.out_layout == "chw":
-        return dict(tiling, max_qpus=plan.qpus, out_layout="chw")
+    if plan.out_layout == "chw":        # (its stores decide how many QPUs it spreads over)
+        return dict(tiling, max_qpus=plan.qpus)
     tiling.pop("max_qpus")
     tiling.pop("store_buffers")
     return tiling
