@@ -42,8 +42,8 @@ MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (1
 # load row (the DMA row models of docs/cycle-model.md), and one QPU alone keeps about 2/3 of the
 # bus busy (vc4nn bench-layers --kind spatial --qpus 1).
 STORE_ROW_COST = 0.7
-OUT_LAYOUTS = ("hwc", "chw")
 ONE_QPU_BUS_SHARE = 0.66
+OUT_LAYOUTS = ("hwc", "chw")
 
 
 @dataclasses.dataclass(frozen=True)
