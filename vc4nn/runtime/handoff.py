@@ -7,10 +7,9 @@ with ``out_layout="chw"`` / ``x_layout="chw"``.
 
 from ..kernels.pointwise import PointwisePlan
 from ..kernels.window_plan import make_plan
+from ..nn.depthwise import KERNEL
 from ..nn.handoff import hands_over
 from .passes import sole_consumer
-
-KERNEL = (3, 3)
 
 
 def transposed_handoffs(graph, storage, num_qpus, device):
