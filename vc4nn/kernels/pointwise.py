@@ -53,6 +53,9 @@ class PointwisePlan:
     transpose_input: typing.Optional[bool] = None
     max_rows: typing.Optional[int] = None
     panel_vectors: typing.Optional[int] = None
+    # "hwc": x is [H*W, Cin] (NHWC); "chw": x is already [Cin, H*W] (a depthwise layer wrote it
+    # so), the TN path reads it and the plan has no transpose launch.
+    input_layout: str = "hwc"
 
     def __post_init__(self):
         check_storage("pointwise: storage", self.storage)
@@ -61,6 +64,13 @@ class PointwisePlan:
                               f"-byte elements; {self.storage} activations are not implemented "
                               f"(fp16 weights are: w_storage='fp16')")
         check_storage("pointwise: w_storage", self.w_storage)
+        if self.input_layout not in ("hwc", "chw"):
+            raise DeviceError(f"pointwise: input_layout={self.input_layout!r}; 'hwc' or 'chw'")
+        if self.input_layout == "chw" and (self.transpose_input is False or self.max_rows
+                                           not in (None, sgemm_panel.MAX_ROWS)):
+            raise DeviceError(f"pointwise: an input in 'chw' layout is read by the transposed "
+                              f"route with all its rows only (transpose_input=False or max_rows "
+                              f"< {sgemm_panel.MAX_ROWS} cannot apply)")
         if self.w_storage == "fp16" and self.panel_vectors and self.panel_vectors % 2:
             raise DeviceError(f"pointwise: panel_vectors {self.panel_vectors} with fp16 weights; "
                               f"give an even width (panels start on a 32-channel block)")
@@ -108,6 +118,8 @@ class PointwisePlan:
         92 786) and 4 (32 pixels: 69 059, 77 496) the misses cost less than the transpose. The
         transpose's VDW stride limits it to H*W <= 16384 pixels."""
         fits = (self.pixels - 1) * WORD <= MAX_VDW_STRIDE
+        if self.input_layout == "chw":
+            return True, sgemm_panel.MAX_ROWS
         if self.transpose_input is not None or self.max_rows is not None:
             return bool(self.transpose_input) and fits, self.max_rows or sgemm_panel.MAX_ROWS
         ways = hardware.TMU_CACHE_WAYS
@@ -139,8 +151,10 @@ class PointwisePlan:
 
     @property
     def transpose(self):
-        """The transpose launch's plan, or None."""
-        return transpose.TransposePlan(self.pixels, self.cin, self.num_qpus) if self.transposed else None
+        """The transpose launch's plan, or None (also when x comes transposed: "chw")."""
+        if not self.transposed or self.input_layout == "chw":
+            return None
+        return transpose.TransposePlan(self.pixels, self.cin, self.num_qpus)
 
 
 # Panel widths (vectors of 16 output channels) the default plan chooses from: 8 (128 channels,
@@ -171,8 +185,9 @@ def programs_for(plan):
 
 def launches(plan, x, w, y, bias=None, residual=None, workspace=None):
     """[(program, QPUs, uniform streams)] of the layer, in order. Bus addresses: x the
-    activation, w the weights (Cin, Cout), y the result, bias / residual when the plan has them,
-    workspace a Cin x H*W float buffer when the plan transposes."""
+    activation ([H*W, Cin], or [Cin, H*W] when the plan's input_layout is "chw"), w the weights
+    (Cin, Cout), y the result, bias / residual when the plan has them, workspace a Cin x H*W
+    float buffer when the plan transposes x itself (``plan.transpose``)."""
     first, main = programs_for(plan)
     out = []
     a = x
