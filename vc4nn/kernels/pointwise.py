@@ -25,9 +25,9 @@ import collections
 from .. import hardware
 from ..errors import DeviceError
 from . import sgemm_panel, transpose
-from .common import MAX_VDW_STRIDE, WORD
+from .common import MAX_VDW_STRIDE
 from .epilogue import Epilogue
-from .spatial import check_storage
+from .spatial import STORAGE_BITS, check_storage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,19 +48,17 @@ class PointwisePlan:
     bias: bool = False
     residual: bool = False
     activation: typing.Optional[str] = None
-    storage: str = "fp32"       # of the activation x and the result y
+    x_storage: str = "fp32"     # of the activation x, the result y, the residual, the weights
+    y_storage: str = "fp32"
+    r_storage: str = "fp32"
     w_storage: str = "fp32"
     transpose_input: typing.Optional[bool] = None
     max_rows: typing.Optional[int] = None
     panel_vectors: typing.Optional[int] = None
 
     def __post_init__(self):
-        check_storage("pointwise: storage", self.storage)
-        if self.storage != "fp32":
-            raise DeviceError(f"pointwise: the panel kernel gathers and stores {sgemm_panel.WORD}"
-                              f"-byte elements; {self.storage} activations are not implemented "
-                              f"(fp16 weights are: w_storage='fp16')")
-        check_storage("pointwise: w_storage", self.w_storage)
+        for name in ("x_storage", "y_storage", "r_storage", "w_storage"):
+            check_storage(f"pointwise: {name}", getattr(self, name))
         if self.w_storage == "fp16" and self.panel_vectors and self.panel_vectors % 2:
             raise DeviceError(f"pointwise: panel_vectors {self.panel_vectors} with fp16 weights; "
                               f"give an even width (panels start on a 32-channel block)")
@@ -78,7 +76,13 @@ class PointwisePlan:
         return sgemm_panel.PanelPlan(self.pixels, self.cout, self.cin, trans_a, self.num_qpus,
                                      True, True, self.epilogue, max_rows, vectors,
                                      sgemm_panel.deepest_chunk(vectors, self.num_qpus),
-                                     self.w_storage == "fp16")
+                                     self.w_storage == "fp16", self.x_storage == "fp16",
+                                     self.y_storage == "fp16",
+                                     self.residual and self.r_storage == "fp16")
+
+    @property
+    def x_bytes(self):
+        return STORAGE_BITS[self.x_storage] // 8
 
     @property
     def vectors(self):
@@ -107,7 +111,7 @@ class PointwisePlan:
         121 758, transposed 135 240. On 8 QPUs (64 pixels 128->128: direct 78 157, transposed
         92 786) and 4 (32 pixels: 69 059, 77 496) the misses cost less than the transpose. The
         transpose's VDW stride limits it to H*W <= 16384 pixels."""
-        fits = (self.pixels - 1) * WORD <= MAX_VDW_STRIDE
+        fits = (self.pixels - 1) * self.x_bytes <= MAX_VDW_STRIDE
         if self.transpose_input is not None or self.max_rows is not None:
             return bool(self.transpose_input) and fits, self.max_rows or sgemm_panel.MAX_ROWS
         ways = hardware.TMU_CACHE_WAYS
@@ -140,7 +144,9 @@ class PointwisePlan:
     @property
     def transpose(self):
         """The transpose launch's plan, or None."""
-        return transpose.TransposePlan(self.pixels, self.cin, self.num_qpus) if self.transposed else None
+        if not self.transposed:
+            return None
+        return transpose.TransposePlan(self.pixels, self.cin, self.num_qpus, self.x_storage)
 
 
 # Panel widths (vectors of 16 output channels) the default plan chooses from: 8 (128 channels,
@@ -172,7 +178,7 @@ def programs_for(plan):
 def launches(plan, x, w, y, bias=None, residual=None, workspace=None):
     """[(program, QPUs, uniform streams)] of the layer, in order. Bus addresses: x the
     activation, w the weights (Cin, Cout), y the result, bias / residual when the plan has them,
-    workspace a Cin x H*W float buffer when the plan transposes."""
+    workspace a Cin x H*W buffer of x's storage when the plan transposes."""
     first, main = programs_for(plan)
     out = []
     a = x

@@ -1,0 +1,63 @@
+"""fp16 storage of the panel kernel's A, C and residual (the pointwise layer's activations).
+
+One half per element, in the tensors' natural order (docs/kernels.md "fp16 activations in the
+pointwise kernel"); the arithmetic stays float32:
+
+- **A** (gathered through the TMU, vc4nn/kernels/halves.py): a lane asks for the half at its
+  byte address, the TMU returns the word at address & ~3 and the lane keeps the half that bit 1
+  of its address names. The k loop copies each gather out of r4 into r1 anyway (the rotator
+  reads only r0-r3); for halves the copy is the flag of bit 1 and two conditional ``fmax`` that
+  unpack r4's 16a / 16b as float32. The flag is read from r2, the address of the gather asked
+  for last, not kept per gather: r2 lies a known number of gather steps past the gather being
+  copied (panel_kloop.KStep.flip), so the generator knows whether bit 1 differs there (steps of
+  an odd number of halves) and swaps the conditions.
+- **C**: the activation's last op packs the result into bits 15:0 of a regfile-A register (the
+  chunk counter, dead during the store: ``pack_register``), a 16-bit generic write stages it
+  and a 16-bit VDW stores the vector's halves.
+- **addresses**: the uniform stream gives C's addresses in C's element size; the float32 bias
+  and the residual (either storage) ride as offsets from C's addresses. When their element size
+  differs from C's, the kernel scales C's address by the ratio (one shift) before adding the
+  offset, which the host computed against the scaled C address (``scaled_offset``).
+"""
+
+from asm import null, r1, r2, r4
+
+from .halves import HALF_HIGH, HALF_LOW
+from .panel_plan import HALF
+from .panel_registers import registers
+
+MASK = 0xFFFFFFFF
+
+
+def copy_steps(a, flip):
+    """The k loop's copy of a gather of halves from r4 to r1 as float32, as k_step steps:
+    (emit(sig), uses a small immediate). ``flip``: bit 1 of r2 differs from the gather's."""
+    low, high = ("zc", "zs") if flip else ("zs", "zc")
+    return [(lambda sig: a.and_(null, r2, HALF, sf=True, sig=sig), True),
+            (lambda sig: a.fmax(r1, r4.unpack(HALF_LOW), r4.unpack(HALF_LOW), cond=low,
+                                sig=sig), False),
+            (lambda sig: a.fmax(r1, r4.unpack(HALF_HIGH), r4.unpack(HALF_HIGH), cond=high,
+                                sig=sig), False)]
+
+
+def pack_register(plan):
+    """The regfile-A register C's halves are packed into: the chunk counter, which the store
+    does not need (every panel loads it again before its chunk loop)."""
+    return registers(plan)[0]["chunks_left"]
+
+
+def scaled_address(a, dst, address, offset, c_bytes, to_bytes):
+    """dst (an accumulator) = C's ``address`` scaled to elements of ``to_bytes`` + ``offset``
+    (on the other register file, or an accumulator): the address of the element of another tensor with C's index, when the uniform
+    stream's offset came from ``scaled_offset``."""
+    if address is not dst:
+        a.mov(dst, address)
+    shift = a.shl if to_bytes > c_bytes else a.shr
+    shift(dst, dst, 1)
+    a.add(dst, dst, offset)
+
+
+def scaled_offset(base, c_address, c_bytes, to_bytes):
+    """The uniform word for ``scaled_address``: ``base`` less C's address scaled to elements of
+    ``to_bytes`` (modulo 2**32, as the kernel adds)."""
+    return (base - c_address * to_bytes // c_bytes) & MASK
