@@ -14,6 +14,10 @@ and Cin = 384, 640, ...), they share sets of the direct-mapped cache and the gat
 each QPU takes fewer pixels (4 for Cin = 128), or the activation is first transposed on the GPU
 ([Cin, H*W], one extra launch) and the panel kernel's TN path reads it (``route``). The
 weights need no such care: B is only ever DMA'd.
+
+Storage: x, the residual, y and the weights are each float32 or halves (``x_storage``, ...;
+arithmetic float32): the panel kernel's halves branches (panel_act_halves.py, panel_halves.py)
+and a transpose of halves. The bias is float32.
 """
 
 import dataclasses
@@ -110,7 +114,7 @@ class PointwisePlan:
         pixels 384->64: 8 rows 347 400, 4 rows 160 548, transposed 208 220; without aliasing, 64->384: direct
         121 758, transposed 135 240. On 8 QPUs (64 pixels 128->128: direct 78 157, transposed
         92 786) and 4 (32 pixels: 69 059, 77 496) the misses cost less than the transpose. The
-        transpose's VDW stride limits it to H*W <= 16384 pixels."""
+        transpose's VDW stride limits it to H*W <= 16384 pixels (32768 in halves)."""
         fits = (self.pixels - 1) * self.x_bytes <= MAX_VDW_STRIDE
         if self.transpose_input is not None or self.max_rows is not None:
             return bool(self.transpose_input) and fits, self.max_rows or sgemm_panel.MAX_ROWS
