@@ -67,6 +67,8 @@ HALF_CASES = [
     (3, 5, 33, 100, 12, True, True, "relu", {"panel_vectors": 6}, "fp32", "fp16", "fp32", "fp16"),
     (3, 5, 33, 100, 12, True, True, None, {"panel_vectors": 6}, "fp32", "fp32", "fp16", "fp32"),
     (3, 5, 33, 100, 12, True, True, "relu6", None, "fp16", "fp32", "fp16", "fp16"),
+    (3, 5, 33, 100, 12, False, True, "relu6", {"panel_vectors": 6}, "fp16", "fp16", "fp32",
+     "fp16"),
 ]
 DTYPES = {"fp16": np.float16, "fp32": np.float32}
 
