@@ -6,8 +6,9 @@ pointwise kernel"); the arithmetic stays float32:
 - **A** (gathered through the TMU, vc4nn/kernels/halves.py): a lane asks for the half at its
   byte address, the TMU returns the word at address & ~3 and the lane keeps the half that bit 1
   of its address names. The k loop copies each gather out of r4 into r1 anyway (the rotator
-  reads only r0-r3); for halves the copy is the flag of bit 1 and two conditional ``fmax`` that
-  unpack r4's 16a / 16b as float32. The flag is read from r2, the address of the gather asked
+  reads only r0-r3); for halves the copy is the flag of bit 1 and two conditional MUL moves of
+  r4's 16a / 16b unpacked (to float32, whatever the op), whose ADD slots carry the k-row's other
+  bookkeeping (``copy_steps``). The flag is read from r2, the address of the gather asked
   for last, not kept per gather: r2 lies a known number of gather steps past the gather being
   copied (panel_kloop.KStep.flip), so the generator knows whether bit 1 differs there (steps of
   an odd number of halves) and swaps the conditions.
@@ -20,7 +21,7 @@ pointwise kernel"); the arithmetic stays float32:
   offset, which the host computed against the scaled C address (``scaled_offset``).
 """
 
-from asm import null, r1, r2, r4
+from asm import null, r1, r2, r4, tmu0_s
 
 from .halves import HALF_HIGH, HALF_LOW
 from .panel_plan import HALF
@@ -29,15 +30,39 @@ from .panel_registers import registers
 MASK = 0xFFFFFFFF
 
 
-def copy_steps(a, flip):
-    """The k loop's copy of a gather of halves from r4 to r1 as float32, as k_step steps:
-    (emit(sig), uses a small immediate). ``flip``: bit 1 of r2 differs from the gather's."""
-    low, high = ("zc", "zs") if flip else ("zs", "zc")
-    return [(lambda sig: a.and_(null, r2, HALF, sf=True, sig=sig), True),
-            (lambda sig: a.fmax(r1, r4.unpack(HALF_LOW), r4.unpack(HALF_LOW), cond=low,
-                                sig=sig), False),
-            (lambda sig: a.fmax(r1, r4.unpack(HALF_HIGH), r4.unpack(HALF_HIGH), cond=high,
-                                sig=sig), False)]
+def copy_steps(a, plan, kind, setup, count):
+    """A k-row's bookkeeping with halves, as k_step steps (emit(sig), uses a small immediate):
+    on the first k of a gather (``kind``: a panel_kloop.KStep) the flags of bit 1 of r2, then
+    the copy of the gather to r1 as two conditional MUL moves (an r4 unpack converts for any
+    op), the ADD slots carrying the request of the gather ahead (asked at the old r2 with the
+    flags, r2 stepped next), ``setup`` (the chunk's first VPM reads) and ``count`` (the chunk
+    loop's counter, last: its flags must outlive the copy's). Other k: ``setup`` and ``count``
+    on their own."""
+    extras = [step for step in (setup, count) if step]
+    if kind.half:
+        return extras
+    regs = registers(plan)[0]
+    low, high = ("zc", "zs") if kind.flip else ("zs", "zc")
+    flag = (lambda sig: a.and_(null, r2, HALF, sf=True, sig=sig), True)
+    ask = None
+    if kind.request == "full":
+        flag = (lambda sig: a.and_(null, r2, HALF, sf=True, sig=sig).mov(tmu0_s, r2), True)
+        ask = (lambda sig: a.add(r2, r2, regs["a_step"], sig=sig), False)
+    elif kind.request == "single":
+        ask = (lambda sig: a.sub(tmu0_s, r2, regs["lane_k"], sig=sig), False)
+    if ask is None and setup and not count:
+        ask, extras = setup, []
+    elif ask is None and setup:
+        ask, extras = setup, [count]
+    first = extras[:-1]             # a setup that found no free ADD slot goes before
+    last = extras[-1] if extras else None
+    return first + [flag, copy_step(a, ask, HALF_LOW, low), copy_step(a, last, HALF_HIGH, high)]
+
+
+def copy_step(a, add_step, half, cond):
+    """``add_step`` (an ADD op as a step, or None) with the MUL moving r4's ``half`` to r1."""
+    emit, small = add_step or ((lambda sig: a.nop(sig=sig)), False)
+    return (lambda sig: emit(sig).mov(r1, r4.unpack(half), cond=cond), small)
 
 
 def pack_register(plan):

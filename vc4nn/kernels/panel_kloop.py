@@ -140,18 +140,17 @@ def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
 
     # Each step: (emit(sig), True if it uses a small immediate, which excludes a signal).
     steps = []
-    if plan.a_halves:       # the copy takes flags of its own: group 0's reads, copy, count
-        if row == 0:
-            steps.append((lambda sig: a.add(vr_setup, r3, -plan.row_base, sig=sig), True))
-        if kind.half == 0:
-            steps += copy_steps(a, kind.flip)
+    if plan.a_halves:       # the copy, the request, group 0's reads and the count in 3 steps
+        reads = (lambda sig: a.add(vr_setup, r3, -plan.row_base, sig=sig), True)
+        steps = copy_steps(a, plan, kind, reads if row == 0 else None,
+                           (count, True) if count_here else None)
     elif row == 0 or count_here:
         steps.append((first, True))
     elif kind.half == 0:
         steps.append((first, False))
-    if kind.request:
+    if kind.request and not plan.a_halves:
         steps.append((lambda sig: request_a(a, plan, kind.request, sig), False))
-    if count_here and (row == 0 or plan.a_halves):
+    if count_here and row == 0 and not plan.a_halves:
         steps.append((count, True))
     flags_at = len(steps) if count_here else 0
     prev = acc[-1][-1]
