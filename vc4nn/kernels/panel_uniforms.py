@@ -18,11 +18,12 @@ from .panel_plan import ROLE_LOADER, ROLE_MASTER, ROW_BYTES
 # The uniform stream of one QPU (the host/kernel contract), in the order the kernel reads it:
 #   [participates]                         0: this QPU exits at once
 #   [role, staging write setup, VDW setup full vector, VDW setup partial vector] [alpha] [beta]
-#   [residual: its address - C's address]
+#   [residual: its address - C's address (scaled to the residual's element size,
+#             panel_act_halves.scaled_offset)]
 #   loaders: the DMA pieces of chunk 0, each [vdr setup, address]
 #   per pass: [A address of the block's first row, rows valid - 1, rows to store (0: a pass
 #             this QPU only helps with), C address of the block's row 0, (bias) the bias's
-#             address - that C address]
+#             address - that C address (scaled to float32 elements)]
 #      per panel: [A's gather step in bytes (negative: k runs backwards), bytes to its first
 #                 k, (two-k gathers) A's k step]
 #         per chunk: loaders: (fp16 B) the VPM read and write setups that widen my k-row of
