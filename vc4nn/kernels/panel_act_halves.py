@@ -73,8 +73,9 @@ def pack_register(plan):
 
 def scaled_address(a, dst, address, offset, c_bytes, to_bytes):
     """dst (an accumulator) = C's ``address`` scaled to elements of ``to_bytes`` + ``offset``
-    (on the other register file, or an accumulator): the address of the element of another tensor with C's index, when the uniform
-    stream's offset came from ``scaled_offset``."""
+    (an accumulator, or a register ``address`` does not share a file with): the address of the
+    element of another tensor with C's index, when the uniform stream's offset came from
+    ``scaled_offset``."""
     if address is not dst:
         a.mov(dst, address)
     shift = a.shl if to_bytes > c_bytes else a.shr
