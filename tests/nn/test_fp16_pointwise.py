@@ -62,7 +62,8 @@ HALF_CASES = [
      "fp16", "fp16", "fp16", "fp16"),
     (3, 5, 33, 130, 12, True, True, None, {"transpose_input": True, "panel_vectors": 8},
      "fp16", "fp16", "fp16", "fp32"),
-    (1, 7, 17, 40, 1, True, False, "relu", {"transpose_input": True}, "fp16", "fp16", "fp32", "fp32"),
+    (1, 7, 17, 40, 1, True, False, "relu", {"transpose_input": True},
+     "fp16", "fp16", "fp32", "fp32"),
     (1, 7, 17, 20, 4, False, True, None, {"transpose_input": True}, "fp16", "fp32", "fp32", "fp32"),
     (3, 5, 33, 100, 12, True, True, "relu", {"panel_vectors": 6}, "fp32", "fp16", "fp32", "fp16"),
     (3, 5, 33, 100, 12, True, True, None, {"panel_vectors": 6}, "fp32", "fp32", "fp16", "fp32"),
@@ -73,8 +74,9 @@ HALF_CASES = [
 DTYPES = {"fp16": np.float16, "fp32": np.float32}
 
 
-@pytest.mark.parametrize("h, w, cin, cout, qpus, bias, residual, activation, tiling, xs, ys, rs, ws",
-                         HALF_CASES, ids=str)
+@pytest.mark.parametrize(
+    "h, w, cin, cout, qpus, bias, residual, activation, tiling, xs, ys, rs, ws", HALF_CASES,
+    ids=str)
 def test_fp16_activations(device, h, w, cin, cout, qpus, bias, residual, activation, tiling, xs,
                           ys, rs, ws):
     rng = np.random.default_rng(cin * cout + h)
