@@ -220,9 +220,10 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
     if kind == "pointwise":
         weights = prepare_pointwise(np.asarray(rand(layer.cin, layer.cout, fp16=w_fp16)),
                                     np.asarray(rand(layer.cout)), device=device)
-        residual = rand(h, w, layer.cout) if layer.residual else None
+        residual = rand(h, w, layer.cout, fp16=half) if layer.residual else None
         y, run = pointwise(x, weights, activation=act, residual=residual, num_qpus=num_qpus,
-                           return_run=True, tiling=tiling, x_layout=layout)
+                           return_run=True, tiling=tiling, x_layout=layout,
+                           dtype=result_dtype)
         weights.free()
         run_shape = f"{h}x{w}x{layer.cin}->{layer.cout}"
     elif kind == "depthwise":

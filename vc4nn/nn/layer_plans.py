@@ -21,7 +21,9 @@ def plan_for(layer, height, width, num_qpus, device, tiling=None, storage="fp32"
     if layer.kind == "pointwise":
         plan = pointwise_kernel.PointwisePlan(height, width, layer.cin, layer.cout, num_qpus,
                                               True, layer.residual, layer.activation,
-                                              w_storage=storage, input_layout=layout,
+                                              storage, storage,
+                                              storage if layer.residual else "fp32", storage,
+                                              input_layout=layout,
                                               **(tiling or {}))
     elif layer.kind == "depthwise":
         pads, _ = resolve_padding("depthwise", "same", height, width, 3, 3, layer.stride,
