@@ -116,7 +116,7 @@ def one_pass(a, plan, rows, masters):
     a.mov(regs["c_panel"], uniform)
     if plan.epilogue.bias:
         a.mov(regs["bias"], uniform)
-    panel_bytes = plan.panel_vectors * LANES * WORD
+    panel_bytes = plan.panel_vectors * LANES * plan.c_bytes
     if plan.full_panels:
         a.ldi(regs["panels_left"], plan.full_panels)
         a.label("panel")
@@ -130,7 +130,7 @@ def one_pass(a, plan, rows, masters):
         a.nop()
         a.nop()
     if plan.edge:           # c_panel is at column full_panels * 96: move to the edge window
-        a.ldi(r3, (plan.edge.start - plan.full_panels * panel_bytes // WORD) * WORD)
+        a.ldi(r3, (plan.edge.start - plan.full_panels * plan.panel_vectors * LANES) * plan.c_bytes)
         a.add(regs["c_panel"], regs["c_panel"], r3)
         with a.scope("edge"):
             panel(a, plan, plan.edge, masters, rows)
