@@ -95,3 +95,22 @@ def test_fp16_values_hand_over_too(tmp_path, device):
         assert all(run.launches == 1 for run in runs.values())
     assert np.max(np.abs(got - expected)) / np.max(np.abs(expected)) <= 1e-2
     assert np.argmax(got) == np.argmax(expected)
+
+
+def test_auto_precision_compares_sessions_that_hand_over_different_values(tmp_path, device):
+    """precision="auto" tries each fp16 layer on the input a float32 session gave it: there the
+    8x8x256 depthwise results are handed over channel-major (float32 rows of 1 KB alias), in
+    the fp16 session not (rows of halves are 512 bytes): the values are compared as (H, W, C)."""
+    path = str(tmp_path / "wide.onnx")
+    onnx.save(wide_v1_model(), path)
+    x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    with InferenceSession(path, device=device, num_qpus=12) as fp32:
+        assert len(fp32.channel_major) == 2
+    with InferenceSession(path, device=device, precision="auto") as sess:
+        (got,) = sess.run(None, {"input": x})
+        assert any(s == "fp16" for s in sess.storage.layers.values())
+        assert all(sess.storage.values[v] == "fp32" for v in sess.channel_major)
+    assert np.max(np.abs(got - expected)) / np.max(np.abs(expected)) <= 1e-2
+    assert device._allocations == []
