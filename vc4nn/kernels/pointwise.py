@@ -59,10 +59,20 @@ class PointwisePlan:
     transpose_input: typing.Optional[bool] = None
     max_rows: typing.Optional[int] = None
     panel_vectors: typing.Optional[int] = None
+    # "hwc": x is [H*W, Cin] (NHWC); "chw": x is already [Cin, H*W] (a depthwise layer wrote it
+    # so), the TN path reads it and the plan has no transpose launch.
+    input_layout: str = "hwc"
 
     def __post_init__(self):
         for name in ("x_storage", "y_storage", "r_storage", "w_storage"):
             check_storage(f"pointwise: {name}", getattr(self, name))
+        if self.input_layout not in ("hwc", "chw"):
+            raise DeviceError(f"pointwise: input_layout={self.input_layout!r}; 'hwc' or 'chw'")
+        if self.input_layout == "chw" and (self.transpose_input is False or self.max_rows
+                                           not in (None, sgemm_panel.MAX_ROWS)):
+            raise DeviceError(f"pointwise: an input in 'chw' layout is read by the transposed "
+                              f"route with all its rows only (transpose_input=False or max_rows "
+                              f"< {sgemm_panel.MAX_ROWS} cannot apply)")
         if self.w_storage == "fp16" and self.panel_vectors and self.panel_vectors % 2:
             raise DeviceError(f"pointwise: panel_vectors {self.panel_vectors} with fp16 weights; "
                               f"give an even width (panels start on a 32-channel block)")
@@ -116,6 +126,8 @@ class PointwisePlan:
         92 786) and 4 (32 pixels: 69 059, 77 496) the misses cost less than the transpose. The
         transpose's VDW stride limits it to H*W <= 16384 pixels (32768 in halves)."""
         fits = (self.pixels - 1) * self.x_bytes <= MAX_VDW_STRIDE
+        if self.input_layout == "chw":
+            return True, sgemm_panel.MAX_ROWS
         if self.transpose_input is not None or self.max_rows is not None:
             return bool(self.transpose_input) and fits, self.max_rows or sgemm_panel.MAX_ROWS
         ways = hardware.TMU_CACHE_WAYS
@@ -147,8 +159,8 @@ class PointwisePlan:
 
     @property
     def transpose(self):
-        """The transpose launch's plan, or None."""
-        if not self.transposed:
+        """The transpose launch's plan, or None (also when x comes transposed: "chw")."""
+        if not self.transposed or self.input_layout == "chw":
             return None
         return transpose.TransposePlan(self.pixels, self.cin, self.num_qpus, self.x_storage)
 
@@ -181,8 +193,9 @@ def programs_for(plan):
 
 def launches(plan, x, w, y, bias=None, residual=None, workspace=None):
     """[(program, QPUs, uniform streams)] of the layer, in order. Bus addresses: x the
-    activation, w the weights (Cin, Cout), y the result, bias / residual when the plan has them,
-    workspace a Cin x H*W buffer of x's storage when the plan transposes."""
+    activation ([H*W, Cin], or [Cin, H*W] when the plan's input_layout is "chw"), w the weights
+    (Cin, Cout), y the result, bias / residual when the plan has them, workspace a Cin x H*W
+    buffer of x's storage when the plan transposes x itself (``plan.transpose``)."""
     first, main = programs_for(plan)
     out = []
     a = x

@@ -9,8 +9,8 @@ import numpy as np
 from ..device import Buffer, qpu_count
 from ..kernels import panel_halves, pointwise as kernel
 from .layer_args import (DTYPE_OF_STORAGE, LayerArgumentError, ShapeError, check_activation,
-                         check_on_device, check_out, check_stored_tensor, check_tensor,
-                         check_tiling, pick_device, result_storage)
+                         check_layout, check_on_device, check_out, check_stored_tensor,
+                         check_tensor, check_tiling, pick_device, result_storage)
 from .layer_call import LayerCall, PreparedWeights, chain, upload
 from .tuned_plans import tuned_plan
 
@@ -62,7 +62,7 @@ def check_bias(layer, bias, cout, device, stored=False):
 
 
 def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=None,
-              num_qpus=12, return_run=False, tiling=None, dtype=None):
+              num_qpus=12, return_run=False, tiling=None, dtype=None, x_layout="hwc"):
     """1x1 convolution of ``x`` (H, W, Cin) with ``w`` (Cin, Cout) or a PreparedPointwise:
     ``act(x @ w + bias + residual)`` of shape (H, W, Cout). ``residual``: (H, W, Cout), added
     before the activation. Conventions of every layer: vc4nn/nn/layer_args.py.
@@ -70,6 +70,11 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
     Storage: x, w and the residual are float32 or float16 each (fp16 storage, float32
     arithmetic; the bias is float32, a float16 one is widened). The result's dtype is
     ``out``'s, else ``dtype``, else x's.
+
+    x_layout: "hwc", or "chw" when x is given channel-major, (Cin, H, W) (as
+    ``depthwise(..., out_layout="chw")`` writes it): the kernel's transposed-input route reads
+    it as it is, so the layer is one launch instead of a transpose and the GEMM (docs/kernels.md
+    "Handing over transposed"). The result is (H, W, Cout) either way.
 
     tiling: {"transpose_input": bool, "max_rows": 1..8, "panel_vectors": 1..16} forces the
     route and the panel width (PointwisePlan); None
@@ -92,9 +97,14 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
         cin, cout, w_storage = prepared.cin, prepared.cout, prepared.w_storage
         if bias is not None and prepared.bias is not None:
             raise LayerArgumentError(f"{LAYER}: bias given, but w was prepared with a bias")
-    height, width, channels = x.shape
+    x_layout = check_layout(LAYER, "x_layout", x_layout)
+    if x_layout == "chw":
+        channels, height, width = x.shape
+    else:
+        height, width, channels = x.shape
     if channels != cin:
-        raise ShapeError(f"{LAYER}: x has {channels} channels (shape {x.shape}) but w has "
+        raise ShapeError(f"{LAYER}: x has {channels} channels (shape {x.shape}, x_layout "
+                         f"{x_layout!r}) but w has "
                          f"{cin} input channels (w is ({cin}, {cout}))")
     if bias is not None:
         check_bias(LAYER, bias, cout, device, stored=prepared is None)
@@ -111,7 +121,7 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
     has_bias = bias is not None or (prepared is not None and prepared.bias is not None)
     plan = kernel.PointwisePlan(height, width, cin, cout, num_qpus, has_bias,
                                 residual is not None, activation, x_storage, y_storage,
-                                r_storage, w_storage,
+                                r_storage, w_storage, input_layout=x_layout,
                                 **check_tiling(LAYER, tiling, kernel.PointwisePlan,
                                                "transpose_input"))
     if tiling is None:
@@ -126,7 +136,7 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
         bias_buf = prepared.bias if bias is None else call.on_device(bias)
         res_buf = call.on_device(residual, DTYPE_OF_STORAGE[r_storage])
         y = call.result_buffer(out, shape, DTYPE_OF_STORAGE[y_storage])
-        workspace = call.workspace((cin, plan.pixels), x_dtype) if plan.transposed else None
+        workspace = call.workspace((cin, plan.pixels), x_dtype) if plan.transpose else None
         runs = [device.execute(program, qpus, streams)
                 for program, qpus, streams in kernel.launches(
                     plan, x_buf.address, prepared.weights.address, y.address,
