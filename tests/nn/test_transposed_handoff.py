@@ -140,6 +140,41 @@ def test_depthwise_hands_over_to_pointwise(device):
     pw.free()
 
 
+@pytest.mark.parametrize("case", POINTWISE, ids=str)
+def test_pointwise_reads_channel_major_halves(device, case):
+    """fp16 x in "chw" (and fp16 residual and result): the transposed path's gathers of halves
+    read it as they read the transpose of halves."""
+    h, w, cin, cout, qpus, with_bias, with_residual, activation = case
+    rng = np.random.default_rng(cin + 1)
+    x = rng.standard_normal((h, w, cin)).astype(F16)
+    wt = rng.standard_normal((cin, cout)).astype(F32)
+    bias = rng.standard_normal(cout).astype(F32) if with_bias else None
+    res = rng.standard_normal((h, w, cout)).astype(F16) if with_residual else None
+    y, run = pointwise(np.ascontiguousarray(x.transpose(2, 0, 1)), wt, bias, activation, res,
+                       device=device, num_qpus=qpus, return_run=True, x_layout="chw")
+    assert_close_fp16(y, *dense(x, wt, bias, res, activation), cin)
+    assert run.launches == 1
+
+
+def test_fp16_depthwise_hands_over_halves_to_pointwise(device):
+    """fp16: the depthwise layer writes halves channel-major and the pointwise layer reads them
+    in one launch, bit for bit what the NHWC pair gives (its pointwise transposes the halves:
+    Cin*2 a multiple of 1 KB on 12 QPUs)."""
+    rng = np.random.default_rng(10)
+    x = device.array(rng.standard_normal((7, 9, 512)).astype(F16))
+    wt = rng.standard_normal((3, 3, 512)).astype(F16)
+    pw = prepare_pointwise(rng.standard_normal((512, 40)).astype(F16),
+                           rng.standard_normal(40).astype(F32), device=device)
+    mid = depthwise(x, wt, stride=1, activation="relu6", device=device, out_layout="chw")
+    y, run = pointwise(mid, pw, activation="relu6", device=device, return_run=True,
+                       x_layout="chw")
+    nhwc = depthwise(x, wt, stride=1, activation="relu6", device=device)
+    y_ref, run_ref = pointwise(nhwc, pw, activation="relu6", device=device, return_run=True)
+    assert y.dtype == F16 and run.launches == 1 and run_ref.launches == 2
+    np.testing.assert_array_equal(np.asarray(y).view(np.uint16), np.asarray(y_ref).view(np.uint16))
+    pw.free()
+
+
 def test_pointwise_channel_major_errors(device):
     x = np.zeros((8, 2, 3), F32)                    # (Cin, H, W)
     with pytest.raises(LayerArgumentError, match="x_layout"):

@@ -65,3 +65,42 @@ def test_depthwise_hands_over_channel_major_to_pointwise(tmp_path, device, monke
     assert none == [] and len(names) == 2
     assert fused == plain - 2
     assert device._allocations == []
+
+
+def wide_fp16_model(size=32, seed=5):
+    """stem -> dw/pw blocks whose pointwise layers read 8x8x512 (Cin*2 = 1 KB: in halves the
+    rows alias as float32 rows of 256 channels do)."""
+    b = OnnxBuilder(seed)
+    y = b.conv_bn("input", 3, 16, stride=2)                     # 16x16x16
+    y = b.conv_bn(y, 16, 16, stride=2, group=16)                # 8x8x16
+    y = b.conv_bn(y, 16, 512, k=1)                              # 8x8x512
+    y = b.conv_bn(y, 512, 512, group=512)
+    y = b.conv_bn(y, 512, 64, k=1)                              # handed over, in halves
+    return b.model("input", size, b.head(y, 64, 10))
+
+
+def test_fp16_depthwise_hands_over_halves_channel_major(tmp_path, device, monkeypatch):
+    """precision="fp16": the depthwise result is stored as halves channel-major and the
+    pointwise layer reads them so (one launch fewer), within fp16 storage's error of
+    onnxruntime."""
+    path = str(tmp_path / "wide16.onnx")
+    onnx.save(wide_fp16_model(), path)
+    x = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    counts = {}
+    for handoff in (False, True):
+        with monkeypatch.context() as m:
+            if not handoff:
+                m.setattr(session_module, "transposed_handoffs", lambda *args: set())
+            with InferenceSession(path, device=device, precision="fp16") as sess:
+                for _ in range(2):      # a call, then a replay of the recorded launches
+                    (got,) = sess.run(None, {"input": x})
+                    err = np.max(np.abs(got - expected)) / np.max(np.abs(expected))
+                    assert err <= 2e-2 and np.argmax(got) == np.argmax(expected)
+                counts[handoff] = launches(sess), sorted(sess.channel_major)
+                assert all(sess.storage.values[v] == "fp16" for v in sess.channel_major)
+    (plain, none), (fused, names) = counts[False], counts[True]
+    assert none == [] and len(names) == 1
+    assert fused == plain - 1
+    assert device._allocations == []

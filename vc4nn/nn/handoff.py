@@ -20,11 +20,11 @@ def hands_over(depthwise_plan, pointwise_plan, device):
     """Whether the depthwise layer of ``depthwise_plan`` (a WindowPlan, NHWC result) should
     write its result channel-major for the pointwise layer of ``pointwise_plan`` (a
     PointwisePlan reading it as x): the pointwise layer, as its call would plan it (tuned cache
-    included), transposes x itself, and the depthwise plan can store the layout. Float32 only:
-    the pointwise kernel reads float32 activations (an fp16 [Cin, H*W] input would need its
-    transposed path to read plain halves, which is for the kernel that adds fp16 activations to
-    say)."""
-    if depthwise_plan.out_storage != "fp32" or pointwise_plan.x_storage != "fp32":
+    included), transposes x itself, and the depthwise plan can store the layout. Either storage,
+    the same for both: the pointwise kernel's transposed path reads a [Cin, H*W] of halves as
+    the transpose of halves writes it (docs/kernels.md "fp16 activations in the pointwise
+    kernel")."""
+    if depthwise_plan.out_storage != pointwise_plan.x_storage:
         return False
     if not tuned_plan(pointwise_plan, device).transposed:
         return False
