@@ -140,6 +140,22 @@ def test_depthwise_hands_over_to_pointwise(device):
     pw.free()
 
 
+@pytest.mark.parametrize("case", POINTWISE, ids=str)
+def test_pointwise_reads_channel_major_halves(device, case):
+    """fp16 x in "chw" (and fp16 residual and result): the transposed path's gathers of halves
+    read it as they read the transpose of halves."""
+    h, w, cin, cout, qpus, with_bias, with_residual, activation = case
+    rng = np.random.default_rng(cin + 1)
+    x = rng.standard_normal((h, w, cin)).astype(F16)
+    wt = rng.standard_normal((cin, cout)).astype(F32)
+    bias = rng.standard_normal(cout).astype(F32) if with_bias else None
+    res = rng.standard_normal((h, w, cout)).astype(F16) if with_residual else None
+    y, run = pointwise(np.ascontiguousarray(x.transpose(2, 0, 1)), wt, bias, activation, res,
+                       device=device, num_qpus=qpus, return_run=True, x_layout="chw")
+    assert_close_fp16(y, *dense(x, wt, bias, res, activation), cin)
+    assert run.launches == 1
+
+
 def test_fp16_pair_matches_the_transposing_pair(device):
     """Halves: the depthwise layer's pixel-pair stores give the same [C, H*W] halves the
     pointwise layer's own transpose of halves would (8x9x512 fp16: that layer transposes), so
