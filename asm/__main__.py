@@ -81,7 +81,8 @@ def _arguments(prog, assemble_name="assemble"):
     assemble.add_argument("--no-check", action="store_true", help="skip the hazard checker")
     dis = commands.add_parser("disasm", help="disassemble code (.bin or hex listing) into text",
                               description="Disassemble FILE into text that assembles back to the "
-                              "same words; non-canonical words are shown as .quad lines.")
+                              "same words: fields no operand gives are set by a 'fields' part, "
+                              "words with reserved codes are shown as .quad lines.")
     dis.add_argument("file", metavar="FILE", help="code: .bin raw words or a hex listing")
     dis.add_argument("--format", choices=("auto", "bin", "hex"), default="auto",
                      help="input format (auto: by extension, else by content)")

@@ -1,10 +1,11 @@
 """Disassembler: instruction words -> the text syntax of docs/asm-syntax.md.
 
 Every line it prints assembles back to exactly the word it came from. That holds by
-construction: each word's rendering is re-assembled by ``asm.parser`` and compared; a word whose
-text does not reproduce it (a reserved code, junk in an unused field, a field combination the
-assembler never produces) is printed as a raw ``.quad`` line, with the best-effort decoding and
-the reason in a comment.
+construction: each word's rendering is re-assembled by ``asm.parser`` and compared. A word whose
+text differs only in fields no operand gives (a nop with a write address, junk in an unused
+field) gets a ``fields`` part setting them, and a comment saying what the hardware does with
+them; one the text cannot reach (a reserved code, another signal, an assembler objection) is
+printed as a raw ``.quad`` line, with the best-effort decoding and the reason in a comment.
 
 Accepted inputs: a Program, a sequence of 64-bit words, or a file (``read_words``): raw
 little-endian ``.bin`` or a hex listing (see ``words_from_hex``).
@@ -256,23 +257,29 @@ def _field_differences(word, other):
 
 
 class Line:
-    """One disassembled word: ``text`` (an instruction or a ``.quad``) and, if non-canonical,
-    ``best_effort`` (the closest instruction text) and ``reason``."""
+    """One disassembled word: ``text`` (an instruction, one with a ``fields`` part, or a
+    ``.quad``); if non-canonical, ``best_effort`` (the closest instruction text) and ``reason``;
+    ``effects``: what the word does that the instruction part of its text does not say."""
 
-    __slots__ = ("word", "address", "text", "best_effort", "reason")
+    __slots__ = ("word", "address", "text", "best_effort", "reason", "effects")
 
-    def __init__(self, word, address, text, best_effort=None, reason=None):
+    def __init__(self, word, address, text, best_effort=None, reason=None, effects=()):
         self.word, self.address, self.text = word, address, text
-        self.best_effort, self.reason = best_effort, reason
+        self.best_effort, self.reason, self.effects = best_effort, reason, list(effects)
 
     @property
     def canonical(self):
         return self.reason is None
 
+    @property
+    def note(self):
+        """The listing's comment on the word, after its offset ("" for a plain instruction)."""
+        if not self.canonical:
+            return f"{self.best_effort}  -- non-canonical: {self.reason}"
+        return "; ".join(self.effects)
+
     def __str__(self):
-        if self.canonical:
-            return self.text
-        return f"{self.text}  # {self.best_effort}  -- non-canonical: {self.reason}"
+        return f"{self.text}  # {self.note}" if self.note else self.text
 
 
 def disassemble_word(word, address=0, target_labels=None):
@@ -292,7 +299,7 @@ def disassemble_word(word, address=0, target_labels=None):
     if reserved:
         return Line(word, address, quad, best_effort, "; ".join(reserved))
     labels = {name: target for target, name in (target_labels or {}).items()}
-    failure, tried = None, set()
+    failure, tried, nearest = None, set(), None
     for spelling in SPELLINGS:          # natural names first, then side-spelling ones
         text = render(ins, address, target_labels, spelling)
         if text in tried:
@@ -307,7 +314,29 @@ def disassemble_word(word, address=0, target_labels=None):
             return Line(word, address, text)
         # The natural spelling's difference says best what the text cannot express.
         failure = failure or _field_differences(word, got)
+        nearest = nearest or (text, got)
+    text = _with_fields(ins, nearest, address, labels)
+    if text is not None:
+        return Line(word, address, text, effects=effects)
     return Line(word, address, quad, best_effort, failure)
+
+
+def _with_fields(ins, nearest, address, labels):
+    """The nearest text (text, its word) with a ``fields`` part setting the fields its operands
+    cannot give, if that assembles to ``ins``'s word (None if not: another format, or an
+    assembler objection)."""
+    if nearest is None:
+        return None
+    text, got = nearest
+    theirs = encoding.decode(got)
+    if theirs.sig != ins.sig:       # the signal picks the format: no fields part can change it
+        return None
+    text += " ; fields " + ", ".join(f"{name}={value}" for name, value in ins.items()
+                                     if getattr(theirs, name) != value)
+    try:
+        return text if parser.assemble_line(text, address, labels) == ins.encode() else None
+    except AsmError:
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,7 +374,7 @@ def _code(code):
     if hasattr(code, "words"):
         return [int(w) for w in code.words], dict(code.labels), list(code.waivers)
     words = encoding.words_from_bytes(code) if isinstance(code, (bytes, bytearray, memoryview)) \
-        else [int(w) for w in code]
+        else encoding.instruction_words(code)
     return words, {}, [()] * len(words)
 
 
@@ -375,10 +404,10 @@ def disassemble(code):
         statement = line.text + (" ; waive " + ", ".join(sorted(waive)) if waive else "")
         comment = f"0x{address:04x}"
         target = branch_target(encoding.decode(word), address)    # None unless a relative branch
-        if not line.canonical:
-            comment += f": {line.best_effort}  -- non-canonical: {line.reason}"
-        elif target is not None:
+        if line.canonical and target is not None:
             comment += f" -> 0x{target:04x}"
+        if line.note:
+            comment += f": {line.note}"
         out.append(f"    {statement:<48} # {comment}")
     for address in sorted(placed):                 # labels past the end
         out.extend(f"{name}:" for name in sorted(placed[address]))
@@ -461,5 +490,5 @@ def read_words(path, fmt="auto"):
             raise ParseError(f"{path}: not a hex listing (not ASCII text)") from None
         words = words_from_hex(text, str(path))
     else:
-        raise ValueError(f"unknown code format {fmt!r}")
+        raise AsmError(f"unknown code format {fmt!r}; give 'auto', 'bin' or 'hex'")
     return np.array(words, dtype=np.uint64)

@@ -103,6 +103,22 @@ def decode(word):
     return Instruction(**values)
 
 
+def instruction_words(words):
+    """``words`` (a sequence of 64-bit instruction words: ints or numpy integers) as a list of
+    ints; anything else is an EncodingError naming the word, never a silent int() of it."""
+    if isinstance(words, (str, bytes, dict)) or not hasattr(words, "__iter__"):
+        raise EncodingError(f"instruction words must be a sequence of 64-bit ints, got "
+                            f"{type(words).__name__}")
+    result = []
+    for pc, word in enumerate(words):
+        if isinstance(word, bool) or not isinstance(word, (int, np.integer)):
+            raise EncodingError(f"instruction word {pc} is {word!r:.40}, not an int")
+        if not 0 <= int(word) < (1 << 64):
+            raise EncodingError(f"instruction word {pc} ({int(word):#x}) is not a 64-bit word")
+        result.append(int(word))
+    return result
+
+
 def signed32(value):
     """A 32-bit field read as two's complement."""
     return value - (1 << 32) if value >> 31 else value

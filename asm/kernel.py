@@ -27,7 +27,7 @@ import keyword
 
 from . import builder, hazards, isa
 from . import registers as regs
-from .encoding import decode
+from .encoding import FORMAT_FIELDS, decode
 from .errors import AssemblerError, caller_location, checked_call, suggestion
 from .program import Program
 from .registers import resolve
@@ -70,6 +70,12 @@ def waiver_set(waive):
     return frozenset(rules)
 
 
+# The instruction format (asm.encoding.FORMAT_FIELDS) of each kind of entry that has one, and
+# what messages call it.
+_FORMAT_OF_KIND = {"alu": ("alu", "an ALU"), "ldi": ("load_imm", "a load-immediate"),
+                   "branch": ("branch", "a branch")}
+
+
 class _Entry:
     """One instruction being assembled: its parts, where it was written, what it waives."""
 
@@ -84,6 +90,7 @@ class _Entry:
         self.instruction = instruction
         self.target = None              # branch: (Label or name or int, scope at the call)
         self.branch_args = None
+        self.fields = {}                # raw field values set over the built word (set_fields)
 
     def update(self, halves=(), sig=None, ws=None, reads=()):
         """Add parts to this ALU instruction. Nothing changes unless the result encodes, so an
@@ -245,6 +252,29 @@ class Assembler(VpmMacros):
         self._entries.append(_Entry(self._call_site, "raw", waive, decode(word)))
 
     @_with_location
+    def set_fields(self, **fields):
+        """Set raw fields of the last instruction over what its operands encode (the text
+        syntax's ``fields`` part): how the disassembler writes a word that no operand syntax
+        gives, such as a MUL nop with a write address. Names are the fields of the
+        instruction's format in asm.isa (not sig, which picks the format); values must fit."""
+        entry = self._entries[-1] if self._entries else None
+        if entry is None or entry.kind == "raw":
+            raise AssemblerError("fields: they set fields of the instruction before them (an ALU "
+                                 "op, ldi or branch; a .quad gives every bit already)")
+        fmt, what = _FORMAT_OF_KIND[entry.kind]
+        table = FORMAT_FIELDS[fmt]
+        for name, value in fields.items():
+            if name == "sig" or name not in table:
+                raise AssemblerError(f"fields: {name} is not a field of {what} instruction; its "
+                                     f"fields: {', '.join(n for n in table if n != 'sig')}")
+            width = table[name][1]
+            if isinstance(value, bool) or not isinstance(value, int) or \
+                    not 0 <= value < (1 << width):
+                raise AssemblerError(f"fields: {name}={value!r} does not fit in {width} bits "
+                                     f"(0..{(1 << width) - 1})")
+        entry.fields = {**entry.fields, **fields}
+
+    @_with_location
     def ldi(self, dst, value, mode=None, cond="always", sf=False, pack=None, sig=None, waive=(), ws=None):
         """Load a 32-bit int (signed or unsigned) or float, or 16 per-element 2-bit values
         (``mode`` 'signed' -2..1 / 'unsigned' 0..3, chosen from the values unless given).
@@ -378,7 +408,7 @@ class Assembler(VpmMacros):
                     entry.instruction = builder.build_branch(immediate=offset, **entry.branch_args)
                 except AssemblerError as error:
                     raise AssemblerError(error.message, entry.location) from None
-            words.append(entry.instruction.encode())
+            words.append(entry.instruction.replace(**entry.fields).encode())
         labels = {label.qualified_name: index * isa.INSTRUCTION_BYTES
                   for label, index, _ in self._labels.values()}
         program = Program(words, labels, [e.location for e in self._entries],

@@ -9,6 +9,7 @@ was expected.
 
 import collections
 import keyword
+import os
 import re
 
 from . import isa, registers
@@ -25,7 +26,7 @@ _TOKEN = re.compile(r"""
 _LABEL_NAME = re.compile(r"[A-Za-z_][\w.$/]*")
 _ROTATE = re.compile(r"^rot(r5|\d+)$")
 # Parts of an ALU statement after the ops: a signal name, ``read SRC...`` or ``waive RULE...``.
-_READ, _WAIVE = "read", "waive"
+_READ, _WAIVE, _FIELDS = "read", "waive", "fields"
 # Statements with one instruction part; the load forms call these Assembler methods.
 _LOAD_FORMS = {"ldi": "ldi", "sacq": "sema_acquire", "srel": "sema_release"}
 _SINGLE_FORMS = (*_LOAD_FORMS, "branch", ".quad")
@@ -432,10 +433,33 @@ def parse_line(text, location):
             current = []
         else:
             current.append(token)
+    fields = [part for part in parts[1:] if part.peek().text == _FIELDS]
+    parts = [part for part in parts if part not in fields]
     first = parts[0].peek().text
     if (first if first.startswith(".") else first.split(".")[0]) in _SINGLE_FORMS:
-        return labels, _single_statement(parts)
-    return labels, _alu_statement(parts)
+        calls = _single_statement(parts)
+    else:
+        calls = _alu_statement(parts)
+    return labels, calls + [("set_fields", [], _field_values(tokens)) for tokens in fields]
+
+
+def _field_values(tokens):
+    """``fields NAME=VALUE, ...`` -> {name: value}: raw fields set over the built word."""
+    tokens.next()
+    values = {}
+
+    def field(tokens):
+        token = tokens.next()
+        if token.kind != "word":
+            raise tokens.expected("a field name (asm.isa: waddr_mul, cond_mul, ...)", token)
+        tokens.expect("=", f"'=' after {token.text}")
+        value = _number(tokens, f"the value of {token.text}")
+        if token.text in values:
+            raise tokens.error(f"field {token.text} given twice", token)
+        values[token.text] = value
+    _comma_list(tokens, field)
+    tokens.finish()
+    return values
 
 
 # ---------------------------------------------------------------------------------------------
@@ -447,7 +471,8 @@ def _apply(calls, assembler, resolve_target):
     target = assembler
     for method, args, kwargs in calls:
         args = [resolve_target(arg) if isinstance(arg, _Target) else arg for arg in args]
-        result = getattr(target, method)(*args, **kwargs)
+        # set_fields acts on the instruction as a whole, once its parts are all given
+        result = getattr(assembler if method == "set_fields" else target, method)(*args, **kwargs)
         target = result if result is not None else target
 
 
@@ -461,6 +486,8 @@ class _TextAssembler:
 
 def assemble_text(text, filename="<text>", check=True):
     """Assemble program text -> Program (hazard-checked unless ``check`` is False)."""
+    if not isinstance(text, str):
+        raise ParseError(f"{filename}: the program text must be a str, got {type(text).__name__}")
     front = _TextAssembler()
     a = front.assembler
     for number, line in enumerate(text.splitlines(), 1):
@@ -480,6 +507,9 @@ MAX_SOURCE_CHARS = 64 << 20
 
 def assemble_file(path, check=True):
     """Assemble a text file -> Program. The source map holds the file's lines."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ParseError(f"the path of a program text must be a file name, got "
+                         f"{type(path).__name__}")
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read(MAX_SOURCE_CHARS + 1)

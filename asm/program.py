@@ -1,7 +1,7 @@
 """An assembled QPU program: instruction words plus what tools need to explain them."""
 
 from . import isa
-from .encoding import bytes_from_words, decode, encode, words_from_bytes
+from .encoding import bytes_from_words, decode, encode, instruction_words, words_from_bytes
 from .errors import EncodingError
 
 
@@ -11,10 +11,7 @@ class Program:
     """
 
     def __init__(self, words, labels=None, source_map=None, waivers=None):
-        self.words = [int(w) for w in words]
-        for pc, word in enumerate(self.words):
-            if not 0 <= word < (1 << 64):
-                raise EncodingError(f"instruction {pc} ({word:#x}) is not a 64-bit word")
+        self.words = instruction_words(words)
         self.instructions = [decode(w) for w in self.words]
         self.labels = dict(labels or {})
         count = len(self.words)

@@ -6,8 +6,8 @@
                                                       run a program with its buffers, show them
     vc4nn sgemm [--m M --n N --k K] [--qpus N]        multiply random matrices on a device, check vs numpy
     vc4nn doctor                                      diagnose the Raspberry Pi set-up
-    vc4nn classify | profile | bench | accuracy | ops | export-mobilenet-v2 | demo    the runtime (see
-                                                      vc4nn.runtime.cli)
+    vc4nn classify | profile | bench | accuracy | ops | export-mobilenet-v2 | demo
+                                                      run a MobileNet (listed below)
     vc4nn bench-layers [--quick] [--net v1,v2] [--json]  per-layer MobileNet figures (cycle model)
     vc4nn tune [--net v1,v2] [--cache FILE]           search layer tilings, store the winners
 
@@ -18,6 +18,7 @@ VC4NN_DEVICE environment variable). Emulated runs longer than about a second sho
 
 import argparse
 import os
+import re
 import sys
 
 from asm.__main__ import ArgumentParser
@@ -39,17 +40,42 @@ def _asm_main(command):
     return run
 
 
-def _doctor_main(argv):
+def _own_parser(load_main):
+    """A subcommand parsing its own arguments: ``load_main()`` gives its main(argv). --help and
+    usage errors end its argparse with SystemExit; here they are a status (usage errors 1, not
+    argparse's 2, as every vc4nn error)."""
+    def run(argv):
+        try:
+            return load_main()(argv)
+        except SystemExit as stop:
+            return 1 if stop.code == 2 else stop.code
+    return run
+
+
+def _doctor_main():
     from .pi.doctor import doctor_main
-    try:
-        return doctor_main(argv)
-    except SystemExit as stop:      # --help, and usage errors (argparse's 2: status 1 here)
-        return 1 if stop.code == 2 else stop.code
+    return doctor_main
 
 
 def _runtime_main(command):
-    from .runtime.cli import main
-    return lambda rest: main(command, rest)
+    def load():
+        from .runtime.cli import main
+        return lambda rest: main(command, rest)
+    return _own_parser(load)
+
+
+def _own_parser_helps():
+    """One line of help for each subcommand that parses its own arguments (the runtime's from
+    the table in its module's docstring)."""
+    from .runtime import cli as runtime_cli
+    helps = {"asm": "assemble a text file (.s) into code", "assemble": "the same as asm",
+             "disasm": "disassemble code (.bin or hex listing) into text",
+             "doctor": "diagnose the Raspberry Pi set-up"}
+    for line in runtime_cli.__doc__.splitlines():
+        row = re.match(r"\s+vc4nn (\S+) .*?\s{2,}(\S.*)$", line)
+        if row:
+            helps[row.group(1)] = row.group(2)
+    return helps
 
 
 def main(argv=None):
@@ -57,7 +83,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     # asm, disasm and doctor own their argument parsing.
     passthrough = {"asm": _asm_main("asm"), "assemble": _asm_main("assemble"),
-                   "disasm": _asm_main("disasm"), "doctor": _doctor_main}
+                   "disasm": _asm_main("disasm"), "doctor": _own_parser(_doctor_main)}
     passthrough.update({name: _runtime_main(name) for name in RUNTIME_COMMANDS})
     if argv and argv[0] in passthrough:
         return passthrough[argv[0]](argv[1:])
@@ -68,8 +94,10 @@ def main(argv=None):
     parser.add_argument("--version", action="version", version=f"vc4nn {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND",
                                      parser_class=ArgumentParser)
+    helps = _own_parser_helps()
     for name in passthrough:
-        commands.add_parser(name, help=f"see vc4nn {name} --help", add_help=False)
+        commands.add_parser(name, help=helps.get(name, f"see vc4nn {name} --help"),
+                            add_help=False)
     run = commands.add_parser("run", help="run a program with its buffers and show them",
                               description=cli_run.__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -91,7 +119,10 @@ def main(argv=None):
                              DEFAULT_MAX_INSTRUCTIONS))
         sub.add_argument("--quiet", action="store_true", help="no progress bar")
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:       # reported by the subcommand's parser, whose usage line is the right one
+            (commands.choices[args.command] if args.command else parser).error(
+                f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as stop:      # usage errors, --help, --version: a status, not an exit
         return stop.code
     if args.command is None:

@@ -31,6 +31,7 @@ import json
 import sys
 import time
 
+from .cli_common import add_network_arguments, count
 from .errors import Vc4nnError
 
 QUICK_PIXELS = 96           # one pass of 8 pixels x 12 QPUs
@@ -42,18 +43,16 @@ KIND_GROUPS = {"gemm": ("pointwise", "fully_connected", "global_avg_pool"),
 
 
 def add_arguments(parser):
-    parser.add_argument("--net", default="v1,v2", help="v1, v2 or v1,v2 (default)")
-    parser.add_argument("--alpha", type=float, default=1.0)
-    parser.add_argument("--size", type=int, default=224)
+    add_network_arguments(parser, "v1,v2")
     parser.add_argument("--boards", default=DEFAULT_BOARDS,
                         help=f"board presets, comma-separated (default {DEFAULT_BOARDS})")
-    parser.add_argument("--qpus", type=int, default=12)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="reduced runs, scaled (see above)")
     mode.add_argument("--full", action="store_true", help="full layers even on the Python core")
-    parser.add_argument("--pixels", type=int, default=QUICK_PIXELS,
-                        help=f"reduced runs: pointwise pixels at most (default {QUICK_PIXELS})")
-    parser.add_argument("--rows", type=int, default=QUICK_ROWS,
+    parser.add_argument("--pixels", type=count, default=QUICK_PIXELS,
+                        help=f"reduced runs: pointwise pixels at most (0: all; default "
+                        f"{QUICK_PIXELS})")
+    parser.add_argument("--rows", type=count, default=QUICK_ROWS,
                         help="reduced runs: spatial output rows at most (default: all; few rows "
                         "weigh each tile's halo and ramp-up more)")
     parser.add_argument("--plans", choices=("tuned", "default"), default="tuned",

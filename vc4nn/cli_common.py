@@ -23,10 +23,55 @@ def positive_int(text):
     return integer_at_least(text, 1)
 
 
+def count(text):
+    """An int >= 0 (0 has the option's own meaning: all, none)."""
+    return integer_at_least(text, 0)
+
+
+# MobileNets ship at alphas 0.25..1.4 and sizes 96..224; the bounds keep a typo from asking for
+# layers no Pi could hold (alpha 100: 102,400 channels).
+MAX_ALPHA = 4.0
+MAX_INPUT_SIZE = 1024
+
+
+def width_multiplier(text):
+    """--alpha: a finite float in (0, MAX_ALPHA]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= MAX_ALPHA:
+        raise argparse.ArgumentTypeError(f"{text} is not in (0, {MAX_ALPHA:g}]")
+    return value
+
+
+def input_size(text):
+    """--size: the network's input height and width, 1..MAX_INPUT_SIZE."""
+    value = positive_int(text)
+    if value > MAX_INPUT_SIZE:
+        raise argparse.ArgumentTypeError(f"{value} is more than {MAX_INPUT_SIZE}")
+    return value
+
+
+def add_network_arguments(parser, default_net):
+    """--net, --alpha, --size and --qpus: which MobileNet layers run, on how many QPUs."""
+    parser.add_argument("--net", default=default_net, help=f"v1, v2 or v1,v2 (default "
+                        f"{default_net})")
+    parser.add_argument("--alpha", type=width_multiplier, default=1.0,
+                        help="width multiplier, in (0, 4] (default 1)")
+    parser.add_argument("--size", type=input_size, default=224,
+                        help=f"input height and width, 1..{MAX_INPUT_SIZE} (default 224)")
+    parser.add_argument("--qpus", type=qpus, default=12, help="1..12 (default 12)")
+
+
+# --max-instructions none: no budget at all (an absent flag, None, keeps the command's default).
+NO_BUDGET = "none"
+
+
 def instruction_budget(text):
-    """--max-instructions: a positive int, or 'none' for no budget."""
-    if text.strip().lower() == "none":
-        return None
+    """--max-instructions: a positive int, or NO_BUDGET."""
+    if text.strip().lower() == NO_BUDGET:
+        return NO_BUDGET
     value = positive_int(text)
     if value > MAX_INSTRUCTION_BUDGET:
         raise argparse.ArgumentTypeError(f"{value} is more than {MAX_INSTRUCTION_BUDGET}; give "
@@ -83,7 +128,33 @@ def open_for(args, max_instructions=None):
             raise Vc4nnError(f"--max-instructions applies to the emulator, not to {name}")
         return open_device(name)
     budget = args.max_instructions if args.max_instructions is not None else max_instructions
-    return open_device(name) if budget is None else open_device(name, max_instructions=budget)
+    if budget is None:
+        return open_device(name)
+    return open_device(name, max_instructions=None if budget == NO_BUDGET else budget)
+
+
+def add_device_arguments(parser):
+    """The device options of the runtime's commands (classify, profile, bench, accuracy):
+    --device, --qpus, --board, --launch, --quiet."""
+    from .device import LAUNCH_PATHS
+    parser.add_argument("--device", default=None, help="emulator (default) or pi")
+    parser.add_argument("--qpus", type=qpus, default=12, help="1..12 (default 12)")
+    parser.add_argument("--board", default=None,
+                        help="emulator board preset for the cycle model (default: pi_zero)")
+    parser.add_argument("--launch", choices=LAUNCH_PATHS, default=None,
+                        help="launch path: mailbox (default; the firmware's execute_qpu) or "
+                             "direct (V3D registers; on a Pi needs /dev/mem, see vc4nn doctor)")
+    parser.add_argument("--quiet", "--no-progress", action="store_true", dest="quiet",
+                        help="no progress bars")
+
+
+def open_device_of(args):
+    """The device of add_device_arguments' options."""
+    from . import open_device
+    options = {"board": args.board} if args.board else {}
+    if args.launch:
+        options["launch"] = args.launch
+    return open_device(args.device, **options)
 
 
 def qpus(text):

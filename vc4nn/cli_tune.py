@@ -5,9 +5,8 @@
     vc4nn tune --cache ./plans.json --json     # a cache file of your own; results as JSON
 
 Pointwise layers try every route (pixels per QPU, transposing the activation first) and panel
-width, depthwise
-layers tile widths and heights (vc4nn/nn/tuning.py). Each candidate runs in the emulator's cycle
-model; the fastest is stored in the tuned-plan cache, keyed by the layer's exact shape and
+width, depthwise layers tile widths and heights (vc4nn/nn/tuning.py). Each candidate runs in the
+emulator's cycle model; the fastest is stored in the tuned-plan cache, keyed by the layer's exact shape and
 options, the QPU count and the board preset, and the layer functions (hence the runtime) use it
 from then on (an explicit tiling= argument overrides). Cache: --cache, else $VC4NN_TUNE_CACHE,
 else ~/.cache/vc4nn/tuned-plans.json. All times are cycle-model ESTIMATES at the board's clock.
@@ -20,16 +19,14 @@ import json
 import sys
 
 from .cli_bench import QUICK_PIXELS, network_layers
+from .cli_common import add_network_arguments, count
 
 
 def add_arguments(parser):
-    parser.add_argument("--net", default="v1", help="v1 (default), v2 or v1,v2")
-    parser.add_argument("--alpha", type=float, default=1.0)
-    parser.add_argument("--size", type=int, default=224)
+    add_network_arguments(parser, "v1")
     parser.add_argument("--board", default="pi_zero", help="board preset (default pi_zero)")
-    parser.add_argument("--qpus", type=int, default=12)
     parser.add_argument("--only", default="", help="comma-separated layer names")
-    parser.add_argument("--pixels", type=int, default=None,
+    parser.add_argument("--pixels", type=count, default=None,
                         help=f"pointwise candidates on at most this many pixels (0: all; "
                         f"default {QUICK_PIXELS} on the Python core, 0 on the C core)")
     parser.add_argument("--cache", default=None, help="cache file (default: see above)")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from asm import Program, disasm, parser
-from asm.errors import EncodingError, ParseError
+from asm.errors import AsmError, EncodingError, ParseError
 
 # facts section 1, "ALU / ALU+small imm" column: field -> lsb
 ALU_LSB = dict(sig=60, unpack=57, pm=56, pack=52, cond_add=49, cond_mul=46, sf=45, ws=44,
@@ -104,10 +104,11 @@ def test_hand_derived_words_disassemble_as_expected(word, text):
     (ldi(mode=2), "load-immediate mode 2 is reserved"),
     (branch(cond_br=13, rel=1), "branch condition 13 is reserved"),
     (branch(unused=5, cond_br=15, rel=1), "unused branch bits 59:56"),
-    (alu(cond_add=1), "cond_add=1 (text gives 0)"),                # nop with a condition
     (alu(raddr_a=33, add_a=6, add_b=6, op_add=21, cond_add=1, waddr_add=32), "ra33 cannot be read"),
-    (branch(cond_br=15, rel=1, raddr_a=4), "raddr_a=4 (text gives 0)"),                 # junk without reg
     (branch(cond_br=15, rel=1, imm=4), "not a multiple of 8"),                                 # unaligned target
+    # the small immediate signal (13) with immediate 13 that no operand reads: the text drops
+    # both, and no fields part can give the signal (it picks the format)
+    (alu(sig=13, raddr_b=13), "sig=13 (text gives 1), raddr_b=13 (text gives 39)"),
 ])
 def test_non_canonical_words_are_raw_quads_with_a_reason(word, why):
     line = disasm.disassemble_word(word)
@@ -179,28 +180,60 @@ def test_program_disassemble_method():
         ["thrend", "nop", "nop"]
 
 
-# Valid words the text cannot write: still .quad (the round trip stays bit-exact), but the
-# comment says what the hardware does with the fields the text would drop (issue 15 item 6).
+# Valid words whose fields no operand syntax gives (issue 15 item 6): the instruction text with
+# a ``fields`` part setting those fields (bit-exact), and a comment saying what the hardware
+# does with them.
 HIDDEN = [
     # MUL op nop (0) with condition zs (2) and write address 5, ws 0 -> side B: the MUL ALU's
-    # previous result is written (facts §5.17)
-    (alu(cond_mul=2, waddr_mul=5), "MUL nop writes the MUL ALU's previous result to rb5 where zs"),
+    # previous result is written (facts §5.17). By hand: sig 1 (63:60), cond_mul 2 (48:46),
+    # waddr_add 39 (43:38), waddr_mul 5 (37:32); raddr_a and raddr_b 39 (23:18, 17:12).
+    (0x100089c5009e7000, "nop ; fields cond_mul=2, waddr_mul=5",
+     "MUL nop writes the MUL ALU's previous result to rb5 where zs"),
     # ADD op nop with condition always (1) and write address 5 (side A): writes nothing
-    (alu(cond_add=1, waddr_add=5), "ADD nop writes nothing: destination ra5 is ignored"),
-    (alu(mul_b=1), "the MUL muxes of a nop are ignored"),
+    (alu(cond_add=1, waddr_add=5), "nop ; fields cond_add=1, waddr_add=5",
+     "ADD nop writes nothing: destination ra5 is ignored"),
+    (alu(mul_b=1), "nop ; fields mul_b=1", "the MUL muxes of a nop are ignored"),
+    (alu(cond_add=1), "nop ; fields cond_add=1", ""),      # always, to the nop register
     # branch with a MUL-port link (waddr_mul 5, ws 0 -> side B) and raddr_a 6 without reg
-    (branch(cond_br=15, waddr_mul=5), "the link goes to rb5 too, through the MUL write port"),
-    (branch(cond_br=15, raddr_a=6), "raddr_a bits 4:1 (3) are ignored without + raN"),
+    (branch(cond_br=15, waddr_mul=5), "branch.abs 0x0 ; fields waddr_mul=5",
+     "the link goes to rb5 too, through the MUL write port"),
+    (branch(cond_br=15, raddr_a=6), "branch.abs 0x0 ; fields raddr_a=6",
+     "raddr_a bits 4:1 (3) are ignored without + raN"),
+    (branch(cond_br=15, rel=1, raddr_a=4), "branch pc+0x20 ; fields raddr_a=4",
+     "raddr_a bits 4:1 (2) are ignored"),
+    # fadd r0, r1, r2 with the MUL write address 55 (a nop MUL with condition never: ignored)
+    (0x10020837019e7280, "fadd r0, r1, r2 ; fields waddr_mul=55", ""),
 ]
 
 
-@pytest.mark.parametrize("word, effect", HIDDEN, ids=[e for _, e in HIDDEN])
-def test_quad_lines_say_what_the_hardware_does(word, effect):
+@pytest.mark.parametrize("word, text, effect", HIDDEN, ids=[t for _, t, _ in HIDDEN])
+def test_words_beyond_the_operand_syntax_are_text_with_their_fields(word, text, effect):
     line = disasm.disassemble_word(word)
-    assert line.text == f".quad {word:#018x}" and effect in line.best_effort
+    assert line.canonical and line.text == text and line.note == effect or effect in line.note
+    assert parser.assemble_line(text) == word
     listing = disasm.disassemble([word])
-    assert effect in listing
+    assert text in listing and effect in listing and ".quad" not in listing
     assert list(parser.assemble_text(listing, "listing.s", check=False).words) == [word]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("nop ; fields sig=3", "sig is not a field of an ALU instruction"),
+    ("ldi r0, 5 ; fields raddr_a=3", "raddr_a is not a field of a load-immediate instruction"),
+    ("nop ; fields waddr_mul=64", "does not fit in 6 bits"),
+    ("nop ; fields waddr_mul=1, waddr_mul=2", "given twice"),
+    ("nop ; fields", "expected a field name"),
+    (".quad 5 ; fields waddr_mul=1", "a .quad gives every bit already"),
+])
+def test_fields_parts_are_checked(text, message):
+    with pytest.raises(AsmError, match=message):
+        parser.assemble_text(text, "f.s", check=False)
+
+
+def test_fields_apply_over_the_whole_instruction():
+    # the fields part may come before the waive part and after a MUL op and a signal
+    text = "fadd r0, r1, r2 ; fmul r3, r1, r2 ; ldtmu0 ; fields unpack=1 ; waive ldtmu_empty"
+    plain = parser.assemble_line("fadd r0, r1, r2 ; fmul r3, r1, r2 ; ldtmu0")
+    assert parser.assemble_line(text.rsplit(" ; waive", 1)[0]) == plain | (1 << 57)
 
 
 def test_the_dsl_writes_branch_sf_as_bit_45():

@@ -35,12 +35,14 @@ def device():
         yield d
 
 
-def expect_typed_error(call, argument, error=(Vc4nnError, AsmError)):
-    """``call()`` raises ``error`` whose message names ``argument``; returns the error."""
+def expect_typed_error(call, argument, error=(Vc4nnError, AsmError), also=()):
+    """``call()`` raises ``error`` whose message names ``argument`` (or one of the words in
+    ``also``); returns the error."""
     try:
         call()
     except error as caught:
-        assert argument in str(caught), f"message does not name {argument!r}: {caught}"
+        assert any(name in str(caught) for name in (argument,) + tuple(also)), \
+            f"message does not name {argument!r}: {caught}"
         return caught
     except Exception as caught:      # the failure being tested for
         pytest.fail(f"{argument}: untyped {type(caught).__name__}: {caught}")
@@ -157,6 +159,22 @@ def test_assembler_junk_is_a_parse_error_with_a_line(text):
     assert "junk.s:" in str(caught.value) and len(str(caught.value)) < 1000
 
 
+@pytest.mark.parametrize("words", [5, "x", None, [1.5], np.zeros(3, np.float32), [object()],
+                                   [-1], [1 << 64], [True]])
+def test_instruction_words_must_be_64_bit_ints(words):
+    from asm import Program
+    # a float word was silently truncated by int(); now every entry point refuses it
+    for call in (lambda: Program.from_words(words), lambda: disasm.disassemble(words)):
+        expect_typed_error(call, "word")
+
+
+def test_asm_entry_points_refuse_wrong_types():
+    for text in (5, None, b"nop"):
+        expect_typed_error(lambda: parser.assemble_text(text, "t.s"), "program text")
+    expect_typed_error(lambda: parser.assemble_file(None), "path")
+    expect_typed_error(lambda: disasm.read_words("/etc/hostname", "frob"), "format")
+
+
 def test_disassembling_a_device_file_is_bounded(tmp_path):
     with pytest.raises(AsmError, match="/dev/zero: larger than"):
         disasm.read_words("/dev/zero", "hex")
@@ -224,6 +242,8 @@ def test_run_options_refuse_bad_values(option, values, tmp_path, capsys):
     (["run", "/dev/zero"], "larger than"),
     (["run", "/nonexistent.s"], "No such file"),
     (["--frobnicate"], "unrecognized"),
+    (["tune", "--rows", "5"], "vc4nn tune: error: unrecognized arguments: --rows 5"),
+    (["sgemm", "extra"], "vc4nn sgemm: error: unrecognized arguments: extra"),
     (["frobnicate"], "invalid choice"),
     (["doctor", "--frobnicate"], "unrecognized"),
 ])

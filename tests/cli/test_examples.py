@@ -77,3 +77,15 @@ def test_example_runs_as_its_header_shows(name, tmp_path):
 
 def test_every_example_is_covered():
     assert set(FILES) == set(EXPECTED)
+
+
+def test_the_readme_shows_what_vc4nn_run_prints(tmp_path):
+    # The README's `vc4nn run` sample: every line it shows (its "..." elided) is printed.
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("    $ vc4nn run ", 1)[1].split("\n\n", 1)[0].splitlines()
+    (tmp_path / "examples").symlink_to(EXAMPLES)
+    proc = run_command(shlex.split("vc4nn run " + block[0]), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    printed = [line.strip() for line in proc.stdout.splitlines()]
+    shown = [line.strip() for line in block[1:] if line.strip() != "..."]
+    assert shown and all(line in printed for line in shown), (shown, proc.stdout)

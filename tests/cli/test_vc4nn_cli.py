@@ -1,5 +1,6 @@
 """The ``vc4nn`` command as a user runs it: one-line errors, exit codes, real output."""
 
+import argparse
 import pathlib
 import re
 import subprocess
@@ -118,13 +119,31 @@ nop
 """
 
 
-@pytest.mark.parametrize("command", [[], ["run"], ["sgemm"], ["asm"], ["assemble"], ["disasm"],
-                                     ["doctor"]])
+def subcommands():
+    """Every subcommand, as the command itself lists them when given an unknown one."""
+    import contextlib
+    import io
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["no-such-command"]) == 1
+    return re.findall(r"'([\w-]+)'", err.getvalue().split("choose from", 1)[1])
+
+
+def test_every_subcommand_has_a_line_of_help(capsys):
+    assert {"asm", "disasm", "run", "sgemm", "classify", "bench-layers", "tune"} <= \
+        set(subcommands())
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "see vc4nn" not in out and "vc4nn.runtime" not in out
+
+
+@pytest.mark.parametrize("command", [[]] + [[name] for name in subcommands()])
 def test_help_texts_name_the_command_and_have_no_markup(command, capsys):
     assert main(command + ["--help"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: " + " ".join(["vc4nn"] + command))
-    assert "``" not in out and "**" not in out
+    assert out.startswith("usage: " + " ".join(["vc4nn"] + command) + " ")
+    assert "``" not in out and "**" not in out and ":func:" not in out, out
+    assert "usage: vc4nn assemble" not in out or command == ["assemble"]
 
 
 def test_version(capsys):
@@ -243,3 +262,21 @@ def test_pi_timeout_none_is_the_longest_the_mailbox_allows():
     from vc4nn.pi.backend import MAX_TIMEOUT_MS, timeout_to_ms
     assert timeout_to_ms(None) == MAX_TIMEOUT_MS
     assert timeout_to_ms(0.0015) == 2
+
+
+@pytest.mark.parametrize("command", ["run", "sgemm"])
+def test_max_instructions_none_means_no_budget(command, monkeypatch):
+    # "none" must lift the budget, not fall back to the command's default (it did: a run past
+    # 50M instructions stopped with --max-instructions none).
+    from vc4nn import cli_common
+    opened = []
+    monkeypatch.setattr("vc4nn.open_device", lambda name, **options: opened.append(options))
+    args = argparse.Namespace(device="emulator", max_instructions=None)
+    for given, expected in ((None, {}), ("none", {"max_instructions": None}),
+                            ("500", {"max_instructions": 500})):
+        if given is not None:
+            args.max_instructions = cli_common.instruction_budget(given)
+        cli_common.open_for(args, 1000 if command == "sgemm" else None)
+        if given is None and command == "sgemm":
+            expected = {"max_instructions": 1000}
+        assert opened.pop() == expected, (command, given)

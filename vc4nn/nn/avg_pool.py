@@ -4,9 +4,9 @@ Divides by the number of *valid* (non-padded) elements of each window, as TFLite
 AVERAGE_POOL_2D does and as ONNX AveragePool with its default count_include_pad=0.
 """
 
-from ..kernels.window_plan import make_plan
+from ..kernels.window_plan import WindowPlan, make_plan
 from .layer_args import DTYPE_OF_STORAGE, check_int, check_on_device, check_out, \
-    check_stored_tensor, pick_device, resolve_padding, result_storage
+    check_stored_tensor, check_tiling, pick_device, resolve_padding, result_storage
 from .window_call import as_pair, run_window
 
 LAYER = "avg_pool"
@@ -31,5 +31,5 @@ def avg_pool(x, size, stride, padding="valid", out=None, device=None, num_qpus=1
     out = check_out(LAYER, out, (oh, ow, c), DTYPE_OF_STORAGE[out_storage], device)
     plan = make_plan("avg_pool", h, w, c, size, stride, pads, None,
                      check_int(LAYER, "num_qpus", num_qpus), in_storage, out_storage,
-                     **(tiling or {}))
+                     **check_tiling(LAYER, tiling, WindowPlan, "tile_cols"))
     return run_window(plan, x, out, device, None, return_run)

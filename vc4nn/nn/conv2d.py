@@ -51,6 +51,7 @@ class PreparedConv2d:
 def prepare_conv2d(w, bias=None, device=None, taps_per_pass=0, placement=None):
     """Lay out conv2d weights (KH, KW, Cin, Cout) and bias (Cout,) once, on ``device`` (in
     ``placement``, a layer_call.WeightArena, if given)."""
+    taps_per_pass = check_int(LAYER, "taps_per_pass", taps_per_pass, low=0)
     return PreparedConv2d(w, bias, pick_device(device), taps_per_pass, placement)
 
 

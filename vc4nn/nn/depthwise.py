@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from ..kernels.window_plan import LANES, make_plan
+from ..kernels.window_plan import LANES, WindowPlan, make_plan
 from .layer_args import DTYPE_OF_STORAGE, STORAGE_OF_DTYPE, LayerArgumentError, \
     check_activation, check_int, check_on_device, check_out, check_stored_tensor, pick_device, \
-    resolve_padding, result_storage
+    check_tiling, resolve_padding, result_storage
 from .layer_call import release, upload
 from .tuned_plans import tuned_plan
 from .window_call import run_window
@@ -86,7 +86,7 @@ def depthwise(x, w, bias=None, stride=1, padding="same", activation=None, out=No
                                                                       3)[1]
     plan = make_plan("depthwise", h, wd, c, KERNEL, (stride, stride), pads, activation,
                      check_int(LAYER, "num_qpus", num_qpus), in_storage, out_storage, w_storage,
-                     **(tiling or {}))
+                     **check_tiling(LAYER, tiling, WindowPlan, "tile_cols"))
     if tiling is None:
         plan = tuned_plan(plan, device)
     if prepared is not None:

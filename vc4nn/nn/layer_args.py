@@ -6,11 +6,14 @@ default) and returns a numpy array when its input was a host array, a device buf
 name the layer and the argument.
 """
 
+import dataclasses
 import numbers
 
 import numpy as np
 
-from ..device import Buffer
+from asm.isa import NUM_QPUS
+
+from ..device import Buffer, Device
 from ..errors import Vc4nnError
 from ..linalg import DtypeError, ForeignBufferError, ShapeError
 from .storage import DTYPE_OF_STORAGE, STORAGE_OF_DTYPE  # noqa: F401 (re-exported)
@@ -79,10 +82,38 @@ def result_storage(layer, dtype, out, default):
     return default
 
 
+# The largest values of the integer arguments the layers share. MobileNets use strides 1 and 2;
+# the window kernels' plans walk every input row a stride skips, so a stride of 2^20 would plan
+# for minutes, and any stride past the input's size gives the same one-pixel output.
+MAX_STRIDE = 64
+LIMITS = {"num_qpus": NUM_QPUS, "stride": MAX_STRIDE}
+
+
 def check_int(layer, name, value, low=1):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise LayerArgumentError(f"{layer}: {name} must be an int >= {low}, got {value!r}")
+    """``value`` as an int in low..LIMITS[name] (no upper limit for other names)."""
+    high = LIMITS.get(name)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low or \
+            (high is not None and value > high):
+        within = f">= {low}" if high is None else f"in {low}..{high}"
+        raise LayerArgumentError(f"{layer}: {name} must be an int {within}, got {value!r}")
     return int(value)
+
+
+def check_tiling(layer, tiling, plan, first):
+    """``tiling`` (None or a dict of overrides of ``plan``'s fields from ``first`` on: the
+    kernel plan's tiling options) as a dict."""
+    if tiling is None:
+        return {}
+    names = [field.name for field in dataclasses.fields(plan)]
+    options = names[names.index(first):]
+    if not isinstance(tiling, dict):
+        raise LayerArgumentError(f"{layer}: tiling must be a dict of {', '.join(options)}; got "
+                                 f"{type(tiling).__name__}")
+    unknown = sorted(str(key) for key in tiling if key not in options)
+    if unknown:
+        raise LayerArgumentError(f"{layer}: tiling has no option {', '.join(unknown)}; its "
+                                 f"options: {', '.join(options)}")
+    return tiling
 
 
 def resolve_padding(layer, padding, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w):
@@ -125,6 +156,9 @@ def resolve_padding(layer, padding, in_h, in_w, kernel_h, kernel_w, stride_h, st
 def pick_device(device, *arrays):
     """The device given, else the device of the first device buffer, else a new default one."""
     if device is not None:
+        if not isinstance(device, Device):
+            raise LayerArgumentError(f"device must be a device from vc4nn.open_device(), got "
+                                     f"{device!r}"[:200])
         return device
     for x in arrays:
         if isinstance(x, Buffer) and x.device is not None:

@@ -107,7 +107,12 @@ def chain(runs):
 def upload(device, data, placement=None):
     """``data`` (a kernel layout) in device memory: a buffer of its own, or placed in
     ``placement`` (a WeightArena, or WeightLayouts while an arena is being sized)."""
-    return device.array(data) if placement is None else placement.array(data)
+    if placement is None:
+        return device.array(data)
+    if not isinstance(placement, (WeightArena, WeightLayouts)):
+        raise DeviceError(f"placement must be a WeightArena (or None), got "
+                          f"{type(placement).__name__}")
+    return placement.array(data)
 
 
 def release(device, buf, placement):

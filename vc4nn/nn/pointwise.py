@@ -9,7 +9,8 @@ import numpy as np
 from ..device import Buffer, qpu_count
 from ..kernels import panel_halves, pointwise as kernel
 from .layer_args import (LayerArgumentError, ShapeError, check_activation, check_on_device,
-                         check_out, check_stored_tensor, check_tensor, pick_device)
+                         check_out, check_stored_tensor, check_tensor, check_tiling,
+                         pick_device)
 from .layer_call import LayerCall, PreparedWeights, chain, upload
 from .tuned_plans import tuned_plan
 
@@ -104,7 +105,7 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
     has_bias = bias is not None or (prepared is not None and prepared.bias is not None)
     plan = kernel.PointwisePlan(height, width, cin, cout, num_qpus, has_bias,
                                 residual is not None, activation, w_storage=w_storage,
-                                **(tiling or {}))
+                                **check_tiling(LAYER, tiling, kernel.PointwisePlan, "transpose_input"))
     if tiling is None:
         plan = tuned_plan(plan, device)
     with LayerCall(device, not isinstance(x, Buffer)) as call:

@@ -6,7 +6,7 @@
     vc4nn accuracy MODEL [-n N] [--json] [--png FILE]      fp16 / auto against fp32
     vc4nn ops                                              supported operators
     vc4nn export-mobilenet-v2 OUT.onnx [--weights PTH]     torchvision's MobileNetV2 as ONNX
-    vc4nn demo [--image FILE]                              the cat, real MobileNetV2 (demo.py)
+    vc4nn demo [--image FILE]                              a cat photo on the real MobileNetV2
 
 Every command that runs a model takes --device emulator|pi, --qpus N, --board (emulator) and
 --launch mailbox|direct (how launches start: the firmware's execute_qpu or the V3D's registers;
@@ -22,8 +22,7 @@ import sys
 
 import numpy as np
 
-from ..cli_common import qpus
-from ..device import LAUNCH_PATHS
+from ..cli_common import add_device_arguments, open_device_of, positive_int
 from ..errors import Vc4nnError
 from .precision import PRECISIONS
 
@@ -32,15 +31,7 @@ COMMANDS = ("classify", "profile", "bench", "accuracy", "ops", "export-mobilenet
 
 def _device_args(parser):
     parser.add_argument("model", help=".tflite or .onnx file")
-    parser.add_argument("--device", default=None, help="emulator (default) or pi")
-    parser.add_argument("--qpus", type=qpus, default=12)
-    parser.add_argument("--board", default=None,
-                        help="emulator board preset for the cycle model (default: pi_zero)")
-    parser.add_argument("--launch", choices=LAUNCH_PATHS, default=None,
-                        help="launch path: mailbox (default; the firmware's execute_qpu) or "
-                             "direct (V3D registers; on a Pi needs /dev/mem, see vc4nn doctor)")
-    parser.add_argument("--quiet", "--no-progress", action="store_true", dest="quiet",
-                        help="no progress bars")
+    add_device_arguments(parser)
     parser.add_argument("--precision", default="fp32", choices=PRECISIONS,
                         help="storage of weights and activations (arithmetic is fp32): fp16 "
                              "halves where the kernels can; auto: per layer, fp16 where faster "
@@ -51,12 +42,8 @@ def _device_args(parser):
 
 
 def _open(args, image_input=None):
-    from .. import open_device
     from .session import InferenceSession
-    options = {"board": args.board} if args.board else {}
-    if args.launch:
-        options["launch"] = args.launch
-    device = open_device(args.device, **options)
+    device = open_device_of(args)
     try:
         return InferenceSession(args.model, device=device, num_qpus=args.qpus,
                                 image_input=image_input,
@@ -82,7 +69,7 @@ def classify_main(argv):
     p = argparse.ArgumentParser(prog="vc4nn classify", description="Top classes of an image.")
     _device_args(p)
     p.add_argument("image", help="an image file Pillow reads (JPEG, PNG, ...)")
-    p.add_argument("--top", type=int, default=5)
+    p.add_argument("--top", type=positive_int, default=5, help="classes to print (default 5)")
     p.add_argument("--labels", default=None, help="class names, one per line")
     p.add_argument("--normalization", default="auto", choices=("auto", "tflite", "torchvision"),
                    help="the model's input normalisation (auto: [-1, 1] for TFLite, ImageNet "
@@ -181,7 +168,7 @@ def _chart(records, path, title):
 def bench_main(argv):
     p = argparse.ArgumentParser(prog="vc4nn bench", description="Time per inference.")
     _device_args(p)
-    p.add_argument("--runs", type=int, default=None,
+    p.add_argument("--runs", type=positive_int, default=None,
                    help="runs to time (default: 1 on the emulator, 20 on a Pi)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)

@@ -6,6 +6,8 @@ into its first convolution (``Normalization``), so the host only decodes and res
 """
 
 import collections
+import os
+import stat
 
 import numpy as np
 
@@ -68,10 +70,15 @@ def class_names(count, labels_file=None):
     if labels_file:
         try:
             with open(labels_file, encoding="utf-8") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):    # /dev/zero: no end
+                    raise ImageError(f"the labels file {labels_file} is not a regular file")
                 names = [line.strip() for line in f if line.strip()]
         except OSError as error:
             raise ImageError(f"cannot read the labels file {labels_file}: {error.strerror}") \
                 from None
+        except UnicodeDecodeError as error:
+            raise ImageError(f"the labels file {labels_file} is not UTF-8 text ({error.reason} "
+                             f"at byte {error.start})") from None
         if len(names) != count:
             raise ImageError(f"{labels_file} has {len(names)} labels; the model has {count} "
                              f"classes")

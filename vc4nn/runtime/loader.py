@@ -1,6 +1,7 @@
 """Load a model file into the optimized IR, choosing the reader by the file's content."""
 
 import os
+import stat
 
 from .errors import ModelFormatError
 from .passes import optimize
@@ -12,6 +13,8 @@ def read_bytes(path, what="model"):
     """The file's bytes, or a ModelFormatError naming it."""
     try:
         with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ModelFormatError(f"cannot read the {what}: not a regular file", path)
             return f.read()
     except OSError as error:
         raise ModelFormatError(f"cannot read the {what}: {error.strerror}", path) from None
@@ -22,6 +25,10 @@ def read_graph(path):
     path = os.fspath(path)
     try:
         with open(path, "rb") as f:
+            # A device or a pipe (/dev/zero) would be read until memory runs out.
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ModelFormatError("not a regular file (a .tflite or .onnx model file)",
+                                       path)
             head = f.read(8)
     except OSError as error:
         raise ModelFormatError(f"cannot read the model: {error.strerror}", path) from None

@@ -31,6 +31,7 @@ from .planner import plan_memory
 from .profile import layer_record
 from . import program_cache
 from .replay import CodePool, LaunchGroup, Recording, layer_runs, schedule
+from .session_args import check_output_names, check_session_options
 
 NodeArg = collections.namedtuple("NodeArg", "name shape type")
 # Device bytes a session may hold with its recorded launches: a Pi's GPU memory split is often
@@ -63,8 +64,10 @@ class InferenceSession:
                  replay=True, memory_budget=DEFAULT_MEMORY_BUDGET, precision="fp32",
                  tolerance=precision_choice.DEFAULT_TOLERANCE, calibration=None, launch=None):
         start, cpu_start = time.perf_counter(), time.process_time()
+        check_session_options(path, device, progress, replay, memory_budget, calibration)
         self.path = str(path)
         self.precision = precision_choice.check_precision(precision, tolerance)
+        self.closed = False
         self.graph = load_graph(self.path)
         self.num_qpus = num_qpus
         self.progress = progress
@@ -322,6 +325,9 @@ class InferenceSession:
         _copy_into(self._interior, x)
 
     def run(self, output_names=None, input_feed=None):
+        if self.closed:
+            raise InputError("run: this InferenceSession is closed; make a new one")
+        output_names = check_output_names(output_names)
         names = list(self.graph.outputs) if output_names is None else list(output_names)
         unknown = [n for n in names if n not in self.graph.outputs]
         if unknown:
@@ -390,6 +396,7 @@ class InferenceSession:
                 "peak_live_activation_bytes": self.plan.peak_live_bytes}
 
     def close(self):
+        self.closed = True
         self._free_layers()
         if self._own_device and self.device is not None:
             self.device.close()
