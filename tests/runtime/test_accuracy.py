@@ -11,9 +11,8 @@ import onnx
 import pytest
 
 from vc4nn.runtime import InferenceSession
+from vc4nn.runtime import random_mobilenets as onnx_models
 from vc4nn.runtime.accuracy import agreement, disagreement_bound, top_k, traced_run
-
-from . import onnx_models
 
 # float32's scores for one input: class 3 first, then 1, 7, 0, 9 (the top 5), then 2 (6th).
 REFERENCE = np.array([6.0, 8.0, 5.0, 9.0, 0.0, 1.0, 2.0, 7.0, 3.0, 5.5])
