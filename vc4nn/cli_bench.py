@@ -80,9 +80,9 @@ def network_layers(args):
     builders = {"v1": mobilenet_shapes.mobilenet_v1, "v2": mobilenet_shapes.mobilenet_v2}
     nets = [n for n in args.net.split(",") if n]
     unknown = [n for n in nets if n not in builders]
-    if unknown:
-        raise Vc4nnError(f"--net {args.net}: unknown network(s) {', '.join(unknown)}; "
-                         f"use {', '.join(NETWORKS)}")
+    if unknown or not nets:
+        named = f"unknown network(s) {', '.join(unknown)}" if unknown else "no network named"
+        raise Vc4nnError(f"--net {args.net!r}: {named}; use {', '.join(NETWORKS)}")
     only = set(filter(None, args.only.split(",")))
     kind = getattr(args, "kind", "")                # vc4nn tune has no --kind
     kinds = layer_kinds(kind)
@@ -120,7 +120,10 @@ def run_records(args, progress=print, save=None):
     from .emulator import EmulatorDevice
     from .nn.layer_figures import FULL, Reduction, measure_layer
     records, core = [], None
-    for board in [b for b in args.boards.split(",") if b]:
+    boards = [b for b in args.boards.split(",") if b]
+    if not boards:
+        raise Vc4nnError(f"--boards {args.boards!r} names no board preset")
+    for board in boards:
         device = EmulatorDevice(board=board)
         core = getattr(device, "core", "python")
         reduce = not args.full and (args.quick or core != "c")

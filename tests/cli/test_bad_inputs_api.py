@@ -205,6 +205,10 @@ def test_model_commands_refuse_bad_values(tiny_model, photo, tmp_path, capsys):
              (["profile", "/dev/zero"], "not a regular file"),
              (["bench", tiny_model, "--runs", "0"], "--runs"),
              (["bench", tiny_model, "--runs", "-1"], "--runs"),
+             (["accuracy", tiny_model, "--seed", "-1"], "--seed"),
+             (["bench-layers", "--boards", ",,"], "names no board"),
+             (["bench-layers", "--net", ","], "no network named"),
              (["ops", "extra"], "unrecognized")]
     for argv, fragment in cases:
-        assert fragment in cli_error(argv + ["--quiet"] * (argv[0] != "ops"), capsys), argv
+        quiet = ["--quiet"] if argv[0] in ("classify", "profile", "bench") else []
+        assert fragment in cli_error(argv + quiet, capsys), argv

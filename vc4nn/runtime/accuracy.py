@@ -22,6 +22,7 @@ import os
 
 import numpy as np
 
+from ..cli_common import seed as seed_number
 from ..errors import Vc4nnError
 from .precision import PRECISIONS as KNOWN_PRECISIONS, relative_error
 
@@ -185,7 +186,8 @@ def accuracy_main(argv):
     p.add_argument("--board", default=None, help="emulator board preset")
     p.add_argument("-n", "--inputs", type=int, default=DEFAULT_INPUTS,
                    help=f"inputs: the photos, then synthetic images (default {DEFAULT_INPUTS})")
-    p.add_argument("--seed", type=int, default=0, help="first seed of the synthetic images")
+    p.add_argument("--seed", type=seed_number, default=0,
+                   help="first seed of the synthetic images (an int >= 0)")
     p.add_argument("--precisions", default=",".join(PRECISIONS),
                    help="compared with fp32, comma-separated (default fp16,auto)")
     p.add_argument("--normalization", default="auto", choices=("auto", "tflite", "torchvision"))
