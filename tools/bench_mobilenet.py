@@ -11,8 +11,8 @@
 
 In the emulator every GPU time is a cycle-model ESTIMATE at the board's V3D clock (default
 pi_zero); the Pi Zero host figure scales this machine's measured host work by an assumed factor
-(vc4nn/runtime/bench.py). v1/v2 with random weights are built like the tests' models
-(tests/runtime/onnx_models.py); the timing does not depend on the weights.
+(vc4nn/runtime/bench.py). v1/v2 with random weights are the tests' models
+(vc4nn/runtime/random_mobilenets.py); the timing does not depend on the weights.
 """
 
 import argparse
@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import onnx  # noqa: E402
 
 import vc4nn  # noqa: E402
-from vc4nn.runtime.bench import bench  # noqa: E402
+from vc4nn.runtime.bench import PI_ZERO_HOST_FACTOR, bench  # noqa: E402
 from vc4nn.runtime.loader import load_graph  # noqa: E402
 from vc4nn.runtime.planner import plan_memory  # noqa: E402
 
@@ -38,8 +38,8 @@ def model_file(name, size, width, folder):
     if name == "mnv2":
         from vc4nn.runtime.mobilenet_v2 import export_mobilenet_v2
         return export_mobilenet_v2(path)
-    from tests.runtime import onnx_models
-    build = {"v1": onnx_models.mobilenet_v1, "v2": onnx_models.mobilenet_v2}[name]
+    from vc4nn.runtime import random_mobilenets
+    build = {"v1": random_mobilenets.mobilenet_v1, "v2": random_mobilenets.mobilenet_v2}[name]
     onnx.save(build(size, width, classes=1000), path)
     return path
 
@@ -84,14 +84,16 @@ def comparison(reports):
                  f"({saved / gpu['mailbox'] * 100:.1f}%)")
     out = {"gpu_seconds": gpu, "lines": lines}
     if reports[0]["gpu_estimated"]:
-        # Host work does not depend on the launch path in the emulator (launches are answered
-        # at once while it is measured), so both totals use the less disturbed of the two
-        # measurements of the same work; the difference is then the launch path's alone.
-        host = min(r["host_seconds_pi_zero_estimate"] for r in reports)
-        total = {path: seconds + host for path, seconds in gpu.items()}
-        lines.append(f"end to end on a Pi Zero (estimate, host work {host * 1e3:.1f} ms for "
-                     f"both): mailbox {total['mailbox'] * 1e3:.1f} ms, direct "
-                     f"{total['direct'] * 1e3:.1f} ms")
+        # The runtime's host work does not depend on the launch path in the emulator (launches
+        # are answered at once while it is measured), so both totals use the less disturbed of
+        # the two measurements of the same work; the Pi backend's launch code differs by path.
+        runtime = min(r["host_seconds_this_machine"] for r in reports)
+        host = {r["launch_path"]: (runtime + r["backend_host_seconds_this_machine"])
+                * PI_ZERO_HOST_FACTOR for r in reports}
+        total = {path: seconds + host[path] for path, seconds in gpu.items()}
+        lines.append(f"end to end on a Pi Zero (estimate): mailbox {total['mailbox'] * 1e3:.1f} "
+                     f"ms (host work {host['mailbox'] * 1e3:.1f} ms), direct "
+                     f"{total['direct'] * 1e3:.1f} ms (host work {host['direct'] * 1e3:.1f} ms)")
     else:
         total = {r["launch_path"]: r["wall_seconds_median"] for r in reports}
         lines.append(f"end to end measured (median wall time, host work included): mailbox "

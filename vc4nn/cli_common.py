@@ -133,6 +133,30 @@ def open_for(args, max_instructions=None):
     return open_device(name, max_instructions=None if budget == NO_BUDGET else budget)
 
 
+def add_device_arguments(parser):
+    """The device options of the runtime's commands (classify, profile, bench, accuracy):
+    --device, --qpus, --board, --launch, --quiet."""
+    from .device import LAUNCH_PATHS
+    parser.add_argument("--device", default=None, help="emulator (default) or pi")
+    parser.add_argument("--qpus", type=qpus, default=12, help="1..12 (default 12)")
+    parser.add_argument("--board", default=None,
+                        help="emulator board preset for the cycle model (default: pi_zero)")
+    parser.add_argument("--launch", choices=LAUNCH_PATHS, default=None,
+                        help="launch path: mailbox (default; the firmware's execute_qpu) or "
+                             "direct (V3D registers; on a Pi needs /dev/mem, see vc4nn doctor)")
+    parser.add_argument("--quiet", "--no-progress", action="store_true", dest="quiet",
+                        help="no progress bars")
+
+
+def open_device_of(args):
+    """The device of add_device_arguments' options."""
+    from . import open_device
+    options = {"board": args.board} if args.board else {}
+    if args.launch:
+        options["launch"] = args.launch
+    return open_device(args.device, **options)
+
+
 def qpus(text):
     """--qpus: 1..12."""
     from asm import isa

@@ -82,8 +82,11 @@ class Allocation:
     label: str = ""         # what the buffer holds (shape and dtype), named in memory faults
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class QpuStats:
+    """One QPU's part of a launch. Frozen: a backend may hand the same instance to many reports
+    (a Pi's, which counts nothing)."""
+
     instructions: Optional[int] = None    # None where the backend cannot count (a real Pi)
     cycles: Optional[int] = None
     # stall cause -> cycles (cycle-model estimate; empty on real hardware)
@@ -165,6 +168,12 @@ class Device(abc.ABC):
     @abc.abstractmethod
     def _launch(self, num_qpus, control_address, timeout) -> RunResult:
         """Run ``num_qpus`` programs listed by a control list in device memory, as execute_qpu."""
+
+    def _launch_sequence(self, launches, timeout):
+        """RunResults of ``_launch`` on each checked (num_qpus, control_address), in order."""
+        launch = self._launch
+        return [launch(num_qpus, control_address, timeout)
+                for num_qpus, control_address in launches]
 
     # -- memory ------------------------------------------------------------------------------
     def alloc(self, shape, dtype=np.uint32, align=4096, flags=None):
@@ -286,10 +295,35 @@ class Device(abc.ABC):
     def execute_control_list(self, num_qpus, control_address, timeout=DEFAULT_TIMEOUT_S):
         """Launch exactly as the mailbox's execute_qpu does, from a control list already in memory."""
         self._check_open("execute_control_list")
-        if isinstance(control_address, bool) or not isinstance(control_address, numbers.Integral):
-            raise DeviceError(f"control_address must be an int bus address, got "
-                              f"{control_address!r}")
-        return self._launch(qpu_count(num_qpus), int(control_address), checked_timeout(timeout))
+        return self._launch(qpu_count(num_qpus), control_address_of(control_address),
+                            checked_timeout(timeout))
+
+    def execute_control_lists(self, launches, timeout=DEFAULT_TIMEOUT_S):
+        """Launch each ``(num_qpus, control_address)`` of ``launches`` in order, each exactly as
+        ``execute_control_list`` does (one launch, the V3D caches cleared before it); the list
+        of their RunResults. Every pair is checked before the first launch runs. A recorded
+        sequence (a session's layers) goes in one call: the host's work per launch stays small."""
+        self._check_open("execute_control_lists")
+        timeout = checked_timeout(timeout)
+        try:
+            pairs = list(launches)
+        except TypeError:
+            raise DeviceError(f"launches must be a sequence of (num_qpus, control_address) "
+                              f"pairs, got {type(launches).__name__}") from None
+        checked = []
+        for index, launch in enumerate(pairs):
+            if type(launch) is tuple and len(launch) == 2 and type(launch[0]) is int \
+                    and type(launch[1]) is int and 1 <= launch[0] <= isa.NUM_QPUS:
+                checked.append(launch)          # the common case, without the full checks
+                continue
+            if not isinstance(launch, (tuple, list)) or len(launch) != 2:
+                raise DeviceError(f"launch {index}: expected a (num_qpus, control_address) "
+                                  f"pair, got {launch!r}")
+            try:
+                checked.append((qpu_count(launch[0]), control_address_of(launch[1])))
+            except DeviceError as error:
+                raise DeviceError(f"launch {index}: {error}") from None
+        return self._launch_sequence(checked, timeout)
 
     def _place(self, data, temporaries):
         raw = np.frombuffer(bytes(data), dtype=np.uint8)
@@ -304,6 +338,14 @@ def checked_launch_path(launch):
         raise DeviceError(f"launch path (launch=) must be one of "
                           f"{', '.join(map(repr, LAUNCH_PATHS))}, got {launch!r}")
     return launch
+
+
+def control_address_of(control_address):
+    """``control_address`` as an int, if it is one (a bus address)."""
+    if isinstance(control_address, bool) or not isinstance(control_address, numbers.Integral):
+        raise DeviceError(f"control_address must be an int bus address, got "
+                          f"{control_address!r}")
+    return int(control_address)
 
 
 def qpu_count(num_qpus):

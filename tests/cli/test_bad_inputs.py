@@ -66,6 +66,8 @@ DEVICE_CASES = {
                                          b"\0" * 12, [1, 2]]),
     "free": (lambda d, v: d.free(v), [np.zeros(4), 5, "x", [], object()]),
     "control_address": (lambda d, v: d.execute_control_list(1, v), ["x", None, 4.5, [1]]),
+    "launch": (lambda d, v: d.execute_control_lists(v), [5, None, object(), [5], [(1,)],
+                                                         [(13, 0)], [(1, "x")], [(True, 0)]]),
 }
 
 
@@ -102,7 +104,8 @@ def test_a_closed_device_says_it_is_closed():
     buf = device.alloc(4)
     device.close()
     for call in (lambda: device.alloc(4), lambda: device.array([1]),
-                 lambda: device.execute(program()), lambda: device.execute_control_list(1, 0)):
+                 lambda: device.execute(program()), lambda: device.execute_control_list(1, 0),
+                 lambda: device.execute_control_lists([(1, 0)])):
         expect_typed_error(call, "closed")
     device.free(buf)        # freeing what close() already freed stays harmless
 

@@ -249,3 +249,61 @@ def test_uniform_words_of_ints_match_the_bit_patterns_and_keep_the_range_check()
     for bad in (2 ** 32, -2 ** 31 - 1, 2 ** 70):
         with pytest.raises(DeviceError, match=f"value 1 of QPU 3 = {bad} does not fit"):
             uniform_words([7, bad], qpu=3)
+
+
+@kernel
+def double_then_add(a):
+    """Row 0 of 16 words at the first uniform becomes 2 x + the second uniform."""
+    a.mov(ra1, uniform)
+    a.mov(r2, uniform)
+    a.setup_dma_load(rows=1, rowlen=16, y=0)
+    a.start_dma_load(ra1)
+    a.wait_dma_load()
+    a.setup_vpm_read(num=1, y=0)
+    a.setup_vpm_write(y=0)
+    a.mov(r1, vpm)
+    a.add(r1, r1, r1)
+    a.add(vpm, r1, r2)
+    a.setup_dma_store(units=1, depth=16, y=0)
+    a.start_dma_store(ra1)
+    a.wait_dma_store()
+    a.exit()
+
+
+def _control_lists(dev, data, addends):
+    """One control list per addend, each launching double_then_add on ``data`` on one QPU."""
+    code = dev.array(np.frombuffer(double_then_add.assemble().to_bytes(), np.uint32))
+    lists = []
+    for value in addends:
+        unif = dev.array(np.array([data.address, value], np.uint32))
+        lists.append(dev.array(np.array([unif.address, code.address], np.uint32)))
+    return lists
+
+
+def test_a_sequence_of_control_lists_launches_each_in_order():
+    with EmulatorDevice() as dev:
+        data = dev.alloc(16, np.uint32)
+        lists = _control_lists(dev, data, [1, 3, 5])
+        results = dev.execute_control_lists([(1, c.address) for c in lists])
+        assert data.tolist() == [((1 * 2 + 3) * 2 + 5)] * 16       # 15: in this order only
+        one = dev.execute_control_list(1, lists[0].address)
+        assert len(results) == 3 and all(r.launches == 1 for r in results)
+        assert [r.cycles for r in results] == [one.cycles] * 3
+        assert results[0].qpus[0].instructions == one.qpus[0].instructions
+        assert dev.execute_control_lists([]) == []
+
+
+def test_a_sequence_is_checked_before_its_first_launch():
+    with EmulatorDevice() as dev:
+        data = dev.alloc(16, np.uint32)
+        good = (1, _control_lists(dev, data, [1])[0].address)
+        for bad, named in (((13, good[1]), "num_qpus"), ((1, "x"), "control_address"),
+                           ((1,), "launch 1"), (5, "launch 1")):
+            with pytest.raises(DeviceError, match=named):
+                dev.execute_control_lists([good, bad])
+            assert data.tolist() == [0] * 16                       # the first did not run
+        for launches in (5, None):
+            with pytest.raises(DeviceError, match="launches"):
+                dev.execute_control_lists(launches)
+        with pytest.raises(DeviceError, match="timeout"):
+            dev.execute_control_lists([good], timeout=-1)

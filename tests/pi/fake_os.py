@@ -173,6 +173,10 @@ class FakeV3D:
             self.values[name] = value
             self.uniforms_fresh |= name == "SRQUA"
 
+    def write_all(self, writes):
+        for offset, value in writes:
+            self.write(offset, value)
+
     def _dispatch(self):
         """One batch per reading of SRQCS: time passes between two polls."""
         if self.queue and len(self.running) < self.free_qpus:

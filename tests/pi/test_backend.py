@@ -89,6 +89,13 @@ def test_execute_runs_the_control_list_and_reports():
         assert (result.num_qpus, result.host_interrupts, len(result.qpus)) == (3, 3, 3)
         assert result.estimated is False and result.cycles is None and result.seconds >= 0
         assert (result.board, result.clock_hz) == ("Raspberry Pi Zero W", 300e6)
+        # nothing counted, in stats every report shares: they cannot be changed
+        assert [(q.instructions, q.cycles, dict(q.stalls)) for q in result.qpus] == \
+            [(None, None, {})] * 3
+        with pytest.raises(TypeError):
+            result.qpus[0].stalls["tmu"] = 1
+        with pytest.raises(AttributeError):          # dataclasses.FrozenInstanceError
+            result.qpus[0].cycles = 5
         assert fake.live_handles() == [1]          # only `out`: code, uniforms, control freed
         assert fake.launches[0].timeout_ms == 10_000 and fake.launches[0].noflush == 0
     assert_all_given_back(fake)
@@ -104,6 +111,23 @@ def test_execute_control_list_launches_as_the_firmware_does():
         launch = fake.launches[0]
         assert (launch.control, launch.timeout_ms, launch.programs) == \
             (control.address, 250, [(uniforms.address, code.address)])
+
+
+def test_a_sequence_of_control_lists_is_one_execute_qpu_each_in_order():
+    fake = pi_zero_w(root=True, runner=pretend_kernel)
+    with PiDevice(fake) as dev:
+        out = dev.alloc((2, 2), np.uint32)
+        code = dev.array(np.zeros(2, np.uint64))
+        lists = []
+        for value in (7, 9, 11):               # each launch overwrites QPU 0's row: the last wins
+            uniforms = dev.array(np.array([out.address, value], np.uint32))
+            lists.append(dev.array(np.array([uniforms.address, code.address], np.uint32)))
+        results = dev.execute_control_lists([(1, c.address) for c in lists], timeout=0.5)
+        assert [(x.control, x.num_qpus, x.timeout_ms, x.noflush) for x in fake.launches] == \
+            [(c.address, 1, 500, 0) for c in lists]
+        assert out.tolist() == [[0, 11], [0, 0]]
+        assert [(r.num_qpus, r.host_interrupts, r.estimated) for r in results] == \
+            [(1, 1, False)] * 3
 
 
 def test_a_timeout_is_reported_and_memory_still_released():

@@ -64,6 +64,31 @@ def test_a_launch_writes_the_documented_sequence():
     assert_all_given_back(fake)
 
 
+def test_a_sequence_repeats_the_documented_sequence_per_launch():
+    fake = pi_zero_w(root=True, runner=pretend_kernel)
+    with PiDevice(fake, launch="direct") as dev:
+        out = dev.alloc((2, 2), np.uint32)
+        code = dev.array(np.zeros(2, np.uint64))
+        launches, expected, before = [], [], 0
+        for count in (2, 1):
+            units = [dev.array(np.array([out.address, 20 * count + q], np.uint32))
+                     for q in range(count)]
+            control = dev.array(np.array([[u.address, code.address] for u in units], np.uint32))
+            launches.append((count, control.address))
+            # the counts of the launch before stay until SRQCS is reset
+            expected += [srqcs(made=before, completed=before)] + START
+            for u in units:
+                expected += program_writes(u.address, code.address)
+            expected += [srqcs(made=count, completed=count), ("w", "DBQITC", 0xFFFF)]
+            before = count
+        fake.v3d.accesses.clear()
+        results = dev.execute_control_lists(launches)
+        assert fake.v3d.accesses == expected
+        assert out.tolist() == [[0, 20], [1, 41]]      # QPU 0 of the second launch last
+        assert [r.num_qpus for r in results] == [2, 1]
+    assert_all_given_back(fake)
+
+
 @pytest.mark.parametrize("make, base", [(pi1_model_b, 0x20C00000), (pi3_model_b, 0x3FC00000)])
 def test_the_v3d_is_found_from_the_device_tree_or_the_board(make, base):
     for ranges in (True, False):
@@ -178,6 +203,43 @@ def test_the_control_list_must_be_in_device_memory():
     with PiDevice(fake, launch="direct") as dev:
         with pytest.raises(DeviceError, match="control list 0x00001000 .* not in this device's memory"):
             dev.execute_control_list(1, 0x1000)
+
+
+def test_a_control_list_rewritten_in_place_launches_what_it_holds_now():
+    """The register writes are kept by the list's content, never by its address alone."""
+    fake = pi_zero_w(root=True, runner=pretend_kernel)
+    with PiDevice(fake, launch="direct") as dev:
+        out = dev.alloc((1, 2), np.uint32)
+        code = dev.array(np.zeros(2, np.uint64))
+        units = [dev.array(np.array([out.address, value], np.uint32)) for value in (5, 6)]
+        control = dev.alloc(2, np.uint32)
+        for unit in units + units[:1]:
+            control[:] = [unit.address, code.address]
+            fake.v3d.accesses.clear()
+            dev.execute_control_lists([(1, control.address)])
+            assert ("w", "SRQUA", unit.address) in fake.v3d.accesses
+            assert out.tolist() == [[0, int(unit[1])]]
+
+
+def test_control_lists_are_found_in_any_block_and_must_fit_in_theirs():
+    fake = pi_zero_w(root=True, runner=pretend_kernel)
+    with PiDevice(fake, launch="direct") as dev:
+        out = dev.alloc((1, 2), np.uint32)
+        code = dev.array(np.zeros(2, np.uint64))
+        blocks = [dev.alloc(2, np.uint32) for _ in range(5)]      # in allocation order
+        for value, block in enumerate(reversed(blocks)):
+            unif = dev.array(np.array([out.address, value], np.uint32))
+            block[:] = [unif.address, code.address]
+            dev.execute_control_list(1, block.address)
+            assert out.tolist() == [[0, value]]
+        freed = blocks.pop(2)
+        address = freed.address
+        dev.free(freed)                                             # freed: no longer found
+        with pytest.raises(DeviceError, match="not in this device's memory"):
+            dev.execute_control_list(1, address)
+        last = blocks[-1].allocation
+        with pytest.raises(DeviceError, match="not in this device's memory"):   # 8 bytes past
+            dev.execute_control_list(1, last.bus_address + last.size - 4)
 
 
 def test_dev_mem_unavailable_is_a_typed_error():

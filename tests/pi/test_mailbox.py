@@ -102,6 +102,30 @@ def test_execute_messages_and_what_the_firmware_is_handed():
                                 (struct.pack("<fI", 2.0, 9), code_bytes)]
 
 
+def test_every_launch_of_a_sequence_sends_the_documented_message():
+    """The execute_qpu buffer is reused: the firmware's answer in it must not leak into the
+    next request."""
+    fake = pi_zero_w(root=True)
+    with PiDevice(fake) as dev:
+        code = dev.array(np.zeros(2, np.uint64))
+        unif = dev.array(np.zeros(2, np.uint32))
+        lists = [dev.array(np.array([[unif.address, code.address]] * n, np.uint32))
+                 for n in (3, 1, 2)]
+        start = len(fake.messages)
+        dev.execute_control_lists([(n, c.address) for n, c in zip((3, 1, 2), lists)],
+                                  timeout=0.75)
+        assert fake.messages[start:] == [execute_qpu(n, c.address, 0, 750)
+                                         for n, c in zip((3, 1, 2), lists)]
+
+
+def test_a_prepared_call_checks_its_arguments_and_the_answer():
+    mailbox = Mailbox(ScriptedVcio(answered(0x80000001, 0x80000004, 0)), 3)
+    with pytest.raises(MailboxError, match="takes 0 arguments, got 1"):
+        mailbox.prepared("get_board_revision")(5)
+    with pytest.raises(MailboxError, match="could not parse"):
+        mailbox.prepared("get_board_revision")()
+
+
 class ScriptedVcio:
     """A /dev/vcio whose answer is given by the test: to exercise the response checks."""
 

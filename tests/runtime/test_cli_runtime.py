@@ -10,8 +10,8 @@ import pytest
 
 import vc4nn
 from vc4nn.cli import main
-
-from . import onnx_models
+from vc4nn.runtime.bench import PI_ZERO_HOST_FACTOR
+from vc4nn.runtime import random_mobilenets as onnx_models
 
 
 @pytest.fixture
@@ -73,6 +73,11 @@ def test_bench_per_launch_path(fake_layers, model_path, capsys):
         report = json.loads(capsys.readouterr().out)
         assert report["launch_path"] == launch
         probes[launch] = report["launch_probe"]["device_seconds"]
+        # the Pi Zero host estimate counts the runtime's work and the Pi backend's launch code
+        assert report["backend_host_seconds_this_machine"] >= 0
+        assert report["host_seconds_pi_zero_estimate"] == pytest.approx(
+            (report["host_seconds_this_machine"] + report["backend_host_seconds_this_machine"])
+            * PI_ZERO_HOST_FACTOR)
     assert probes["mailbox"] - probes["direct"] == pytest.approx(80e-6)
     assert main(["bench", model_path, "--quiet", "--launch", "direct"]) == 0
     out = capsys.readouterr().out

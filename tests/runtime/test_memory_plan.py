@@ -4,8 +4,7 @@ import onnx
 
 from vc4nn.runtime.loader import load_graph
 from vc4nn.runtime.planner import plan_memory
-
-from . import onnx_models
+from vc4nn.runtime import random_mobilenets as onnx_models
 
 BUDGET = 24e6          # bytes: a Pi's GPU memory split is often 64 MB, shared with the firmware
 

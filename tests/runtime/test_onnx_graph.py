@@ -8,8 +8,8 @@ import pytest
 
 from vc4nn.runtime.errors import ModelFormatError, UnsupportedModelError
 from vc4nn.runtime.loader import load_graph
+from vc4nn.runtime import random_mobilenets as onnx_models
 
-from . import onnx_models
 from .reference import evaluate
 
 

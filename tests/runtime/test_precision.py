@@ -11,8 +11,9 @@ import pytest
 from vc4nn.runtime import InferenceSession
 from vc4nn.runtime.loader import load_graph
 from vc4nn.runtime.precision import PrecisionError, storage_plan
+from vc4nn.runtime import random_mobilenets as onnx_models
 
-from . import onnx_models, tflite_models
+from . import tflite_models
 from .conftest import CAT_CLASSES, top
 
 

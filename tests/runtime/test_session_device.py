@@ -10,8 +10,9 @@ import pytest
 import vc4nn
 import vc4nn.nn
 from vc4nn.runtime import InferenceSession
+from vc4nn.runtime import random_mobilenets as onnx_models
 
-from . import onnx_models, tflite_models
+from . import tflite_models
 from .conftest import CAT_CLASSES, top
 
 KERNELS = ("conv2d", "depthwise", "pointwise", "fully_connected", "global_avg_pool")
@@ -131,6 +132,35 @@ def test_weights_in_one_allocation_and_layers_recorded_at_load(tmp_path, device)
     expected = ref.run(None, {"input": x})[0]
     assert rel_error(got, expected) <= 1e-3 and top(got, 1) == top(expected, 1)
     assert device._allocations == []
+
+
+def test_a_run_launches_every_recorded_layer_in_one_device_call(tmp_path, device):
+    """Without a progress bar a run is one execute_control_lists call for all the recorded
+    layers; the per-layer reports profile() rebuilds from it are those of a run layer by layer
+    (the schedule a progress bar uses), and the outputs are the same."""
+    path = tiny_v1(tmp_path)
+    x = np.random.default_rng(4).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    calls = []
+    sequence = device.execute_control_lists
+    device.execute_control_lists = lambda pairs, timeout: \
+        calls.append(len(pairs)) or sequence(pairs, timeout)
+    try:
+        with InferenceSession(path, device=device, progress=False) as sess:
+            (together,) = sess.run(None, {"input": x})
+            grouped = sess.profile()
+            sess.progress = True
+            (apart,) = sess.run(None, {"input": x})
+            layered = sess.profile()
+            counts = [len(r.launches) for r in sess._recordings.values()]
+    finally:
+        del device.execute_control_lists
+    assert calls == [sum(counts)] + counts and len(counts) == 29     # conv, 13 dw, 13 pw, gap, fc
+    np.testing.assert_array_equal(together, apart)
+    assert [(r.name, r.launches, r.cycles, r.seconds) for r in grouped] == \
+        [(r.name, r.launches, r.cycles, r.seconds) for r in layered]
+    assert [r.launches for r in grouped] == counts
+    assert all(r.host_seconds is None for r in grouped)
+    assert all(r.host_seconds > 0 for r in layered)
 
 
 @pytest.mark.parametrize("stage", ["weights", "recording"])

@@ -11,8 +11,9 @@ import vc4nn
 from vc4nn.runtime import InferenceSession
 from vc4nn.runtime.errors import InputError, ModelFormatError, UnsupportedModelError
 from vc4nn.runtime.image import NORMALIZATIONS, normalize
+from vc4nn.runtime import random_mobilenets as onnx_models
 
-from . import onnx_models, tflite_models
+from . import tflite_models
 from .conftest import top
 
 

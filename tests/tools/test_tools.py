@@ -63,3 +63,16 @@ def test_calibration_table_stays_within_25_percent_of_the_published_figures(case
     assert rows and table["reduced"] == reduced
     for row in rows:
         assert abs(row["model"] / row["published"] - 1) <= 0.25, row
+
+
+def test_bench_pi_launch_times_both_paths_through_the_real_backend():
+    import json
+    from vc4nn.runtime.bench import PI_ZERO_HOST_FACTOR
+    reports = json.loads(run_tool("bench_pi_launch.py", "--launches", "3", "--qpus", "4",
+                                  "--runs", "3", "--json"))
+    assert [r["launch_path"] for r in reports] == ["mailbox", "direct"]
+    for r in reports:
+        assert (r["launches"], r["qpus"]) == (3, 4)
+        assert 0 < r["host_seconds_per_launch"] < 0.01
+        assert r["pi_zero_ms_per_sequence_estimate"] == \
+            pytest.approx(r["host_seconds_per_launch"] * 3 * PI_ZERO_HOST_FACTOR * 1e3)

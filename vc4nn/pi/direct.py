@@ -25,6 +25,10 @@ from .errors import DirectLaunchError, PiTimeout
 # only for batches it expects to take about 1 ms (GPU_FFT_BUSY_WAIT_LIMIT) and sleeps in the
 # mailbox call otherwise; yielding keeps a long launch from starving the rest of the system.
 SPIN_SECONDS = 1e-3
+# Steps 1-3 of every launch: (register, value).
+START_WRITES = ((reg.DBCFG, 0), (reg.DBQITE, 0), (reg.DBQITC, reg.DBQITC_ALL),
+                (reg.L2CACTL, reg.L2CACTL_L2CCLR), (reg.SLCACTL, reg.SLCACTL_CLEAR_ALL),
+                (reg.SRQCS, reg.SRQCS_RESET))
 
 
 class DirectLauncher:
@@ -54,9 +58,18 @@ class DirectLauncher:
         # What the firmware had, given back when the device closes.
         self._saved = {r: self._regs.read(r) for r in (reg.DBCFG, reg.DBQITE)}
 
-    def launch(self, programs, deadline_seconds, control_address):
-        """Run ``programs`` [(uniforms address, code address)] and wait for them all to end.
-        ``deadline_seconds``: None for no limit."""
+    @staticmethod
+    def writes_for(programs):
+        """The register writes (offset, value) of launching ``programs`` [(uniforms address,
+        code address)], steps 1-4 above: made once per launch sequence."""
+        writes = list(START_WRITES)
+        for uniforms, code in programs:
+            writes += ((reg.SRQUA, uniforms), (reg.SRQUL, reg.SRQUL_MAX), (reg.SRQPC, code))
+        return writes
+
+    def launch(self, writes, count, deadline_seconds, control_address):
+        """Launch ``count`` programs by ``writes`` (``writes_for`` of them) and wait for them
+        all to end. ``deadline_seconds``: None for no limit."""
         regs = self._regs
         queued, _, made, completed = reg.decode_srqcs(regs.read(reg.SRQCS))
         if queued or made != completed:
@@ -66,19 +79,10 @@ class DirectLauncher:
                 f"completions as its own",
                 fix="wait for the other process (GPU_FFT, another vc4nn) to finish, or use "
                     "launch='mailbox', which the firmware serialises")
-        regs.write(reg.DBCFG, 0)
-        regs.write(reg.DBQITE, 0)
-        regs.write(reg.DBQITC, reg.DBQITC_ALL)
-        regs.write(reg.L2CACTL, reg.L2CACTL_L2CCLR)
-        regs.write(reg.SLCACTL, reg.SLCACTL_CLEAR_ALL)
-        regs.write(reg.SRQCS, reg.SRQCS_RESET)
         self.in_flight = True
         try:
-            for uniforms, code in programs:
-                regs.write(reg.SRQUA, uniforms)
-                regs.write(reg.SRQUL, reg.SRQUL_MAX)
-                regs.write(reg.SRQPC, code)
-            self._wait(len(programs), deadline_seconds, control_address)
+            regs.write_all(writes)
+            self._wait(count, deadline_seconds, control_address)
         except BaseException:
             self.stop()
             raise

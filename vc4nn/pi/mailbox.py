@@ -101,8 +101,7 @@ def build_message(tag, args):
 
 def parse_response(tag, buffer):
     """The response words of an answered message, checked against the protocol."""
-    nwords = len(buffer) // 4
-    words = struct.unpack(f"<{nwords}I", bytes(buffer[:4 * nwords]))
+    words = struct.unpack_from(f"<{len(buffer) // 4}I", buffer)
     if words[1] == RESPONSE_PARSE_ERROR:
         raise MailboxError(tag.name, "the firmware could not parse the request (code 0x80000001)")
     if words[1] != RESPONSE_SUCCESS:
@@ -127,9 +126,40 @@ class Mailbox:
     def call(self, name, *args):
         tag = TAGS[name]
         buffer = build_message(tag, args)
+        self._send(tag, buffer)
+        return parse_response(tag, buffer)
+
+    def prepared(self, name):
+        """``call`` of one tag with its request buffer made once (launches: one per layer)."""
+        return PreparedCall(self, TAGS[name])
+
+    def _send(self, tag, buffer):
         try:
             self._os.ioctl(self._fd, self.request, buffer)
         except OSError as e:
             # The vcio driver turns a firmware error status into an ioctl failure (EINVAL).
-            raise MailboxError(name, f"/dev/vcio refused the request: {e.strerror or e}") from None
+            raise MailboxError(tag.name, f"/dev/vcio refused the request: {e.strerror or e}") \
+                from None
+
+
+class PreparedCall:
+    """A tag's request buffer, reused: each call restores the request (the firmware answers in
+    place) and packs the arguments, so the bytes sent are build_message's."""
+
+    # The request's value buffer starts after: size, code, tag id, value size, request length.
+    VALUES_OFFSET = 20
+
+    def __init__(self, mailbox, tag):
+        self._mailbox, self._tag = mailbox, tag
+        self._request = bytes(build_message(tag, [0] * tag.request_words))
+        self._buffer = bytearray(self._request)
+        self._values = struct.Struct(f"<{tag.request_words}I")
+
+    def __call__(self, *args):
+        tag, buffer = self._tag, self._buffer
+        if len(args) != tag.request_words:
+            raise MailboxError(tag.name, f"takes {tag.request_words} arguments, got {len(args)}")
+        buffer[:] = self._request
+        self._values.pack_into(buffer, self.VALUES_OFFSET, *[int(a) & 0xFFFFFFFF for a in args])
+        self._mailbox._send(tag, buffer)
         return parse_response(tag, buffer)

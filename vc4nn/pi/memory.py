@@ -5,6 +5,7 @@ The ARM sees a block at its bus address with the alias bits 31:30 cleared (facts
 remembered until released, so ``release_all`` can always give everything back.
 """
 
+import bisect
 import dataclasses
 
 import numpy as np
@@ -26,6 +27,7 @@ class GpuMemory:
     def __init__(self, mailbox, os_, mem_fd, mem_flags):
         self._mailbox, self._os, self._mem_fd, self.mem_flags = mailbox, os_, mem_fd, mem_flags
         self._blocks = {}          # handle -> GpuBlock, every block not yet released
+        self._by_start = self._starts = None    # read_bytes' index, made when first needed
 
     def allocate(self, nbytes, align, flags=None):
         """``flags``: mem_alloc flags; None uses the board's (``mem_flags``)."""
@@ -49,6 +51,7 @@ class GpuMemory:
             self.release(block)
             raise
         memory = np.frombuffer(block.mapping, dtype=np.uint8, count=nbytes, offset=physical - start)
+        self._by_start = None
         return Allocation(bus_address=block.bus_address, size=nbytes, memory=memory, handle=block)
 
     def release(self, block):
@@ -56,6 +59,7 @@ class GpuMemory:
         itself goes with its last view (docs/pi-backend.md)."""
         if self._blocks.pop(block.handle, None) is None:
             return
+        self._by_start = None
         mapping, block.mapping = block.mapping, None
         try:
             if mapping is not None:
@@ -65,17 +69,22 @@ class GpuMemory:
         finally:
             self._mailbox.call("mem_release", block.handle)
 
-    def read_words(self, bus_address, count):
-        """``count`` little-endian 32-bit words at ``bus_address``, which must lie in a block
-        of this process (None if it does not)."""
+    def read_bytes(self, bus_address, nbytes):
+        """The ``nbytes`` at ``bus_address``, which must lie in a block of this process (None
+        if they do not)."""
         physical = bus_address & BUS_ADDRESS_MASK
-        for block in self._blocks.values():
-            start = block.bus_address & BUS_ADDRESS_MASK
-            if block.mapping is not None and start <= physical \
-                    and physical + 4 * count <= start + block.size:
-                offset = physical - start + start % self._os.page_size()
-                return np.frombuffer(block.mapping, dtype="<u4", count=count, offset=offset).copy()
-        return None
+        if self._by_start is None:          # blocks by physical start, for a bisection
+            self._by_start = sorted((b.bus_address & BUS_ADDRESS_MASK, b.handle, b)
+                                    for b in self._blocks.values() if b.mapping is not None)
+            self._starts = [start for start, _, _ in self._by_start]
+        index = bisect.bisect_right(self._starts, physical) - 1
+        if index < 0:
+            return None
+        start, _, block = self._by_start[index]
+        if physical + nbytes > start + block.size:
+            return None
+        offset = physical - start + start % self._os.page_size()
+        return bytes(block.mapping[offset:offset + nbytes])
 
     def release_all(self):
         for block in list(self._blocks.values()):

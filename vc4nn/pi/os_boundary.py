@@ -150,6 +150,13 @@ class RegisterWindow:
     def write(self, offset, value):
         self._words[offset // 4] = value & 0xFFFFFFFF
 
+    def write_all(self, writes):
+        """Each (offset, value) of ``writes`` in order, one 32-bit store each (a launch's
+        register sequence without a method call per register)."""
+        words = self._words
+        for offset, value in writes:
+            words[offset // 4] = value & 0xFFFFFFFF
+
     def close(self):
         del self._words
         self._mapping.close()

@@ -1,80 +1,52 @@
 """vc4nn accuracy MODEL: how far fp16 storage (and "auto") moves a model's outputs from float32.
 
-    vc4nn accuracy model.onnx                   # 8 inputs: photos, then seeded synthetic images
-    vc4nn accuracy model.tflite -n 12 --json
+    vc4nn accuracy model.onnx                   # 8 inputs: the photos
+    vc4nn accuracy model.onnx -n 64 --json      # the photos, then 56 seeded photo variations
+    vc4nn accuracy model.onnx -n 96 --save r.json   # r.json: the report so far, after each input
     vc4nn accuracy model.onnx --png growth.png  # per-layer error growth chart (matplotlib)
 
-Inputs: the RGB photos that ship with scikit-image (chelsea, coffee, astronaut, ...; skipped if
-scikit-image is missing) resized to the model's input, then seeded synthetic images (smooth
-random colour fields with noise) up to N. The model gets uint8 frames with its normalisation
-(--normalization, as vc4nn classify). Per precision: top-1 and top-5 agreement with the
-float32 run (top-1: same class; top-5: same set of five), and the output's relative error
-max |y - y32| / max |y32| per input (max and mean over the inputs). Per-layer error growth: on
-the first input, each layer's output error relative to float32 when the whole network runs in
-that precision (errors made upstream included), which shows where the error grows.
+Inputs (needs scikit-image and Pillow): the 8 RGB photos that ship with scikit-image (chelsea,
+coffee, astronaut, rocket, motorcycle_left, hubble_deep_field, retina, ihc) resized to the
+model's input, then up to N seeded variations of its photographs (random crop of 25-100% of
+the area, rescale, mirror, colour jitter; --seed picks another set). The model gets uint8
+frames with its normalisation (--normalization, as ``vc4nn classify``).
+
+Per precision, against the float32 run of the same model on the same inputs (counts of N):
+  top-1 agree     the same top-1 class as float32
+  top-5 agree     float32's top-1 class is among the top 5 classes (top-5 accuracy with
+                  float32's answer as the label; never below top-1 agree)
+  top-5 set same  the same five classes in the top 5, in any order (stricter than top-5
+                  agree: a swap of the 5th and 6th classes counts as a miss)
+  out err         max |y - y32| / max |y32| per input: max and mean over the inputs
+and a one-sided 95% Clopper-Pearson upper bound on the top-1 and top-5 disagreement rates
+(N inputs all agreeing bound the rate below 1 - 0.05^(1/N): 4.6% for N = 64, 1% needs
+N = 299). Per-layer error growth: on the first input, each layer's output error relative to
+float32 when the whole network runs in that precision (errors made upstream included).
 
 Runs on the device given (the emulator by default; its times are not used here).
 """
 
 import argparse
+import contextlib
 import json
+import math
 import os
 
 import numpy as np
 
-from ..cli_common import seed as seed_number
 from ..errors import Vc4nnError
-from .precision import PRECISIONS as KNOWN_PRECISIONS, relative_error
+from .accuracy_set import PHOTOS, accuracy_inputs
+from .precision import PRECISIONS as KNOWN_PRECISIONS, relative_error, trace
 
-PHOTOS = ("chelsea.png", "coffee.png", "astronaut.png", "rocket.jpg", "motorcycle_left.png",
-          "hubble_deep_field.jpg", "retina.jpg", "ihc.png")
 DEFAULT_INPUTS = 8
 PRECISIONS = ("fp16", "auto")
-
-
-def photo_paths():
-    try:
-        import skimage
-    except ImportError:
-        return []
-    folder = os.path.join(os.path.dirname(skimage.__file__), "data")
-    return [os.path.join(folder, name) for name in PHOTOS
-            if os.path.exists(os.path.join(folder, name))]
-
-
-def synthetic_frame(h, w, seed):
-    """A smooth random colour field plus fine noise: image-like statistics without a photo."""
-    rng = np.random.default_rng(seed)
-    coarse = rng.uniform(0, 255, (4, 4, 3))
-    rows = np.linspace(0, 3, h)
-    cols = np.linspace(0, 3, w)
-    r0, c0 = np.floor(rows).astype(int).clip(0, 2), np.floor(cols).astype(int).clip(0, 2)
-    fr, fc = (rows - r0)[:, None, None], (cols - c0)[None, :, None]
-    field = ((1 - fr) * (1 - fc) * coarse[r0][:, c0] + fr * (1 - fc) * coarse[r0 + 1][:, c0]
-             + (1 - fr) * fc * coarse[r0][:, c0 + 1] + fr * fc * coarse[r0 + 1][:, c0 + 1])
-    return np.clip(field + rng.normal(0, 12, (h, w, 3)), 0, 255).astype(np.uint8)
-
-
-def accuracy_inputs(count, h, w, seed=0):
-    """[(label, uint8 frame)]: the photos first, then synthetic frames, ``count`` in all."""
-    from .image import load_frame
-    out = [(os.path.splitext(os.path.basename(p))[0], load_frame(p, h, w))
-           for p in photo_paths()[:count]]
-    for k in range(count - len(out)):
-        out.append((f"synthetic{seed + k}", synthetic_frame(h, w, seed + k)))
-    return out
+CONFIDENCE = 0.95
 
 
 def traced_run(session, feed):
-    """(the model's first output, {layer name: its output (float64)}) of one run of
-    ``session`` on ``feed``: the layers are called one by one and copied as they finish (the
-    arena lends its bytes on)."""
-    session._write_input(feed)
-    layers = {}
-    for node, call in session.steps:
-        if call is not None:
-            session._invoke(node, call)
-            layers[node.name] = np.array(session._view(node.outputs[0]), np.float64)
+    """(the model's first output, {layer name: its output}) of one run of ``session`` on
+    ``feed``."""
+    layers = {name: y for name, (_, y, _) in trace(session, feed, with_inputs=False).items()}
     output = session.graph.outputs[0]
     if any(node.outputs[0] == output for node in session.host_steps):
         output = session.run(None, feed)[0]             # a host softmax: run it whole
@@ -84,75 +56,149 @@ def traced_run(session, feed):
 
 
 def top_k(y, k):
-    return list(np.argsort(-np.asarray(y).reshape(-1), kind="stable")[:k])
+    """The indices of the k largest scores, largest first (ties: the lower index first)."""
+    return [int(i) for i in np.argsort(-np.asarray(y).reshape(-1), kind="stable")[:k]]
+
+
+def agreement(got, expected):
+    """Counts over the inputs (``got``, ``expected``: one score vector per input; expected is
+    float32's): "top1": same top-1 class; "top5": float32's top-1 class is among got's top 5
+    (top-5 accuracy with float32's answer as the label); "top5_set": the same five classes in
+    the top 5 (in any order)."""
+    pairs = list(zip(got, expected))
+    return {"inputs": len(pairs),
+            "top1": sum(top_k(g, 1) == top_k(e, 1) for g, e in pairs),
+            "top5": sum(top_k(e, 1)[0] in top_k(g, 5) for g, e in pairs),
+            "top5_set": sum(set(top_k(g, 5)) == set(top_k(e, 5)) for g, e in pairs)}
+
+
+def disagreement_bound(agree, count, confidence=CONFIDENCE):
+    """The one-sided Clopper-Pearson upper bound on the disagreement rate when ``agree`` of
+    ``count`` inputs agree: the rate p at which seeing at most count - agree disagreements has
+    probability 1 - confidence (0 disagreements: 1 - (1 - confidence) ** (1 / count))."""
+    failures = count - agree
+    if failures >= count:
+        return 1.0
+    tail = 1 - confidence
+
+    def at_most(p):
+        return sum(math.comb(count, i) * p ** i * (1 - p) ** (count - i)
+                   for i in range(failures + 1))
+
+    lo, hi = failures / count, 1.0          # at_most falls as p grows
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if at_most(mid) > tail else (lo, mid)
+    return hi
 
 
 def evaluate(model, device, count=DEFAULT_INPUTS, precisions=PRECISIONS,
-             normalization="auto", num_qpus=12, seed=0):
-    """The report (a dict): per precision, agreement and output errors, the per-layer growth."""
+             normalization="auto", num_qpus=12, seed=0, progress=False, after_input=None):
+    """The report (a dict): per precision, agreement and output errors, the per-layer growth.
+    Float32's session and one per precision are open together (device memory: their sum) and
+    each input goes through all of them before the next, so ``after_input(report)`` gets the
+    report of the inputs done so far after each one."""
     from .session import InferenceSession
 
     def session(precision):
         return InferenceSession(model, device=device, num_qpus=num_qpus,
-                                image_input=normalization, progress=False,
+                                image_input=normalization, progress=progress,
                                 precision=precision, replay=False)
 
-    with session("fp32") as reference:
-        arg = reference.get_inputs()[0]
+    with contextlib.ExitStack() as stack:
+        sessions = {p: stack.enter_context(session(p)) for p in ("fp32",) + tuple(precisions)}
+        arg = sessions["fp32"].get_inputs()[0]
         if arg.type != "uint8" or len(arg.shape) != 3:
             raise Vc4nnError(f"{model}: the accuracy report feeds uint8 frames; the model's input "
                              f"is {arg.shape} {arg.type}")
-        h, w = arg.shape[:2]
-        inputs = accuracy_inputs(count, h, w, seed)
-        feeds = [{arg.name: frame} for _, frame in inputs]
-        first, reference_layers = traced_run(reference, feeds[0])
-        expected = [first] + [reference.run(None, feed)[0].reshape(-1) for feed in feeds[1:]]
-    report = {"model": model, "inputs": [label for label, _ in inputs], "precisions": {}}
-    for precision in precisions:
-        with session(precision) as sess:
-            first, layers = traced_run(sess, feeds[0])
-            got = [first] + [sess.run(None, feed)[0].reshape(-1) for feed in feeds[1:]]
-            storage = {node.name: sess.storage.layer(node) for node, _ in sess.steps}
-            memory = sess.memory()["total_bytes"]
+        inputs = accuracy_inputs(count, arg.shape[0], arg.shape[1], seed)
+        outputs = {p: [] for p in sessions}
+        layers = {}
+        for i, (_, frame) in enumerate(inputs):
+            feed = {arg.name: frame}
+            for precision, sess in sessions.items():
+                if i == 0:          # the per-layer growth: on the first input
+                    y, layers[precision] = traced_run(sess, feed)
+                else:
+                    y = sess.run(None, feed)[0].reshape(-1)
+                outputs[precision].append(y)
+            report = _report(model, sessions, [label for label, _ in inputs[:i + 1]],
+                             outputs, layers)
+            report["inputs_requested"] = count
+            if after_input is not None:
+                after_input(report)
+    return report
+
+
+def _report(model, sessions, labels, outputs, layers):
+    expected = outputs["fp32"]
+    report = {"model": model, "inputs": labels, "confidence": CONFIDENCE, "precisions": {}}
+    for precision, sess in sessions.items():
+        if precision == "fp32":
+            continue
+        got = outputs[precision]
+        storage = {node.name: sess.storage.layer(node) for node, _ in sess.steps}
         errors = [relative_error(g, e) for g, e in zip(got, expected)]
+        counts = agreement(got, expected)
         report["precisions"][precision] = {
-            "top1_agreement": float(np.mean([top_k(g, 1) == top_k(e, 1)
-                                             for g, e in zip(got, expected)])),
-            "top5_agreement": float(np.mean([set(top_k(g, 5)) == set(top_k(e, 5))
-                                             for g, e in zip(got, expected)])),
+            "agree": counts,
+            "top1_agreement": counts["top1"] / counts["inputs"],
+            "top5_agreement": counts["top5"] / counts["inputs"],
+            "top5_set_identical": counts["top5_set"] / counts["inputs"],
+            "disagreement_bound": {
+                key: disagreement_bound(counts[key], counts["inputs"])
+                for key in ("top1", "top5")},
             "output_error_max": float(max(errors)),
             "output_error_mean": float(np.mean(errors)),
-            "per_input": [{"input": label, "top1": int(top_k(g, 1)[0]),
-                           "top1_fp32": int(top_k(e, 1)[0]), "error": err}
-                          for (label, _), g, e, err in zip(inputs, got, expected, errors)],
+            "per_input": [{"input": label, "top5": top_k(g, 5), "top5_fp32": top_k(e, 5),
+                           "error": err}
+                          for label, g, e, err in zip(labels, got, expected, errors)],
             "layers": [{"layer": name, "storage": storage.get(name, "fp32"),
-                        "error": relative_error(y, reference_layers[name])}
-                       for name, y in layers.items()],
+                        "error": relative_error(y, layers["fp32"][name])}
+                       for name, y in layers[precision].items()],
             "fp16_layers": sum(s == "fp16" for s in storage.values()),
-            "gpu_memory_bytes": memory,
+            "gpu_memory_bytes": sess.memory()["total_bytes"],
         }
     return report
 
 
+def _count(agree, key):
+    return f"{agree[key]}/{agree['inputs']}"
+
+
+def _of_requested(report):
+    requested = report.get("inputs_requested", len(report["inputs"]))
+    return f" (of {requested} requested)" if requested != len(report["inputs"]) else ""
+
+
 def text(report):
-    lines = [f"{report['model']}: {len(report['inputs'])} inputs ({', '.join(report['inputs'])})",
-             f"{'precision':10} {'fp16 layers':>11} {'top-1 agree':>11} {'top-5 agree':>11} "
-             f"{'out err max':>11} {'out err mean':>12} {'GPU MB':>7}"]
+    rows, bounds, growth = [], [], []
     for precision, r in report["precisions"].items():
-        lines.append(f"{precision:10} {r['fp16_layers']:>11d} {r['top1_agreement']:>11.1%} "
-                     f"{r['top5_agreement']:>11.1%} {r['output_error_max']:>11.2e} "
-                     f"{r['output_error_mean']:>12.2e} {r['gpu_memory_bytes'] / 1e6:>7.2f}")
-    lines.append("top-k agreement: same top-1 class / same top-5 set as float32; out err: "
-                 "max |y - y32| / max |y32| per input")
-    for precision, r in report["precisions"].items():
-        layers = r["layers"]
-        if not layers:
-            continue
-        worst = max(layers, key=lambda x: x["error"])
-        lines.append(f"{precision}: per-layer error on '{report['inputs'][0]}' grows from "
-                     f"{layers[0]['error']:.1e} ({layers[0]['layer']}) to {layers[-1]['error']:.1e}"
-                     f" ({layers[-1]['layer']}); largest {worst['error']:.1e} at {worst['layer']}")
-    return "\n".join(lines)
+        agree, bound, layers = r["agree"], r["disagreement_bound"], r["layers"]
+        rows.append(f"{precision:10} {r['fp16_layers']:>11d} {_count(agree, 'top1'):>11} "
+                    f"{_count(agree, 'top5'):>11} {_count(agree, 'top5_set'):>14} "
+                    f"{r['output_error_max']:>11.2e} {r['output_error_mean']:>12.2e} "
+                    f"{r['gpu_memory_bytes'] / 1e6:>7.2f}")
+        bounds.append(f"{precision}: with {agree['inputs']} inputs the disagreement rate is "
+                      f"below {bound['top1']:.1%} (top-1) and {bound['top5']:.1%} (top-5) at "
+                      f"{report['confidence']:.0%} confidence (one-sided Clopper-Pearson; the "
+                      f"inputs taken as independent draws)")
+        if layers:
+            worst = max(layers, key=lambda x: x["error"])
+            growth.append(f"{precision}: per-layer error on '{report['inputs'][0]}' grows from "
+                          f"{layers[0]['error']:.1e} ({layers[0]['layer']}) to "
+                          f"{layers[-1]['error']:.1e} ({layers[-1]['layer']}); largest "
+                          f"{worst['error']:.1e} at {worst['layer']}")
+    return "\n".join(
+        [f"{report['model']}: {len(report['inputs'])} inputs{_of_requested(report)} "
+         f"({', '.join(report['inputs'])})",
+         f"{'precision':10} {'fp16 layers':>11} {'top-1 agree':>11} {'top-5 agree':>11} "
+         f"{'top-5 set same':>14} {'out err max':>11} {'out err mean':>12} {'GPU MB':>7}"]
+        + rows
+        + ["top-1 agree: the same top-1 class as float32; top-5 agree: float32's top-1 class is "
+           "in the top 5; top-5 set same: the same five classes; out err: max |y - y32| / "
+           "max |y32| per input"]
+        + bounds + growth)
 
 
 def chart(report, path):
@@ -175,33 +221,43 @@ def chart(report, path):
     plt.close(fig)
 
 
+def save(report, path):
+    """Write ``report`` as JSON to ``path`` whole or not at all (a reader never sees half)."""
+    partial = path + ".part"
+    with open(partial, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1)
+    os.replace(partial, path)
+
+
 def accuracy_main(argv):
-    from .. import open_device
-    from ..cli_common import qpus
+    from ..cli_common import add_device_arguments, open_device_of, positive_int, seed
     p = argparse.ArgumentParser(prog="vc4nn accuracy", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help=".tflite or .onnx file")
-    p.add_argument("--device", default=None, help="emulator (default) or pi")
-    p.add_argument("--qpus", type=qpus, default=12)
-    p.add_argument("--board", default=None, help="emulator board preset")
-    p.add_argument("-n", "--inputs", type=int, default=DEFAULT_INPUTS,
-                   help=f"inputs: the photos, then synthetic images (default {DEFAULT_INPUTS})")
-    p.add_argument("--seed", type=seed_number, default=0,
-                   help="first seed of the synthetic images (an int >= 0)")
+    add_device_arguments(p)
+    p.add_argument("-n", "--inputs", type=positive_int, default=DEFAULT_INPUTS, metavar="N",
+                   help=f"inputs: the {len(PHOTOS)} photos, then seeded variations of "
+                        f"scikit-image's photos (default {DEFAULT_INPUTS})")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the photo variations")
     p.add_argument("--precisions", default=",".join(PRECISIONS),
                    help="compared with fp32, comma-separated (default fp16,auto)")
     p.add_argument("--normalization", default="auto", choices=("auto", "tflite", "torchvision"))
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--save", default=None, metavar="FILE",
+                   help="write the JSON report to FILE after every input (a long run can be "
+                        "read or stopped midway: 'inputs' lists those done, "
+                        "'inputs_requested' is N)")
     p.add_argument("--png", default=None, help="per-layer error growth chart")
     args = p.parse_args(argv)
     precisions = [x for x in args.precisions.split(",") if x]
     bad = [x for x in precisions if x not in KNOWN_PRECISIONS]
-    if bad or args.inputs < 1:
-        raise Vc4nnError(f"--precisions {args.precisions} / -n {args.inputs}: precisions from "
-                         f"{', '.join(KNOWN_PRECISIONS)}; at least one input")
-    with open_device(args.device, **({"board": args.board} if args.board else {})) as device:
+    if bad or not precisions:
+        raise Vc4nnError(f"--precisions {args.precisions}: comma-separated precisions from "
+                         f"{', '.join(KNOWN_PRECISIONS)}")
+    with open_device_of(args) as device:
         report = evaluate(args.model, device, args.inputs, precisions, args.normalization,
-                          args.qpus, args.seed)
+                          args.qpus, args.seed, progress=False if args.quiet else None,
+                          after_input=(lambda r: save(r, args.save)) if args.save else None)
     print(json.dumps(report, indent=1) if args.json else text(report))
     if args.png:
         chart(report, args.png)

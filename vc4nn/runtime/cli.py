@@ -22,8 +22,7 @@ import sys
 
 import numpy as np
 
-from ..cli_common import positive_int, qpus
-from ..device import LAUNCH_PATHS
+from ..cli_common import add_device_arguments, open_device_of, positive_int
 from ..errors import Vc4nnError
 from .precision import PRECISIONS
 
@@ -32,15 +31,7 @@ COMMANDS = ("classify", "profile", "bench", "accuracy", "ops", "export-mobilenet
 
 def _device_args(parser):
     parser.add_argument("model", help=".tflite or .onnx file")
-    parser.add_argument("--device", default=None, help="emulator (default) or pi")
-    parser.add_argument("--qpus", type=qpus, default=12, help="1..12 (default 12)")
-    parser.add_argument("--board", default=None,
-                        help="emulator board preset for the cycle model (default: pi_zero)")
-    parser.add_argument("--launch", choices=LAUNCH_PATHS, default=None,
-                        help="launch path: mailbox (default; the firmware's execute_qpu) or "
-                             "direct (V3D registers; on a Pi needs /dev/mem, see vc4nn doctor)")
-    parser.add_argument("--quiet", "--no-progress", action="store_true", dest="quiet",
-                        help="no progress bars")
+    add_device_arguments(parser)
     parser.add_argument("--precision", default="fp32", choices=PRECISIONS,
                         help="storage of weights and activations (arithmetic is fp32): fp16 "
                              "halves where the kernels can; auto: per layer, fp16 where faster "
@@ -51,12 +42,8 @@ def _device_args(parser):
 
 
 def _open(args, image_input=None):
-    from .. import open_device
     from .session import InferenceSession
-    options = {"board": args.board} if args.board else {}
-    if args.launch:
-        options["launch"] = args.launch
-    device = open_device(args.device, **options)
+    device = open_device_of(args)
     try:
         return InferenceSession(args.model, device=device, num_qpus=args.qpus,
                                 image_input=image_input,

@@ -153,19 +153,21 @@ def activation_inputs(session, node):
     return [name for name in node.inputs if name in session.plan.storage]
 
 
-def trace(session, feed, names):
-    """{node name: ({input name: value}, its output, its time)} of a float32 ``session`` run on
-    ``feed``, for the nodes ``names``: copies taken around each call (the arena lends bytes
-    on)."""
+def trace(session, feed, names=None, with_inputs=True):
+    """{node name: ({input name: value} or None, its output, its time)} of a run of ``session``
+    on ``feed``, for the layers ``names`` (every layer when None); the inputs are the layer's
+    activation inputs (None unless ``with_inputs``). Copies are taken around each call: the
+    arena lends its bytes on."""
     session._write_input(feed)
     out = {}
     for node, call in session.steps:
         if call is None:
             continue
+        wanted = names is None or node.name in names
         inputs = {name: np.array(session._view(name)) for name in
-                  activation_inputs(session, node)} if node.name in names else None
+                  activation_inputs(session, node)} if wanted and with_inputs else None
         _, run = session._invoke(node, call)
-        if inputs is not None:
+        if wanted:
             out[node.name] = (inputs, np.array(session._view(node.outputs[0])), run_time(run))
     return out
 

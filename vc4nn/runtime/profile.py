@@ -28,7 +28,8 @@ class LayerRecord:
     estimated: bool               # cycle-model estimate (emulator) or measured (Pi)
     cycles: Optional[int]
     launches: int
-    host_seconds: float           # wall time of the call on this host (the emulator included)
+    host_seconds: Optional[float]  # wall time of the call on this host (the emulator included);
+    #                               None: launched in one device call with other layers
     gflops: Optional[float]
     bound: str
     storage: str = "fp32"         # of the layer's weights and result (precision="fp16"/"auto")
@@ -90,4 +91,4 @@ def summarize(records):
     return {"layers": len(records), "flops": sum(r.flops for r in records),
             "device_seconds": total, "launches": sum(r.launches for r in records),
             "estimated": any(r.estimated for r in records),
-            "host_seconds": sum(r.host_seconds for r in records)}
+            "host_seconds": sum(r.host_seconds or 0.0 for r in records)}

@@ -8,8 +8,13 @@ workspaces stay in device memory), each launch's control list address is kept, a
 itself is not run (``capture(run=False)``): the session records every layer at load, so the
 programs are assembled and the uniform streams built then, once. ``pack()`` then copies the code,
 uniform streams and control lists that ``Device.execute`` placed (each in an allocation of its
-own, page-aligned) into one allocation per layer and frees the originals; a replay is one
-``execute_control_list`` per launch, as the mailbox's execute_qpu takes it.
+own, page-aligned) into one allocation per layer and frees the originals; a replay launches
+them with ``execute_control_lists`` (each launch one execute_qpu, as the mailbox takes it).
+
+A session's run is a ``schedule``: the recorded launches of consecutive layers go to the
+device in one ``execute_control_lists`` call (a ``LaunchGroup``), layers that are not recorded
+are called; the per-layer reports are merged from the launches' only when asked
+(``layer_runs``, for ``profile()``), so a run's host work is little more than the input copy.
 
 A layer call that launched nothing (it computed on the host) is not replayable and is called
 again each run. Layer calls of ``vc4nn.nn`` given ``out=`` and device buffers do all their work in
@@ -17,11 +22,10 @@ their launches (NN-CONTRACT.md), which is what makes a replay equal to the call.
 """
 
 import contextlib
-import functools
-
 import numpy as np
 
 from ..device import CONTROL_ENTRY_WORDS, RunResult
+from ..nn.layer_call import chain
 
 # A control list entry is (uniforms address, code address).
 CODE_WORD = 1
@@ -43,6 +47,17 @@ def patched(obj, name, replacement):
             setattr(obj, name, before)
         else:
             delattr(obj, name)
+
+
+def launch_groups(launches):
+    """[(timeout, [(num_qpus, control address), ...])] of recorded launches in order: runs of
+    equal timeouts, each one ``execute_control_lists`` call."""
+    groups = []
+    for num_qpus, control, timeout in launches:
+        if not groups or groups[-1][0] != timeout:
+            groups.append((timeout, []))
+        groups[-1][1].append((num_qpus, control))
+    return groups
 
 
 def _align(n):
@@ -160,9 +175,10 @@ class Recording:
 
     def replay(self):
         """The RunResult of relaunching every recorded launch, in order."""
-        runs = [self.device.execute_control_list(n, address, timeout)
-                for n, address, timeout in self.launches]
-        return functools.reduce(lambda first, then: first.followed_by(then), runs)
+        runs = []
+        for timeout, pairs in launch_groups(self.launches):
+            runs += self.device.execute_control_lists(pairs, timeout)
+        return chain(runs)
 
     @property
     def nbytes(self):
@@ -180,3 +196,56 @@ class Recording:
         """Free what the call kept and drop its launches: the call is no longer replayable."""
         self.free()
         self.launches = []
+
+
+class LaunchGroup:
+    """Recorded launches of consecutive layers, launched in one call: ``pairs`` [(num_qpus,
+    control address)] with one ``timeout``; ``layers`` [(node, how many of the pairs)]."""
+
+    __slots__ = ("timeout", "pairs", "layers")
+
+    def __init__(self, timeout, pairs, layers):
+        self.timeout, self.pairs, self.layers = timeout, pairs, layers
+
+
+def schedule(steps, recordings, per_layer=False):
+    """A run of ``steps`` [(node, call or None)] as segments, in order: a ``LaunchGroup`` (the
+    recorded launches of one or more layers: one ``execute_control_lists`` call; one group per
+    layer if ``per_layer``) or the (node, call) of a layer called every run (not recorded, or
+    its call launched nothing)."""
+    segments = []
+    for node, call in steps:
+        if call is None:
+            continue
+        recording = recordings.get(node.name)
+        if recording is None or not recording.launches:
+            segments.append((node, call))
+            continue
+        for timeout, pairs in launch_groups(recording.launches):
+            last = segments[-1] if segments else None
+            if per_layer or not isinstance(last, LaunchGroup) or last.timeout != timeout:
+                last = LaunchGroup(timeout, [], [])
+                segments.append(last)
+            last.pairs.extend(pairs)
+            last.layers.append((node, len(pairs)))
+    return segments
+
+
+def layer_runs(done):
+    """(node, RunResult, host wall seconds) per layer from a run's ``done`` [(segment, its
+    result: the RunResult list of a group or a call's RunResult, wall seconds)]. A layer
+    launched in one call with others has no wall time of its own (None)."""
+    runs = []
+    for segment, result, seconds in done:
+        if type(segment) is not LaunchGroup:
+            runs.append((segment[0], result, seconds))
+            continue
+        at = 0
+        for node, count in segment.layers:
+            part = chain(result[at:at + count])
+            at += count
+            if runs and runs[-1][0] is node:            # a layer split across groups
+                runs[-1] = (node, runs[-1][1].followed_by(part), None)
+            else:
+                runs.append((node, part, seconds if len(segment.layers) == 1 else None))
+    return runs

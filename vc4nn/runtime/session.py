@@ -5,8 +5,8 @@ At load: the file becomes the optimized IR, every weight is laid out once by the
 bytes in one activation arena (``planner``), each layer becomes a call with all its arguments
 bound (arena views included), and each call is recorded once without running (``replay``): its
 program assembled (``program_cache``: from disk on a second start) and its uniform streams built.
-A run is then a loop of recorded launches. The session knows nothing of the backend: it calls the
-``vc4nn.nn`` API only.
+A run is then one device call launching the recorded sequence (``replay.schedule``). The
+session knows nothing of the backend: it calls the ``vc4nn.nn`` API only.
 
 A uint8 camera frame (``image_input=``) is taken as it is: the model's normalisation is folded
 into the stem convolution's weights and bias, and the frame is written into a buffer whose border
@@ -15,6 +15,7 @@ where the original sees 0).
 """
 
 import collections
+import math
 import functools
 import time
 
@@ -29,7 +30,7 @@ from . import precision as precision_choice
 from .planner import plan_memory
 from .profile import layer_record
 from . import program_cache
-from .replay import CodePool, Recording
+from .replay import CodePool, LaunchGroup, Recording, layer_runs, schedule
 from .session_args import check_output_names, check_session_options
 
 NodeArg = collections.namedtuple("NodeArg", "name shape type")
@@ -78,7 +79,7 @@ class InferenceSession:
         self._own_device = device is None
         self._weights, self._arena, self._code = None, None, None
         self.program_cache_stats = None     # {"hits", "misses", "folder"} of the load
-        self.last_runs = []
+        self._last_segments = []            # (segment, its result, wall seconds) of the last run
         if device is None:
             from .. import open_device
             device = open_device(**({} if launch is None else {"launch": launch}))
@@ -166,6 +167,8 @@ class InferenceSession:
         self._lend_workspaces(nodes)
         if self.replay:
             self._record_all(progress)
+        self._schedules = {shown: schedule(self.steps, self._recordings, per_layer=shown)
+                           for shown in (False, True)}
 
     def _place_weights(self, nodes, bar):
         """Bind every layer, its weights in one arena; the arena's size is known once every
@@ -235,7 +238,7 @@ class InferenceSession:
         shape = tuple(shape or self.graph.shapes[name])
         dtype = self.storage.dtype(owner)
         start = self.plan.offsets[owner]
-        end = start + int(np.prod(shape)) * dtype.itemsize
+        end = start + math.prod(shape) * dtype.itemsize
         return self._arena.view(np.uint8)[start:end].view(dtype).reshape(shape)
 
     def _prepare(self, placement, fn, *args):
@@ -312,14 +315,14 @@ class InferenceSession:
             if self._normalization is not None:      # no stem to fold into: on the host
                 from .image import normalize
                 x = normalize(x, self._normalization)
-            self._input_view[...] = x
+            _copy_into(self._input_view, x)
             return
         # The border is rewritten every run: the arena lends its bytes to later layers.
         t, b, l, r = self._stem.attrs["pads"]
         v, border = self._input_view, self._border
         v[:t], v[v.shape[0] - b:], v[:, :l], v[:, v.shape[1] - r:] = border, border, border, \
             border
-        self._interior[...] = x
+        _copy_into(self._interior, x)
 
     def run(self, output_names=None, input_feed=None):
         if self.closed:
@@ -331,28 +334,33 @@ class InferenceSession:
             raise InputError(f"unknown outputs {unknown}; the model's outputs are "
                              f"{self.graph.outputs}")
         self._write_input(input_feed)
-        runs = []
+        shown = _shows_progress(self.progress)
+        segments = self._schedules[shown]
+        done = []
         start = time.perf_counter()
-        for node, call in _progress(self.steps, self.progress, "running layers"):
-            if call is not None:
-                t0 = time.perf_counter()
-                result = self._call(node, call)
-                runs.append((node, result, time.perf_counter() - t0))
+        execute = self.device.execute_control_lists
+        for segment in _progress(segments, shown, "running layers"):
+            t0 = time.perf_counter()
+            if type(segment) is LaunchGroup:
+                result = execute(segment.pairs, segment.timeout)
+            else:
+                result = self._invoke(*segment)[1]
+            done.append((segment, result, time.perf_counter() - t0))
         values = {}
         for node in self.host_steps:
             x = values.get(node.inputs[0])
             x = np.array(self._view(node.inputs[0]), np.float64) if x is None else x
             e = np.exp(node.attrs.get("beta", 1.0) * (x - x.max()))
             values[node.outputs[0]] = e / e.sum()
-        self.last_runs = runs
+        self._last_segments = done
         self.last_wall_seconds = time.perf_counter() - start
         return [self._output(n, values) for n in names]
 
-    def _call(self, node, call):
-        recording = self._recordings.get(node.name)
-        if recording is not None and recording.launches:
-            return recording.replay()
-        return self._invoke(node, call)[1]      # replay off, not replayable, or not kept
+    @property
+    def last_runs(self):
+        """(node, RunResult, host wall seconds) of each layer of the last run, merged from the
+        launches' reports when asked (``replay.layer_runs``)."""
+        return layer_runs(self._last_segments)
 
     def _invoke(self, node, call):
         with scratch(self._scratch[node.name]):
@@ -367,7 +375,7 @@ class InferenceSession:
 
     def profile(self, input_feed=None):
         """Per-layer records of the last run (or of a run on ``input_feed``, or on a zero input)."""
-        if input_feed is not None or not self.last_runs:
+        if input_feed is not None or not self._last_segments:
             if input_feed is None:
                 i = self.get_inputs()[0]
                 input_feed = {i.name: np.zeros(i.shape, i.type)}
@@ -416,6 +424,16 @@ class InferenceSession:
         return False
 
 
+def _copy_into(view, x):
+    """``view[...] = x`` for (H, W, C) arrays; a transposed view of planar (C, H, W) data goes
+    one plane at a time, a few times faster than one strided copy."""
+    if x.ndim == 3 and x.strides[2] > x.strides[0]:
+        for channel in range(x.shape[2]):
+            view[..., channel] = x[..., channel]
+    else:
+        view[...] = x
+
+
 def _square(graph, node, pair, what):
     if pair[0] != pair[1]:
         raise UnsupportedModelError(f"{node.source_op or node.op}: {what} {tuple(pair)} is not "
@@ -434,11 +452,13 @@ def _fold_normalization(w, bias, norm):
     return folded.astype(np.float32), b.astype(np.float32)
 
 
-def _progress(items, progress, desc):
+def _shows_progress(progress):
     import sys
-    if progress is None:
-        progress = sys.stderr.isatty()
-    if not progress:
+    return sys.stderr.isatty() if progress is None else bool(progress)
+
+
+def _progress(items, progress, desc):
+    if not _shows_progress(progress):
         return items
     from tqdm import tqdm
     from ..progress import DELAY_S

@@ -1,10 +1,22 @@
 """MobileNet-style ONNX models with random weights, written with onnx.helper the way exporters
 write them (torchvision through torch.onnx: Conv + BatchNormalization + Clip/Relu, Add,
-GlobalAveragePool, Flatten, Gemm; older opsets: Clip bounds as attributes)."""
+GlobalAveragePool, Flatten, Gemm; older opsets: Clip bounds as attributes).
+
+``mobilenet_v1(size, width)`` and ``mobilenet_v2(size, width)`` have the structure of the real
+networks at any width multiplier and input size: what the tests compare with onnxruntime and
+what ``tools/bench_mobilenet.py`` times (the time does not depend on the weights). Needs the
+onnx extra (``pip install 'vc4nn[onnx]'``).
+"""
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+
+from .errors import ModelError
+
+try:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError:                     # the optional extra; OnnxBuilder says what to install
+    onnx = None
 
 
 def make_divisible(v, divisor=8):
@@ -13,7 +25,12 @@ def make_divisible(v, divisor=8):
 
 
 class OnnxBuilder:
+    """Nodes and random initializers of one model, named uniquely in the order they are made."""
+
     def __init__(self, seed=0, opset=13, bn=True):
+        if onnx is None:
+            raise ModelError("building ONNX models needs the onnx package: "
+                             "pip install 'vc4nn[onnx]'")
         self.rng = np.random.default_rng(seed)
         self.opset, self.bn = opset, bn
         self.nodes, self.inits, self.count = [], [], 0
