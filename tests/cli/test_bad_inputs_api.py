@@ -114,7 +114,7 @@ def test_layer_functions_refuse_bad_arguments_by_name(name, argument, device):
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     onnx = pytest.importorskip("onnx")
-    from tests.runtime.onnx_models import mobilenet_v1
+    from vc4nn.runtime.random_mobilenets import mobilenet_v1
     path = tmp_path_factory.mktemp("model") / "tiny.onnx"
     onnx.save(mobilenet_v1(size=32, width=0.25), str(path))
     return str(path)

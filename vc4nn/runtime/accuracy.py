@@ -9,7 +9,7 @@ Inputs (needs scikit-image and Pillow): the 8 RGB photos that ship with scikit-i
 coffee, astronaut, rocket, motorcycle_left, hubble_deep_field, retina, ihc) resized to the
 model's input, then up to N seeded variations of its photographs (random crop of 25-100% of
 the area, rescale, mirror, colour jitter; --seed picks another set). The model gets uint8
-frames with its normalisation (--normalization, as ``vc4nn classify``).
+frames with its normalisation (--normalization, as vc4nn classify).
 
 Per precision, against the float32 run of the same model on the same inputs (counts of N):
   top-1 agree     the same top-1 class as float32
