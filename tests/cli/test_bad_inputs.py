@@ -255,6 +255,7 @@ def test_asm_and_disasm_refuse_to_overwrite_their_input(tmp_path, capsys):
     source = tmp_path / "x.s"
     source.write_text(COUNTER)
     assert "input file itself" in cli_error(["asm", str(source), "-o", str(source)], capsys)
+    assert "input file itself" in cli_error(["assemble", str(source), "-o", str(source)], capsys)
     assert source.read_text() == COUNTER
     code = tmp_path / "x.bin"
     assert main(["asm", str(source), "-o", str(code)]) == 0

@@ -208,7 +208,24 @@ def test_model_commands_refuse_bad_values(tiny_model, photo, tmp_path, capsys):
              (["accuracy", tiny_model, "--seed", "-1"], "--seed"),
              (["bench-layers", "--boards", ",,"], "names no board"),
              (["bench-layers", "--net", ","], "no network named"),
-             (["ops", "extra"], "unrecognized")]
+             (["ops", "extra"], "unrecognized"),
+             (["export-mobilenet-v2", str(tmp_path / "o.onnx"), "--weights", str(binary)],
+              "not a readable PyTorch checkpoint"),
+             (["export-mobilenet-v2", str(tmp_path / "o.onnx"), "--weights", "/dev/zero"],
+              "not a regular file"),
+             (["demo", "--image", str(binary)], "cannot read the image"),
+             (["demo", "--image", "/nonexistent.png"], "cannot read the image")]
     for argv, fragment in cases:
         quiet = ["--quiet"] if argv[0] in ("classify", "profile", "bench") else []
         assert fragment in cli_error(argv + quiet, capsys), argv
+
+
+# The subcommands whose bad inputs the tests above and tests/cli/test_bad_inputs.py generate; a
+# new subcommand fails this test until its bad inputs are tested too.
+COVERED = {"asm", "assemble", "disasm", "doctor", "run", "sgemm", "classify", "profile", "bench",
+           "accuracy", "ops", "export-mobilenet-v2", "demo", "bench-layers", "tune"}
+
+
+def test_every_subcommand_has_its_bad_inputs_tested():
+    from .test_vc4nn_cli import subcommands
+    assert set(subcommands()) == COVERED
