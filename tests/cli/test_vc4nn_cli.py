@@ -258,6 +258,15 @@ def test_an_overrun_past_a_buffer_faults_naming_it(tmp_path, capsys):
     assert "runs 64 bytes past the end of the 64-byte buffer" in err and "(1x16 uint32)" in err
 
 
+def test_reading_past_the_uniforms_names_whose_uniforms(capsys):
+    # hello.s reads two uniforms; given none (the launch passes one 0), the fault says so
+    # rather than naming an anonymous "4 uint8" buffer.
+    assert main(["run", str(HELLO_S), "--qpus", "2", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "QPU 0, PC" in err and "uniform access" in err
+    assert "past the end of the 4-byte buffer" in err and "(the uniforms of QPU 0: 1 word)" in err
+
+
 def test_guard_bytes_is_a_run_option(tmp_path, capsys):
     # hello.s stores 64 bytes at out + 64: in out's guard gap by default; with no gap it is
     # outside every allocation (the next buffer starts at the next 4 KiB), naming no buffer.
