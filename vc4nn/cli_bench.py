@@ -60,6 +60,10 @@ def add_arguments(parser):
     parser.add_argument("--storage", choices=("fp32", "fp16"), default="fp32",
                         help="fp16: activations and weights stored as halves where the layer's "
                         "kernel can (arithmetic stays fp32); the records say which ran so")
+    parser.add_argument("--no-handoff", action="store_true",
+                        help="run every depthwise result NHWC (by default a depthwise layer "
+                        "whose pointwise reader would transpose it hands it over channel-major, "
+                        "as the runtime does: the pair is then 2 launches, not 3)")
     parser.add_argument("--only", default="", help="comma-separated layer names")
     parser.add_argument("--kind", default="", help="comma-separated layer kinds or groups "
                         f"({', '.join(KIND_GROUPS)}); see above")
@@ -100,6 +104,19 @@ def network_layers(args):
     return out
 
 
+def handoff_layers(args, device):
+    """{(network label, layer name)} of the layers that hand over channel-major
+    (vc4nn/nn/handoff.py), decided on each whole network whatever --only and --kind pick."""
+    from .nn.handoff import network_handoffs
+    whole = dict(vars(args), only="", kind="")
+    networks = {}
+    for network, layer in network_layers(type(args)(**whole)):
+        networks.setdefault(network, []).append(layer)
+    return {(network, name) for network, layers in networks.items()
+            for name in network_handoffs(layers, args.qpus, device,
+                                         getattr(args, "storage", "fp32"))}
+
+
 def layer_kinds(text):
     """The set of kinds ``--kind`` names (empty: every kind)."""
     from .nn.layer_figures import KINDS
@@ -129,14 +146,17 @@ def run_records(args, progress=print, save=None):
         reduce = not args.full and (args.quick or core != "c")
         reduction = Reduction(args.pixels, args.rows) if reduce else FULL
         seen = {}
+        handoffs = set() if getattr(args, "no_handoff", False) else \
+            handoff_layers(args, device)
         for index, (network, layer) in enumerate(network_layers(args)):
+            layout = "chw" if (network, layer.name) in handoffs else "hwc"
             key = (layer.kind, layer.height, layer.width, layer.cin, layer.cout, layer.stride,
-                   layer.activation, layer.residual, args.storage)
+                   layer.activation, layer.residual, args.storage, layout)
             started = time.time()
             if key not in seen:
                 seen[key] = measure_layer(layer, device, args.qpus, reduction,
                                           {} if args.plans == "default" else None,
-                                          storage=args.storage)
+                                          storage=args.storage, layout=layout)
             record = dict(seen[key].as_dict(), name=layer.name, network=network, core=core,
                           index=index)
             records.append(record)

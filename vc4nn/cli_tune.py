@@ -18,7 +18,7 @@ ranking of routes does not depend on the pixel count); with the C core, full lay
 import json
 import sys
 
-from .cli_bench import QUICK_PIXELS, network_layers
+from .cli_bench import QUICK_PIXELS, handoff_layers, network_layers
 from .cli_common import add_network_arguments, count
 
 
@@ -45,10 +45,14 @@ def tune_main(args):
     pixels = args.pixels
     if pixels is None:
         pixels = 0 if getattr(device, "core", "python") == "c" else QUICK_PIXELS
-    layers = [layer for _, layer in network_layers(args)]
+    labelled = network_layers(args)
+    handed = handoff_layers(args, device)
+    layers = [layer for _, layer in labelled]
     path = cache_path(args.cache)
     results = tune_layers(layers, device, path, args.qpus, pixels,
-                          lambda line: print(line, file=sys.stderr, flush=True))
+                          lambda line: print(line, file=sys.stderr, flush=True),
+                          {layer: "chw" for network, layer in labelled
+                           if (network, layer.name) in handed})
     rows = [{"layer": r.layer.name, "kind": r.layer.kind, "key": r.key,
              "default": r.default, "default_ms": 1e3 * r.default_clocks / r.clock_hz,
              "tuned": r.best, "tuned_ms": 1e3 * r.best_clocks / r.clock_hz,

@@ -142,6 +142,22 @@ def test_store_16_and_8_bit_from_sub_word_offsets():
     assert raw[16:31].tolist() == vbytes[2, 14:21].tolist() + [0] + vbytes[3, 14:21].tolist()
 
 
+def test_vertical_16_bit_store_takes_both_halves_of_a_word_before_the_next_row():
+    """Our reading (docs/hardware-choices.md "DMA is packed"): a vertical 16-bit memory row
+    runs down its column 4 bytes per VPM row, halves 0 and 1 of (Y, X), then of (Y + 1, X); the
+    depthwise kernel's channel-major fp16 result stages pixel pairs on it."""
+    units = Units()
+    pattern_vpm(units)
+    vbytes = units.vpm.bytes.reshape(-1, 64).copy()
+    base, raw = units.buffer(np.zeros(32, np.uint8))
+    store(units, vdw(2, 3, y=5, x=7, modew=2, horizontal=False), base, stride=4)   # 3 halves
+
+    def column(x):
+        return vbytes[5, 4 * x:4 * x + 4].tolist() + vbytes[6, 4 * x:4 * x + 2].tolist()
+
+    assert raw[:20].tolist() == column(7) + [0] * 4 + column(8) + [0] * 4
+
+
 def test_store_blockmode_takes_rows_from_a_linear_vpm_stream():
     units = Units()
     rows = pattern_vpm(units)

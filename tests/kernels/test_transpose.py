@@ -24,6 +24,25 @@ def test_transpose_matches_numpy(device, rows, k, num_qpus):
     np.testing.assert_array_equal(np.asarray(dst), x.T)
 
 
+@pytest.mark.parametrize("rows,k,num_qpus,offset", [
+    (1, 1, 1, 0), (16, 16, 1, 0), (17, 33, 5, 0), (15, 48, 12, 1), (5, 100, 12, 1), (100, 3, 3, 0),
+])
+def test_transpose_of_halves_moves_the_bits(device, rows, k, num_qpus, offset):
+    """fp16 in, fp16 out: every half lands where numpy's transpose puts it, bit for bit (odd K
+    and a source starting at an odd half alternate the halves' positions in their words; the
+    patterns include a NaN and denormals, which a float conversion would not keep)."""
+    bits = np.random.default_rng(rows * 5 + k).integers(0, 1 << 16, (rows, k), np.uint16)
+    x = bits.view(np.float16)
+    plan = transpose.TransposePlan(rows, k, num_qpus, "fp16")
+    src = device.alloc(rows * k + offset, np.float16)
+    src[offset:] = x.reshape(-1)
+    dst = device.alloc((k, rows), np.float16)
+    dst.view(np.uint16)[...] = 0xFFFF
+    device.execute(transpose.program_for(plan), plan.qpus,
+                   plan.uniform_streams(src.address + 2 * offset, dst.address))
+    np.testing.assert_array_equal(np.asarray(dst).view(np.uint16), bits.T)
+
+
 def test_transpose_too_wide_is_a_clear_error():
     with pytest.raises(Vc4nnError, match="VDW stride"):
         transpose.program_for(transpose.TransposePlan(16386, 1, 1))

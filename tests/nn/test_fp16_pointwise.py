@@ -1,5 +1,6 @@
 """pointwise with fp16 weights (channel-pair words widened to float32 in the VPM by the
-loaders, vc4nn/kernels/panel_halves.py) against a float64 einsum on the same half weights."""
+loaders, vc4nn/kernels/panel_halves.py) and fp16 activations x, residual and result
+(vc4nn/kernels/panel_act_halves.py), against a float64 einsum on the same half values."""
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from vc4nn.kernels import panel_halves
 from vc4nn.nn import pointwise, prepare_pointwise
 from vc4nn.nn.layer_args import DtypeError
 
-from .reference import assert_close, dense
+from .reference import assert_close, assert_close_fp16, dense
 
 
 def normal_halves(rng, shape):
@@ -43,6 +44,66 @@ def test_fp16_weights(device, h, w, cin, cout, qpus, bias, residual, activation,
     r = rng.standard_normal((h, w, cout)).astype(np.float32) if residual else None
     y = pointwise(x, wt, b, activation, r, device=device, num_qpus=qpus, tiling=tiling)
     assert_close(y, *dense(x, wt, b, r, activation), cin)
+
+
+# fp16 activations: h, w, cin, cout, QPUs, bias, residual, activation, tiling, storage of x, y,
+# residual, w. Odd pixel counts (15, 21, 7), Cin / Cout not multiples of 16 or 32, 1 / 4 / 12
+# QPUs, each panel width with an edge panel (101 = 96 + 5: the shifted edge window's stored part
+# starts at an odd half), both routes: direct with two-k gathers (even chunk depths) and one-k
+# gathers (8 vectors x 3 k-rows, whose gather step of one half flips the half bit), transposed
+# (M = 15: a k step of an odd number of halves), and every mix of storages.
+HALF_CASES = [
+    (3, 5, 17, 33, 12, True, False, "relu6", None, "fp16", "fp16", "fp32", "fp32"),
+    (3, 7, 33, 17, 1, False, True, None, None, "fp16", "fp16", "fp16", "fp16"),
+    (2, 9, 64, 101, 12, True, True, "relu", {"panel_vectors": 6}, "fp16", "fp16", "fp16", "fp32"),
+    (2, 9, 40, 300, 12, True, False, None, {"panel_vectors": 8}, "fp16", "fp16", "fp32", "fp16"),
+    (3, 3, 24, 72, 4, False, True, "relu6", {"panel_vectors": 4}, "fp16", "fp16", "fp16", "fp32"),
+    (4, 6, 48, 160, 12, True, True, "relu6", {"transpose_input": True},
+     "fp16", "fp16", "fp16", "fp16"),
+    (3, 5, 33, 130, 12, True, True, None, {"transpose_input": True, "panel_vectors": 8},
+     "fp16", "fp16", "fp16", "fp32"),
+    (1, 7, 17, 40, 1, True, False, "relu", {"transpose_input": True},
+     "fp16", "fp16", "fp32", "fp32"),
+    (1, 7, 17, 20, 4, False, True, None, {"transpose_input": True}, "fp16", "fp32", "fp32", "fp32"),
+    (3, 5, 33, 100, 12, True, True, "relu", {"panel_vectors": 6}, "fp32", "fp16", "fp32", "fp16"),
+    (3, 5, 33, 100, 12, True, True, None, {"panel_vectors": 6}, "fp32", "fp32", "fp16", "fp32"),
+    (3, 5, 33, 100, 12, True, True, "relu6", None, "fp16", "fp32", "fp16", "fp16"),
+    (3, 5, 33, 100, 12, False, True, "relu6", {"panel_vectors": 6}, "fp16", "fp16", "fp32",
+     "fp16"),
+]
+DTYPES = {"fp16": np.float16, "fp32": np.float32}
+
+
+@pytest.mark.parametrize(
+    "h, w, cin, cout, qpus, bias, residual, activation, tiling, xs, ys, rs, ws", HALF_CASES,
+    ids=str)
+def test_fp16_activations(device, h, w, cin, cout, qpus, bias, residual, activation, tiling, xs,
+                          ys, rs, ws):
+    rng = np.random.default_rng(cin * cout + h)
+    x = rng.standard_normal((h, w, cin)).astype(DTYPES[xs])
+    wt = rng.standard_normal((cin, cout)).astype(DTYPES[ws])
+    b = rng.standard_normal(cout).astype(np.float32) if bias else None
+    r = rng.standard_normal((h, w, cout)).astype(DTYPES[rs]) if residual else None
+    y = pointwise(x, wt, b, activation, r, device=device, num_qpus=qpus, tiling=tiling,
+                  dtype=DTYPES[ys])
+    check = assert_close_fp16 if ys == "fp16" else assert_close
+    check(y, *dense(x, wt, b, r, activation), cin)
+
+
+def test_fp16_activation_device_buffers(device):
+    """Device buffers in (float16 x and residual, an float16 ``out`` view starting at an odd
+    half), a device buffer out; the result's dtype follows x when neither out nor dtype says."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((5, 3, 24)).astype(np.float16)
+    wt = rng.standard_normal((24, 40)).astype(np.float32)
+    r = rng.standard_normal((5, 3, 40)).astype(np.float16)
+    arena = device.alloc(1 + 5 * 3 * 40, np.float16)
+    out = arena[1:].reshape(5, 3, 40)
+    y = pointwise(device.array(x), prepare_pointwise(wt, device=device), activation="relu",
+                  residual=device.array(r), out=out, device=device)
+    assert y is out
+    assert_close_fp16(np.asarray(out), *dense(x, wt, None, r, "relu"), 24)
+    assert pointwise(x, wt, device=device).dtype == np.float16
 
 
 def test_prepared_fp16_weights_are_half_the_bytes(device):
@@ -84,6 +145,13 @@ def test_channel_pair_layout():
 
 def test_bad_fp16_arguments(device):
     x = np.zeros((2, 2, 4), np.float32)
+    with pytest.raises(DtypeError, match="x has dtype float64"):
+        pointwise(np.zeros((2, 2, 4)), np.zeros((4, 6), np.float32), device=device)
+    with pytest.raises(DtypeError, match="residual has dtype int32"):
+        pointwise(x, np.zeros((4, 6), np.float32), residual=np.zeros((2, 2, 6), np.int32),
+                  device=device)
+    with pytest.raises(DtypeError, match="dtype"):
+        pointwise(x, np.zeros((4, 6), np.float32), dtype=np.float64, device=device)
     with pytest.raises(DtypeError, match="w has dtype float64"):
         prepare_pointwise(np.zeros((4, 6)), device=device)
     with pytest.raises(DtypeError, match="bias"):

@@ -181,13 +181,10 @@ def test_bias_twice(device):
         pointwise(x, prepare_pointwise(wt, b, device=device), b, device=device)
 
 
-def test_unimplemented_storage():
-    with pytest.raises(Vc4nnError, match="f16"):
-        kernel.PointwisePlan(1, 1, 1, 1, 1, storage="f16")
-    with pytest.raises(Vc4nnError, match="fp16 activations are not implemented"):
-        kernel.PointwisePlan(1, 1, 1, 1, 1, storage="fp16")
-    with pytest.raises(Vc4nnError, match="w_storage='f16'"):
-        kernel.PointwisePlan(1, 1, 1, 1, 1, w_storage="f16")
+def test_unknown_storage():
+    for name in ("x_storage", "y_storage", "r_storage", "w_storage"):
+        with pytest.raises(Vc4nnError, match=f"{name}='f16'"):
+            kernel.PointwisePlan(1, 1, 1, 1, 1, **{name: "f16"})
 
 
 # -- every pointwise layer of MobileNet v1 and v2 (generated and assembled, not run) -----------

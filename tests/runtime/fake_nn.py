@@ -57,12 +57,16 @@ def conv2d(x, p, stride=1, padding="same", activation=None, out=None, **kw):
     return _finish("conv2d", _conv(x, p, stride, padding, False), activation, out)
 
 
-def depthwise(x, p, stride=1, padding="same", activation=None, out=None, **kw):
-    return _finish("depthwise", _conv(x, p, stride, padding, True), activation, out)
+def depthwise(x, p, stride=1, padding="same", activation=None, out=None, out_layout="hwc",
+              **kw):
+    y = _conv(x, p, stride, padding, True)
+    return _finish("depthwise", y.transpose(2, 0, 1) if out_layout == "chw" else y, activation,
+                   out)
 
 
-def pointwise(x, p, activation=None, residual=None, out=None, **kw):
-    y = np.asarray(x, np.float64) @ np.asarray(p.w, np.float64) + p.b
+def pointwise(x, p, activation=None, residual=None, out=None, x_layout="hwc", **kw):
+    x = np.asarray(x, np.float64)
+    y = (x.transpose(1, 2, 0) if x_layout == "chw" else x) @ np.asarray(p.w, np.float64) + p.b
     if residual is not None:
         y = y + residual
     return _finish("pointwise", y, activation, out)

@@ -30,21 +30,26 @@ def tiny_v1(tmp_path_factory):
 
 def test_storage_plan_halves_only_between_fp16_kernels(tiny_v1):
     """A value is a half only if its writer runs fp16 and can write halves and all its readers
-    can read them: the stem's result (read by a depthwise layer) is; a depthwise result (read
-    by a pointwise layer, which reads float32 activations) is not."""
+    can read them: in MobileNet v1 every activation between the stem and the classifier is;
+    the classifier's logits (fully_connected writes float32) are not, nor is the result of a
+    layer kept float32 (here the first pointwise layer: its weights and result; its input,
+    written by an fp16 layer, stays a half, which its kernel reads)."""
     graph = load_graph(tiny_v1)
     plan = storage_plan(graph, {n.name for n in graph.nodes})
     stem = next(n for n in graph.nodes if n.op == "conv2d")
     depthwise = [n for n in graph.nodes if n.op == "depthwise"]
+    pointwise = [n for n in graph.nodes if n.op == "pointwise"]
     assert plan.values[stem.outputs[0]] == "fp16"
-    assert all(plan.values[n.outputs[0]] == "fp32" for n in depthwise)
+    assert all(plan.values[n.outputs[0]] == "fp16" for n in depthwise + pointwise)
     assert all(plan.weights(n) == "fp16" for n in depthwise)
     fc = next(n for n in graph.nodes if n.op == "fully_connected")
     assert plan.weights(fc) == "fp16" and plan.values[fc.outputs[0]] == "fp32"
     assert plan.weights(stem) == "fp32"             # conv2d's weights travel as uniforms
-    pointwise = [n for n in graph.nodes if n.op == "pointwise"]
     assert pointwise and all(plan.weights(n) == "fp16" for n in pointwise)
-    assert all(plan.values[n.outputs[0]] == "fp32" for n in pointwise)    # results stay float32
+    some = storage_plan(graph, {n.name for n in graph.nodes} - {pointwise[0].name})
+    assert some.values[pointwise[0].inputs[0]] == "fp16"
+    assert some.values[pointwise[0].outputs[0]] == "fp32"
+    assert some.weights(pointwise[0]) == "fp32"
     none = storage_plan(graph, ())
     assert set(none.values.values()) == {"fp32"}
 
@@ -188,3 +193,34 @@ def test_unfused_add_and_pool_store_halves(residual_of_depthwise, device, precis
     assert halves == ["fp16"] * 2
     if precision == "auto":
         assert "faster in fp16" in records["add"].choice and "<=" in records["add"].choice
+
+
+@pytest.fixture(scope="module")
+def tiny_v2(tmp_path_factory):
+    """A MobileNet v2-style model: expansions, depthwise, projections with fused residuals
+    (Cin / Cout 8, 16, 24, 48, 72: not all multiples of 16), 10 classes."""
+    path = str(tmp_path_factory.mktemp("v2") / "m.onnx")
+    onnx.save(onnx_models.mobilenet_v2(32, 0.5, blocks=((1, 16, 1, 1), (6, 24, 2, 2),
+                                                        (6, 32, 2, 2))), path)
+    return path
+
+
+def test_tiny_v2_fp16_activations_close_to_onnxruntime(tiny_v2, device):
+    """precision="fp16" keeps every activation between the stem and the classifier in halves,
+    the pointwise layers' inputs, fused residuals and results included, and stays within fp16
+    storage's error of onnxruntime's float32."""
+    x = np.random.default_rng(8).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    expected = ort.InferenceSession(tiny_v2, providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    with InferenceSession(tiny_v2, device=device, precision="fp16") as sess:
+        (got,) = sess.run(None, {"input": x})
+        pointwise = [n for n in sess.graph.nodes if n.op == "pointwise"]
+        fused = [n for n in pointwise if len(n.inputs) > 3]
+        stored = sess.storage.values
+        half_values = {v for n in pointwise for v in [n.inputs[0], n.outputs[0]] + n.inputs[3:]}
+        assert fused and all(stored[v] == "fp16" for v in half_values)
+        fp16_arena = sess.memory()["arena_bytes"]
+    with InferenceSession(tiny_v2, device=device) as sess:
+        assert sess.memory()["arena_bytes"] > fp16_arena
+    assert rel_error(got, expected) <= 2e-2 and top(got, 1) == top(expected, 1)
+    assert device._allocations == []

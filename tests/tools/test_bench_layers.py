@@ -4,6 +4,7 @@ layers only: the 7x7 pool, the tiny v1 0.25/128 depthwise)."""
 import json
 import re
 
+import numpy as np
 import pytest
 
 from vc4nn.cli import main
@@ -57,6 +58,37 @@ def test_tune_cli_stores_and_reports(tmp_path, capsys):
     assert "1 tuned layers" in shown and "depthwise" in shown and "board=pi_zero" in shown
 
 
+def test_tune_tunes_handed_over_layers_as_they_run(tmp_path, capsys, monkeypatch):
+    """v1 0.5/128's dw7 -> pw7 hand over channel-major: vc4nn tune searches the depthwise
+    layer's QPU spread and the pointwise layer's panel widths in that layout, under keys of
+    their own, and the layer calls then take those records."""
+    from vc4nn import open_device
+    from vc4nn.nn import depthwise, mobilenet_shapes
+    from vc4nn.nn.layer_plans import plan_for
+    from vc4nn.nn.tuned_plans import plan_key, tuned_plan
+    cache = tmp_path / "plans.json"
+    assert main(["tune", "--net", "v1", "--alpha", "0.5", "--size", "128", "--only",
+                 "dw7,pw7", "--cache", str(cache), "--json"]) == 0
+    rows = {r["layer"]: r for r in json.loads(capsys.readouterr().out)["layers"]}
+    assert "out_layout=chw" in rows["dw7"]["key"] and "input_layout=chw" in rows["pw7"]["key"]
+    assert rows["dw7"]["candidates"] > 5 and rows["pw7"]["candidates"] >= 2
+    assert all(r["tuned_ms"] <= r["default_ms"] for r in rows.values())
+    monkeypatch.setenv("VC4NN_TUNE_CACHE", str(cache))
+    layers = {layer.name: layer for layer in mobilenet_shapes.mobilenet_v1(0.5, 128)}
+    with open_device(board="pi_zero") as device:
+        for name in ("dw7", "pw7"):
+            layer = layers[name]
+            plan, _ = plan_for(layer, layer.height, layer.width, 12, device, {}, layout="chw")
+            assert plan_key(plan, "pi_zero") == rows[name]["key"]
+            tuned = tuned_plan(plan, device)
+            assert {k: getattr(tuned, k) for k in rows[name]["tuned"]} == rows[name]["tuned"]
+        x = np.zeros((8, 8, 256), np.float32)
+        _, run = depthwise(x, np.zeros((3, 3, 256), np.float32), np.zeros(256, np.float32),
+                           activation="relu6", device=device, return_run=True,
+                           out_layout="chw")
+        assert run.num_qpus == rows["dw7"]["tuned"]["max_qpus"]
+
+
 def test_bench_layers_kind_subsets_and_stalls():
     """--kind picks the GEMM half or the spatial half (what tools/bench_gemm_layers.py and
     bench_spatial.py measured); --stalls prints each cause's share and the tiling that ran."""
@@ -90,22 +122,18 @@ def test_bench_layers_bad_network_is_one_line_error(capsys):
 
 
 def test_bench_layers_fp16_storage(capsys):
-    """--storage fp16: the depthwise layer and the pool run with halves (half the bytes, less
-    time); a layer without fp16 kernels (vc4nn/nn/storage.py) runs float32 and its record says
-    so."""
+    """--storage fp16: the depthwise, pointwise (activations and weights) and pool layers run
+    with halves (half the bytes, less time)."""
     args = ["bench-layers", "--net", "v1", "--alpha", "0.25", "--size", "128", "--only",
             "dw13,pw13,pool", "--boards", "pi_zero", "--json", "--quick", "--pixels", "16"]
     records = {}
     for storage in ("fp32", "fp16"):
         assert main(args + ["--storage", storage]) == 0
         records[storage] = {r["name"]: r for r in json.loads(capsys.readouterr().out)["layers"]}
-    for name in ("dw13", "pool"):
+    for name in ("dw13", "pool", "pw13"):
         r16, r32 = records["fp16"][name], records["fp32"][name]
         assert r16["storage"] == "fp16"
         assert 2 * r16["bytes_moved"] == r32["bytes_moved"] and r16["ms"] < r32["ms"]
-    # pointwise: fp16 weights (256 x 256 halves), float32 activations
-    pw16, pw32 = records["fp16"]["pw13"], records["fp32"]["pw13"]
-    assert pw16["storage"] == "fp16" and pw32["bytes_moved"] - pw16["bytes_moved"] == 256 * 256 * 2
 
 
 def test_bench_layers_kind_add_lists_v2_residual_adds(capsys):
@@ -126,3 +154,22 @@ def test_bench_layers_kind_add_lists_v2_residual_adds(capsys):
     for r16, r32 in zip(records["fp16"], records["fp32"]):
         assert r16["storage"] == "fp16" and 2 * r16["bytes_moved"] == r32["bytes_moved"]
         assert r16["ms"] < r32["ms"]
+
+
+def test_bench_layers_hands_depthwise_results_over_channel_major(capsys):
+    """v1 0.5/128's dw7 -> pw7 (8x8x256: the pointwise layer would transpose its input): by
+    default the depthwise layer writes channel-major and the pointwise layer runs in one launch
+    instead of two, as the runtime runs them; --no-handoff measures the NHWC pair."""
+    args = ["bench-layers", "--net", "v1", "--alpha", "0.5", "--size", "128", "--only",
+            "dw7,pw7,dw12", "--boards", "pi_zero", "--json", "--full"]
+    runs = {}
+    for extra in ([], ["--no-handoff"]):
+        assert main(args + extra) == 0
+        runs[bool(extra)] = {r["name"]: r for r in json.loads(capsys.readouterr().out)["layers"]}
+    fused, plain = runs[False], runs[True]
+    assert fused["dw7"]["layout"] == fused["pw7"]["layout"] == "chw"
+    assert fused["dw7"]["tiling"]["max_qpus"] < 12      # it stages whole tile rows
+    assert fused["dw12"]["layout"] == "hwc"          # its pointwise reader (4x4) is direct
+    assert (fused["pw7"]["launches"], plain["pw7"]["launches"]) == (1, 2)
+    assert plain["dw7"]["layout"] == plain["pw7"]["layout"] == "hwc"
+    assert fused["dw7"]["ms"] + fused["pw7"]["ms"] < plain["dw7"]["ms"] + plain["pw7"]["ms"]

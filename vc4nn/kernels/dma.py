@@ -10,7 +10,7 @@ from asm import isa, r0, vdr_setup, vdw_setup, vpm_read_setup, vpm_write_setup, 
     vw_addr, vw_setup
 
 MAX_ROWS_FIELD = 16         # a load setup with 16 rows stores 0 in NROWS
-MAX_UNITS_FIELD = 128       # a store setup with 128 units stores 0 in UNITS
+MAX_UNITS_FIELD = 128       # a store setup with 128 units (depth) stores 0 in UNITS (DEPTH)
 WORD_BITS = isa.WORD_BITS
 
 
@@ -23,13 +23,21 @@ def load_setup_delta(rows, y, size):
     return vdr_setup(rows, 16, y, size=size) - vdr_setup(MAX_ROWS_FIELD, 16, 0, size=size)
 
 
-def store_setup_base(depth, y, size):
-    """VDW setup (horizontal) with UNITS 0: add ``store_setup_delta``."""
-    return vdw_setup(MAX_UNITS_FIELD, depth, y, size=size)
+def store_setup_base(lanes, y, size, horizontal=True):
+    """VDW setup with the pixel count 0: add ``store_setup_delta``. A pixel is a VPM row of
+    ``lanes`` elements: horizontal, each pixel is a memory row (UNITS = pixels, DEPTH = lanes);
+    vertical, each lane's column is a memory row (UNITS = lanes, DEPTH = pixels), which stores
+    the rows transposed (channel-major)."""
+    if horizontal:
+        return vdw_setup(MAX_UNITS_FIELD, lanes, y, size=size)
+    return vdw_setup(lanes, MAX_UNITS_FIELD, y, size=size, horizontal=False)
 
 
-def store_setup_delta(units, y, size):
-    return vdw_setup(units, 16, y, size=size) - vdw_setup(MAX_UNITS_FIELD, 16, 0, size=size)
+def store_setup_delta(pixels, y, size, horizontal=True):
+    if horizontal:
+        return vdw_setup(pixels, 16, y, size=size) - vdw_setup(MAX_UNITS_FIELD, 16, 0, size=size)
+    return (vdw_setup(16, pixels, y, size=size, horizontal=False)
+            - vdw_setup(16, MAX_UNITS_FIELD, 0, size=size, horizontal=False))
 
 
 def add_constant(a, dst, base, value, scratch=r0):
@@ -51,9 +59,10 @@ def start_load(a, setup_base, rows, y, size, row_address, offset):
     add_constant(a, vr_addr, row_address, offset)
 
 
-def start_store(a, setup_base, units, y, size, address, offset):
-    """DMA ``units`` VPM rows from row ``y`` (relative) to ``address`` + ``offset`` bytes."""
-    add_constant(a, vw_setup, setup_base, store_setup_delta(units, y, size))
+def start_store(a, setup_base, units, y, size, address, offset, horizontal=True):
+    """DMA ``units`` pixels (VPM rows, or pixel pairs per row: ``store_setup_base``) from row
+    ``y`` (relative) to ``address`` + ``offset`` bytes."""
+    add_constant(a, vw_setup, setup_base, store_setup_delta(units, y, size, horizontal))
     add_constant(a, vw_addr, address, offset)
 
 

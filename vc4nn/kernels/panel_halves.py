@@ -18,10 +18,10 @@ from asm import uniform, vpm, vpm_read_setup, vpm_write_setup, vr_setup, vr_wait
 
 from .common import LANES, ceil_div
 from .halves import HALF_HIGH, HALF_LOW, channel_pair_words
+from .panel_plan import HALF
 from .panel_registers import registers
 
 BLOCK = 2 * LANES           # columns per channel-pair block
-HALF = 2                    # bytes per half
 
 
 def padded_columns(n):

@@ -9,6 +9,7 @@ import typing
 from asm import isa, r0, r1, r2, r3, r4, r5, r5rep, tmu0_s, vpm, vr_setup
 
 from .common import LANES, ceil_div
+from .panel_act_halves import copy_steps
 from .panel_plan import MAX_ROWS
 from .panel_registers import registers
 
@@ -28,11 +29,14 @@ class KStep(typing.NamedTuple):
     ``half``: which lanes of the gather hold this k (0: lanes 0-7, 1: lanes 8-15). ``request``:
     on the first k of a gather, ask for the gather GATHERS_AHEAD ahead: "full", or "single" for
     a last gather with one k (odd K), whose upper lanes then repeat the lower ones instead of
-    reading past A. ``pop``: on the last k of a gather, wait for the next gather into r4."""
+    reading past A. ``pop``: on the last k of a gather, wait for the next gather into r4.
+    ``flip``: (fp16 A) on the first k of a gather, bit 1 of r2 differs from that of the
+    gather's own address (panel_act_halves)."""
 
     half: int
     request: typing.Optional[str]
     pop: bool
+    flip: bool = False
 
 
 def gather_kind(plan, gather):
@@ -49,21 +53,45 @@ def k_kinds(plan):
     for k in range(plan.k):
         gather, half = divmod(k, width)
         request = gather_kind(plan, gather + ahead) if half == 0 and gather + ahead < gathers else None
-        out.append(KStep(half, request, half == width - 1 and k + 1 < plan.k))
+        out.append(KStep(half, request, half == width - 1 and k + 1 < plan.k,
+                         flip(plan, r2_gather(plan, gather) - gather)))
     return out
+
+
+def r2_gather(plan, gather):
+    """The gather whose address r2 holds when the k loop copies ``gather``: the copy comes
+    before that k's request, and a "single" request does not step r2 (request_a)."""
+    gathers = ceil_div(plan.k, plan.gather_k)
+    asked = min(gather + GATHERS_AHEAD[plan.gather_k], gathers)
+    return asked - (asked == gathers and gather_kind(plan, gathers - 1) == "single")
+
+
+def flip(plan, steps):
+    """Whether bit 1 of A's address differs ``steps`` gathers on (fp16 A only): a gather
+    step of an odd number of halves flips it."""
+    if not plan.a_halves:
+        return False
+    return steps * plan.gather_k * (plan.a_k // plan.a_bytes) % 2 == 1
 
 
 def steady_kinds(plan):
     """The KSteps of a chunk in the middle of a panel: the chunk loop's body."""
     width = plan.gather_k
-    return [KStep(row % width, "full" if row % width == 0 else None, row % width == width - 1)
+    flipped = flip(plan, GATHERS_AHEAD[width])
+    return [KStep(row % width, "full" if row % width == 0 else None, row % width == width - 1,
+                  flipped)
             for row in range(plan.chunk_rows)]
 
 
 def count_row(plan):
     """The k-row whose first instruction steps the chunk loop's counter: the first after row 0
-    that copies a gather (a free ADD slot next to the copy), else row 1 on its own."""
-    rows = [row for row, kind in enumerate(steady_kinds(plan)) if row and kind.half == 0]
+    that copies a gather (a free ADD slot next to the copy), else row 1 on its own. fp16 A:
+    the last row that copies, after its copy, since a copy's flags would clobber the count's
+    before the loop's branch."""
+    copies = [row for row, kind in enumerate(steady_kinds(plan)) if kind.half == 0]
+    if plan.a_halves:
+        return copies[-1]
+    rows = [row for row in copies if row]
     return rows[0] if rows else min(1, plan.chunk_rows - 1)
 
 
@@ -112,13 +140,17 @@ def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
 
     # Each step: (emit(sig), True if it uses a small immediate, which excludes a signal).
     steps = []
-    if row == 0 or count_here:
+    if plan.a_halves:       # the copy, the request, group 0's reads and the count in 3 steps
+        reads = (lambda sig: a.add(vr_setup, r3, -plan.row_base, sig=sig), True)
+        steps = copy_steps(a, plan, kind, reads if row == 0 else None,
+                           (count, True) if count_here else None)
+    elif row == 0 or count_here:
         steps.append((first, True))
     elif kind.half == 0:
         steps.append((first, False))
-    if kind.request:
+    if kind.request and not plan.a_halves:
         steps.append((lambda sig: request_a(a, plan, kind.request, sig), False))
-    if count_here and row == 0:
+    if count_here and row == 0 and not plan.a_halves:
         steps.append((count, True))
     flags_at = len(steps) if count_here else 0
     prev = acc[-1][-1]

@@ -26,6 +26,7 @@ ACCUMULATORS = 48               # registers for accumulators besides the 16 of b
 MAX_ROWS = 8                    # rows of A (of C) per QPU: lanes 0-7 of a two-k gather
 CHUNK_ROWS = 4                  # k-rows per chunk: 2 x 4 x 6 = 48 VPM rows double-buffered
 ROW_BYTES = LANES * WORD
+HALF = 2                        # bytes of an IEEE half
 SMALL_IMMEDIATES = range(-16, 16)
 
 # ROLE word (first word after "participates"): bit 31 = barrier master (so the N flag of the
@@ -72,6 +73,12 @@ class PanelPlan:
     # B stored as IEEE halves in channel-pair words (vc4nn/kernels/panel_halves.py): each loader
     # widens its k-row to float32 in the VPM before the barrier, so the k loop is unchanged.
     b_halves: bool = False
+    # A, C and the epilogue's residual stored as IEEE halves, one per element in their natural
+    # order (vc4nn/kernels/panel_act_halves.py): the gathers keep each lane's half by its
+    # address, C is packed on its way to the VPM. The bias stays float32.
+    a_halves: bool = False
+    c_halves: bool = False
+    r_halves: bool = False
 
     def __post_init__(self):
         if not 1 <= self.max_rows <= MAX_ROWS:
@@ -89,6 +96,8 @@ class PanelPlan:
                              f"apart for small-immediate offsets")
         if not self.epilogue.is_identity and not (self.alpha_one and self.beta_zero):
             raise ValueError("a panel plan with an epilogue takes alpha = 1 and beta = 0")
+        if (self.c_halves or self.r_halves) and not (self.alpha_one and self.beta_zero):
+            raise ValueError("fp16 C or residual needs alpha = 1 and beta = 0")
         if self.b_halves and self.panel_vectors % 2 and self.n > self.panel_vectors * LANES:
             raise ValueError(f"panel_vectors {self.panel_vectors}: fp16 B needs an even panel "
                              f"width (panels start on a 32-column block of channel pairs)")
@@ -199,16 +208,28 @@ class PanelPlan:
             out.append((self.edge, self.edge.start))
         return out
 
-    # -- strides of op(A) ---------------------------------------------------------------------
+    # -- element sizes and strides of op(A) ---------------------------------------------------
+    @property
+    def a_bytes(self):
+        return HALF if self.a_halves else WORD
+
+    @property
+    def c_bytes(self):
+        return HALF if self.c_halves else WORD
+
+    @property
+    def r_bytes(self):
+        return HALF if self.r_halves else WORD
+
     @property
     def a_lane(self):
         """Bytes between rows of op(A) (the gather's lanes)."""
-        return WORD if self.trans_a else self.k * WORD
+        return self.a_bytes if self.trans_a else self.k * self.a_bytes
 
     @property
     def a_k(self):
         """Bytes between k of op(A) (the gather address step)."""
-        return self.m * WORD if self.trans_a else WORD
+        return self.m * self.a_bytes if self.trans_a else self.a_bytes
 
 
 def deepest_chunk(vectors, num_qpus):

@@ -11,6 +11,9 @@ from asm import (element_number, null, r0, r1, r2, r3, r4, r5, tmu0_s, vpm, vw_a
 
 from .common import GATHER_DEPTH, LANES, WORD
 from .epilogue import activate, prepare_activation
+from .halves import HALF_LOW, gathered_half
+from .panel_act_halves import pack_register, scaled_address
+from .panel_plan import HALF
 from .panel_registers import registers
 
 
@@ -22,7 +25,10 @@ def start_at_bias(a, plan, variant, acc):
     regs = registers(plan)[0]
     base = r2
     a.mov(r3, regs["bias"])                 # c_panel and bias are both on regfile B (and
-    a.add(base, r3, regs["c_panel"])        # c_panel may be written just before the panel)
+    if plan.c_bytes != WORD:                # c_panel may be written just before the panel)
+        scaled_address(a, base, regs["c_panel"], r3, plan.c_bytes, WORD)  # a float32 bias
+    else:
+        a.add(base, r3, regs["c_panel"])
     vectors = variant.vectors
     for i in range(vectors + GATHER_DEPTH):
         if i >= GATHER_DEPTH:
@@ -48,29 +54,34 @@ def store(a, plan, variant, acc):
             a.mov(alpha, regs["alpha"])     # an accumulator: acc may sit on either regfile
         else:
             a.nop()
-        a.ldi(r3, column_offset(variant, 0))
+        a.ldi(r3, column_offset(variant, 0, plan.c_bytes))
         a.add(address, regs["c_panel"], r3)
         prepare_activation(a, plan.epilogue)
         for g, row in enumerate(acc):
             if g:               # rows past the valid ones: done (g == store, since we go up by 1)
                 a.sub(null, regs["store"], g, sf=True)
                 a.branch("skip", cond="all_zs")
-                a.ldi(r3, plan.n * WORD)                # the delay slots step to row g
+                a.ldi(r3, plan.n * plan.c_bytes)        # the delay slots step to row g
                 a.add(address, address, r3)
                 a.nop()
             if not plan.beta_zero:
                 add_gathered(a, variant, row, address, functools.partial(pop_beta_c, a, plan, alpha))
-            if plan.epilogue.residual:
-                a.add(r2, address, regs["residual"])    # alpha is 1: r2 is free
-                add_gathered(a, variant, row, r2, functools.partial(pop_residual, a))
+            if plan.epilogue.residual:                  # alpha is 1: r2 is free
+                if plan.r_bytes != plan.c_bytes:
+                    scaled_address(a, r2, address, regs["residual"], plan.c_bytes, plan.r_bytes)
+                else:
+                    a.add(r2, address, regs["residual"])
+                add_gathered(a, variant, row, r2, functools.partial(pop_residual, a),
+                             plan.r_bytes)
             store_row(a, plan, variant, row, address, alpha)
         a.label("skip")
 
 
-def column_offset(variant, j):
-    """Bytes from the panel's first column to the stored part of vector j."""
+def column_offset(variant, j, size=WORD):
+    """Bytes (of ``size``-byte elements) from the panel's first column to the stored part of
+    vector j."""
     x = variant.partial[1] if variant.partial and variant.partial[0] == j else 0
-    return (j * LANES + x) * WORD
+    return (j * LANES + x) * size
 
 
 def store_row(a, plan, variant, row, address, alpha):
@@ -83,30 +94,44 @@ def store_row(a, plan, variant, row, address, alpha):
         # so wait for it here, not after starting each store. A store's instructions then run
         # while it moves, and the panel's last store drains during the next panel's start.
         a.read(vw_wait)
+        if plan.c_halves:       # packed here: readable by the VPM write below
+            activate(a, pack_register(plan), reg, plan.epilogue.activation, r5, pack=HALF_LOW)
         a.mov(vw_setup, regs["stage_w"])
-        if scale:
+        if plan.c_halves:
+            a.mov(vpm, pack_register(plan))
+        elif scale:
             a.fmul(vpm, reg, alpha)
         else:
             activate(a, vpm, reg, plan.epilogue.activation, r5)
         a.mov(vw_setup, regs["vdw_part"] if j == partial else regs["vdw_full"])
         # to the next vector; after the last, back to the first
-        step = column_offset(variant, (j + 1) % len(row)) - column_offset(variant, j)
+        step = (column_offset(variant, (j + 1) % len(row), plan.c_bytes)
+                - column_offset(variant, j, plan.c_bytes))
         a.ldi(r3, step)
         a.add(address, address, r3).mov(vw_addr, address)      # the MUL reads the old address
 
 
-def add_gathered(a, variant, row, base, pop):
+def add_gathered(a, variant, row, base, pop, size=WORD):
     """Gather a row of some matrix shaped like C (``base``: its address at the row's first
-    stored column) up to GATHER_DEPTH vectors ahead, and let ``pop(reg)`` combine each vector
-    into the row's accumulator ``reg``. Lanes of a partial vector outside its stored columns
-    repeat its nearest stored column, so the gather neither leaves the matrix nor reads words
-    this QPU stored in the previous panel (facts §3: stale TMU data)."""
+    stored column; ``size`` bytes per element) up to GATHER_DEPTH vectors ahead, and let
+    ``pop(reg)`` combine each vector into the row's accumulator ``reg`` (halves: added, each
+    lane keeping the half its address names). Lanes of a partial vector outside its stored
+    columns repeat its nearest stored column, so the gather neither leaves the matrix nor reads
+    words this QPU stored in the previous panel (facts §3: stale TMU data)."""
     vectors = len(row)
+
+    def first(i):
+        return i * LANES * size - column_offset(variant, 0, size)
+
     for i in range(vectors + GATHER_DEPTH):
         if i >= GATHER_DEPTH:
-            pop(row[i - GATHER_DEPTH])
+            done = i - GATHER_DEPTH
+            if size == HALF:
+                pop_half(a, variant, done, base, first(done), row[done])
+            else:
+                pop(row[done])
         if i < vectors:             # r0 and r3 are free: the pop above is done with them
-            request_vector(a, variant, i, base, i * LANES * WORD - column_offset(variant, 0))
+            request_vector(a, variant, i, base, first(i), size)
 
 
 def pop_beta_c(a, plan, alpha, reg):
@@ -126,9 +151,25 @@ def pop_residual(a, reg):
     a.fadd(reg, reg, r4)
 
 
-def request_vector(a, variant, i, base, first):
+def pop_half(a, variant, i, base, first, reg):
+    """reg += vector i of a row of halves (request_vector's), arriving in r4: its lanes'
+    addresses again, for the flags of their halves."""
+    lane_offsets(a, variant, i, base, first, HALF)
+    a.add(r0, r3, r0, sig="ldtmu0")
+    a.and_(null, r0, HALF, sf=True)
+    gathered_half(a, "fmax", r0)        # (reg may sit on a register file: not read twice)
+    a.fadd(reg, reg, r0)
+
+
+def request_vector(a, variant, i, base, first, size=WORD):
     """Gather vector i of a panel-shaped row whose column 0 is at ``base`` + ``first`` bytes,
     lanes clamped to the vector's stored columns. Uses r0 and r3."""
+    lane_offsets(a, variant, i, base, first, size)
+    a.add(tmu0_s, r3, r0)
+
+
+def lane_offsets(a, variant, i, base, first, size):
+    """r0: the byte offsets of vector i's lanes (request_vector), r3: ``base`` + ``first``."""
     partial = variant.partial[0] if variant.partial else None
     if i == partial:
         _, x, depth = variant.partial
@@ -137,7 +178,6 @@ def request_vector(a, variant, i, base, first):
         a.max(r0, r0, x)
     else:
         a.mov(r0, element_number)
-    a.shl(r0, r0, 2)
+    a.shl(r0, r0, size.bit_length() - 1)
     a.ldi(r3, first)
     a.add(r3, r3, base)
-    a.add(tmu0_s, r3, r0)

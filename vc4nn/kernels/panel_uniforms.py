@@ -7,7 +7,9 @@ arithmetic for B.
 
 from asm import vdr_setup, vdw_setup, vpm_write_setup
 
+from . import dma
 from .common import LANES, WORD
+from .panel_act_halves import scaled_offset
 from .panel_halves import column_bytes, halves_y, widen_words, word_rows
 from .panel_plan import ROLE_LOADER, ROLE_MASTER, ROW_BYTES
 
@@ -16,11 +18,12 @@ from .panel_plan import ROLE_LOADER, ROLE_MASTER, ROW_BYTES
 # The uniform stream of one QPU (the host/kernel contract), in the order the kernel reads it:
 #   [participates]                         0: this QPU exits at once
 #   [role, staging write setup, VDW setup full vector, VDW setup partial vector] [alpha] [beta]
-#   [residual: its address - C's address]
+#   [residual: its address - C's address (scaled to the residual's element size,
+#             panel_act_halves.scaled_offset)]
 #   loaders: the DMA pieces of chunk 0, each [vdr setup, address]
 #   per pass: [A address of the block's first row, rows valid - 1, rows to store (0: a pass
 #             this QPU only helps with), C address of the block's row 0, (bias) the bias's
-#             address - that C address]
+#             address - that C address (scaled to float32 elements)]
 #      per panel: [A's gather step in bytes (negative: k runs backwards), bytes to its first
 #                 k, (two-k gathers) A's k step]
 #         per chunk: loaders: (fp16 B) the VPM read and write setups that widen my k-row of
@@ -86,6 +89,22 @@ def load_words(plan, b_addr, chunk, index, slot):
     return words
 
 
+def staging_words(plan, q, partial):
+    """QPU q's staging write setup and the VDW setups of a full and of the partial vector
+    (``partial``: a PanelVariant's, or None). fp16 C: 16-bit writes of bits 15:0, one row per
+    vector, and 16-bit stores; the partial vector's first half sits at word x // 2, half x % 2."""
+    y, bits = plan.staging_y + q, plan.c_bytes * 8
+    if bits == 32:
+        return [vpm_write_setup(y), vdw_setup(units=1, depth=LANES, y=y),
+                vdw_setup(units=1, depth=partial[2], y=y, x=partial[1]) if partial else 0]
+    part = 0
+    if partial:
+        x = partial[1]
+        part = vdw_setup(units=1, depth=partial[2], y=y, x=x // 2, size=bits, offset=x % 2)
+    return [vpm_write_setup(y, size=bits, stride=dma.row_stride(bits)),
+            vdw_setup(units=1, depth=LANES, y=y, size=bits), part]
+
+
 def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
     """Per QPU, the list of 32-bit uniforms. ``addresses``: bus addresses of a, b and c;
     ``bias``, ``residual``: bus addresses of the epilogue's operands, when the plan has them."""
@@ -103,15 +122,13 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
         slot = plan.loader_slot(q)
         loader = slot is not None
         role = (ROLE_MASTER if q == 0 else 0) | (ROLE_LOADER if loader else 0)
-        y = plan.staging_y + q
-        words = [1, role, vpm_write_setup(y), vdw_setup(units=1, depth=LANES, y=y),
-                 vdw_setup(units=1, depth=partial[2], y=y, x=partial[1]) if partial else 0]
+        words = [1, role, *staging_words(plan, q, partial)]
         if not plan.alpha_one:
             words.append(float(alpha))
         if not plan.beta_zero:
             words.append(float(beta))
         if plan.epilogue.residual:
-            words.append((residual - c_addr) & 0xFFFFFFFF)
+            words.append(scaled_offset(residual, c_addr, plan.c_bytes, plan.r_bytes))
         if loader:
             words += load_words(plan, b_addr, chunks[0], 0, slot)
         panels = iter(panel_sequence(plan))
@@ -122,9 +139,10 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
             store = p * plan.qpus + q < plan.blocks
             words += [a_addr + m0 * plan.a_lane,
                       min(plan.rows, plan.m - m0) - 1, min(plan.rows, plan.m - m0) if store else 0,
-                      c_addr + m0 * plan.n * WORD]
+                      c_addr + m0 * plan.n * plan.c_bytes]
             if plan.epilogue.bias:
-                words.append((bias - c_addr - m0 * plan.n * WORD) & 0xFFFFFFFF)
+                words.append(scaled_offset(bias, c_addr + m0 * plan.n * plan.c_bytes,
+                                           plan.c_bytes, WORD))
             for _ in plan.panel_starts():
                 words += panel_direction(plan, next(panels)[2])
                 for _ in range(plan.chunks):

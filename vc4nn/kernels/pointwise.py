@@ -14,6 +14,10 @@ and Cin = 384, 640, ...), they share sets of the direct-mapped cache and the gat
 each QPU takes fewer pixels (4 for Cin = 128), or the activation is first transposed on the GPU
 ([Cin, H*W], one extra launch) and the panel kernel's TN path reads it (``route``). The
 weights need no such care: B is only ever DMA'd.
+
+Storage: x, the residual, y and the weights are each float32 or halves (``x_storage``, ...;
+arithmetic float32): the panel kernel's halves branches (panel_act_halves.py, panel_halves.py)
+and a transpose of halves. The bias is float32.
 """
 
 import dataclasses
@@ -25,9 +29,9 @@ import collections
 from .. import hardware
 from ..errors import DeviceError
 from . import sgemm_panel, transpose
-from .common import MAX_VDW_STRIDE, WORD
+from .common import MAX_VDW_STRIDE
 from .epilogue import Epilogue
-from .spatial import check_storage
+from .spatial import STORAGE_BITS, check_storage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,19 +52,27 @@ class PointwisePlan:
     bias: bool = False
     residual: bool = False
     activation: typing.Optional[str] = None
-    storage: str = "fp32"       # of the activation x and the result y
+    x_storage: str = "fp32"     # of the activation x, the result y, the residual, the weights
+    y_storage: str = "fp32"
+    r_storage: str = "fp32"
     w_storage: str = "fp32"
     transpose_input: typing.Optional[bool] = None
     max_rows: typing.Optional[int] = None
     panel_vectors: typing.Optional[int] = None
+    # "hwc": x is [H*W, Cin] (NHWC); "chw": x is already [Cin, H*W] (a depthwise layer wrote it
+    # so), the TN path reads it and the plan has no transpose launch.
+    input_layout: str = "hwc"
 
     def __post_init__(self):
-        check_storage("pointwise: storage", self.storage)
-        if self.storage != "fp32":
-            raise DeviceError(f"pointwise: the panel kernel gathers and stores {sgemm_panel.WORD}"
-                              f"-byte elements; {self.storage} activations are not implemented "
-                              f"(fp16 weights are: w_storage='fp16')")
-        check_storage("pointwise: w_storage", self.w_storage)
+        for name in ("x_storage", "y_storage", "r_storage", "w_storage"):
+            check_storage(f"pointwise: {name}", getattr(self, name))
+        if self.input_layout not in ("hwc", "chw"):
+            raise DeviceError(f"pointwise: input_layout={self.input_layout!r}; 'hwc' or 'chw'")
+        if self.input_layout == "chw" and (self.transpose_input is False or self.max_rows
+                                           not in (None, sgemm_panel.MAX_ROWS)):
+            raise DeviceError(f"pointwise: an input in 'chw' layout is read by the transposed "
+                              f"route with all its rows only (transpose_input=False or max_rows "
+                              f"< {sgemm_panel.MAX_ROWS} cannot apply)")
         if self.w_storage == "fp16" and self.panel_vectors and self.panel_vectors % 2:
             raise DeviceError(f"pointwise: panel_vectors {self.panel_vectors} with fp16 weights; "
                               f"give an even width (panels start on a 32-channel block)")
@@ -78,7 +90,13 @@ class PointwisePlan:
         return sgemm_panel.PanelPlan(self.pixels, self.cout, self.cin, trans_a, self.num_qpus,
                                      True, True, self.epilogue, max_rows, vectors,
                                      sgemm_panel.deepest_chunk(vectors, self.num_qpus),
-                                     self.w_storage == "fp16")
+                                     self.w_storage == "fp16", self.x_storage == "fp16",
+                                     self.y_storage == "fp16",
+                                     self.residual and self.r_storage == "fp16")
+
+    @property
+    def x_bytes(self):
+        return STORAGE_BITS[self.x_storage] // 8
 
     @property
     def vectors(self):
@@ -106,8 +124,10 @@ class PointwisePlan:
         pixels 384->64: 8 rows 347 400, 4 rows 160 548, transposed 208 220; without aliasing, 64->384: direct
         121 758, transposed 135 240. On 8 QPUs (64 pixels 128->128: direct 78 157, transposed
         92 786) and 4 (32 pixels: 69 059, 77 496) the misses cost less than the transpose. The
-        transpose's VDW stride limits it to H*W <= 16384 pixels."""
-        fits = (self.pixels - 1) * WORD <= MAX_VDW_STRIDE
+        transpose's VDW stride limits it to H*W <= 16384 pixels (32768 in halves)."""
+        fits = (self.pixels - 1) * self.x_bytes <= MAX_VDW_STRIDE
+        if self.input_layout == "chw":
+            return True, sgemm_panel.MAX_ROWS
         if self.transpose_input is not None or self.max_rows is not None:
             return bool(self.transpose_input) and fits, self.max_rows or sgemm_panel.MAX_ROWS
         ways = hardware.TMU_CACHE_WAYS
@@ -139,8 +159,10 @@ class PointwisePlan:
 
     @property
     def transpose(self):
-        """The transpose launch's plan, or None."""
-        return transpose.TransposePlan(self.pixels, self.cin, self.num_qpus) if self.transposed else None
+        """The transpose launch's plan, or None (also when x comes transposed: "chw")."""
+        if not self.transposed or self.input_layout == "chw":
+            return None
+        return transpose.TransposePlan(self.pixels, self.cin, self.num_qpus, self.x_storage)
 
 
 # Panel widths (vectors of 16 output channels) the default plan chooses from: 8 (128 channels,
@@ -171,8 +193,9 @@ def programs_for(plan):
 
 def launches(plan, x, w, y, bias=None, residual=None, workspace=None):
     """[(program, QPUs, uniform streams)] of the layer, in order. Bus addresses: x the
-    activation, w the weights (Cin, Cout), y the result, bias / residual when the plan has them,
-    workspace a Cin x H*W float buffer when the plan transposes."""
+    activation ([H*W, Cin], or [Cin, H*W] when the plan's input_layout is "chw"), w the weights
+    (Cin, Cout), y the result, bias / residual when the plan has them, workspace a Cin x H*W
+    buffer of x's storage when the plan transposes x itself (``plan.transpose``)."""
     first, main = programs_for(plan)
     out = []
     a = x

@@ -84,7 +84,7 @@ def panel_kernel(a, plan):
     a.mov(regs["c_panel"], uniform)
     if plan.epilogue.bias:
         a.mov(regs["bias"], uniform)
-    panel_bytes = vectors * LANES * WORD
+    panel_bytes = vectors * LANES * plan.c_bytes
     if plan.full_panels:
         a.ldi(regs["panels_left"], plan.full_panels)
         a.label("panel")
@@ -98,7 +98,7 @@ def panel_kernel(a, plan):
         a.nop()
         a.nop()
     if plan.edge:           # c_panel is at column full_panels * 96: move to the edge window
-        a.ldi(r3, (plan.edge.start - plan.full_panels * panel_bytes // WORD) * WORD)
+        a.ldi(r3, (plan.edge.start - plan.full_panels * vectors * LANES) * plan.c_bytes)
         a.add(regs["c_panel"], regs["c_panel"], r3)
         with a.scope("edge"):
             panel(a, plan, plan.edge, masters)

@@ -25,7 +25,7 @@ from asm import element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb, tmu0_s
 from . import dma
 from .common import each_record
 from .epilogue import activate
-from .halves import HALF_LOW, gathered_half
+from .halves import HALF_HIGH, HALF_LOW, gathered_half
 from .window_plan import ACCUMULATOR_REGISTERS
 
 ACC = [ra[i] for i in range(ACCUMULATOR_REGISTERS)]
@@ -160,8 +160,11 @@ def tile_setup(a, plan):
     a.mov(LOAD_BASE, uniform)
     a.mov(vr_setup, uniform)            # the load pitch (extended setup word)
     a.mov(STORE_BASE, uniform)
-    a.read(vw_wait)                     # the stride below is sticky: the last store must be out
-    a.mov(vw_setup, uniform)
+    # The last store must be out: the stride below is sticky, and the tile's first stores may
+    # be skipped (ramp-up), so its buffers do not take turns with the previous tile's.
+    a.read(vw_wait)
+    if plan.out_layout == "hwc":        # ("chw": each store sets its own stride)
+        a.mov(vw_setup, uniform)
     if plan.op == "depthwise":
         taps = plan.kernel_h * plan.kernel_w
         gather_weights(a, WEIGHTS[:taps] + [BIAS], plan.padded_channels * plan.w_bytes,
@@ -259,6 +262,7 @@ def store_row(a, plan, variant, acc_set, stores):
     """Finish one output row (scale or bias+activation), stage it and store it in chunks.
     Returns the count of stores emitted so far (it picks the staging buffer)."""
     size = plan.out_bits
+    horizontal = plan.out_layout == "hwc"
     if plan.op == "avg_pool":
         a.mov(r1, uniform)              # 1 / valid rows of this output row's windows
     a.mov(STORE, uniform, sf=True)      # 0: an output row the tile does not own
@@ -268,31 +272,50 @@ def store_row(a, plan, variant, acc_set, stores):
         a.nop()
         a.nop()
         for first, pixels in plan.store_chunks(variant):
-            y = 2 * plan.in_chunk + plan.out_chunk * (stores % 2)
-            dma.write_rows(a, VPM_WRITE_ROW0, y, size)
-            packed = None           # fp16: the packed vector not yet written
-            for j in range(first, first + pixels):
-                acc = ACC[acc_set * variant.cols + j]
-                dst, pack = vpm, None
-                if size == 16:
-                    dst, pack = HALVES[j % 2], HALF
-                if plan.op == "avg_pool":
-                    a.fmul(r0, acc, r1)
-                    a.fmul(dst, r0, WEIGHTS[j], pack=pack)
-                else:
-                    activate(a, dst, acc, plan.activation, SIX, pack=pack)
-                if packed is not None:
-                    a.mov(vpm, packed)
-                packed = dst if pack else None
-            if packed is not None:
-                a.nop()             # the last pack is not readable yet
-                a.mov(vpm, packed)
-            a.read(vw_wait)
+            y = 2 * plan.in_chunk + plan.stage_rows(plan.out_chunk) * (stores %
+                                                                      plan.store_buffers)
+            if plan.store_buffers == 1:
+                a.read(vw_wait)         # the one staging buffer: its last store must be out
+            dma.write_rows(a, VPM_WRITE_ROW0, y, plan.stage_bits)
+            stage_pixels(a, plan, [ACC[acc_set * variant.cols + j]
+                                   for j in range(first, first + pixels)], first)
+            if plan.store_buffers == 2:
+                a.read(vw_wait)
+            if not horizontal:
+                a.ldi(vw_setup, plan.store_stride(pixels))
             dma.start_store(a, STORE_BASE, pixels, y, size, STORE,
-                            first * plan.channels * plan.out_bytes)
+                            first * plan.out_pixel_bytes(), horizontal)
             stores += 1
         a.label("skip")
     return stores
+
+
+def stage_pixels(a, plan, accs, first):
+    """Finish the outputs in ``accs`` (columns ``first``.. of a row) into the staging rows that
+    generic writes were set up for. fp16: each result is packed by the op that computes it into
+    ra30/ra31 (alternating, so the previous one is readable) and written once its word is
+    complete: one pixel per word, or two (16a, 16b) when pixels are staged in pairs."""
+    pairs = plan.pixels_per_stage_row == 2
+    packed = None           # fp16: the word not yet written
+    for index, acc in enumerate(accs):
+        dst, pack = vpm, None
+        if plan.out_bits == 16:
+            word = index // 2 if pairs else index
+            dst = HALVES[word % 2]
+            pack = HALF_HIGH if pairs and index % 2 else HALF
+        if plan.op == "avg_pool":
+            a.fmul(r0, acc, r1)
+            a.fmul(dst, r0, WEIGHTS[first + index], pack=pack)
+        else:
+            activate(a, dst, acc, plan.activation, SIX, pack=pack)
+        if packed is not None:
+            a.mov(vpm, packed)
+            packed = None
+        if pack and (not pairs or index % 2 or index == len(accs) - 1):
+            packed = dst
+    if packed is not None:
+        a.nop()             # the last pack is not readable yet
+        a.mov(vpm, packed)
 
 
 @kernel

@@ -18,6 +18,12 @@ The loop body covers ``body_rows`` input rows. The loop's ramp-up and ramp-down 
 rows the tile does not own: their store address is 0 and the kernel skips the store (no QPU
 writes another's outputs); input rows past the last one the tile needs have address 0 too and
 are not loaded.
+
+The result is NHWC (``out_layout`` "hwc") or channel-major (C, H*W) ("chw": what the pointwise
+kernel's transposed-input path reads, docs/kernels.md "Handing over transposed"): the same
+staged VPM rows leave through *vertical* VDW stores, one memory row per channel of ``out_chunk``
+pixels; fp16 pixels are staged in pairs (two pixels' halves per word: a vertical 16-bit DMA row
+runs down a column two halves per VPM row).
 """
 
 import dataclasses
@@ -27,7 +33,7 @@ from asm import isa, vdr_pitch, vdw_stride
 from asm.vpm import MAX_EXTENDED_PITCH
 
 from . import dma
-from .common import LANES
+from .common import LANES, MAX_VDW_STRIDE
 from .spatial import STORAGE_BITS, PlanError, SpatialShape, check_storage
 
 ACCUMULATOR_REGISTERS = 28          # ra0..ra27; ra28..ra31 hold the bias and spares
@@ -37,6 +43,7 @@ MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (1
 # bus busy (vc4nn bench-layers --kind spatial --qpus 1).
 STORE_ROW_COST = 0.7
 ONE_QPU_BUS_SHARE = 0.66
+OUT_LAYOUTS = ("hwc", "chw")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,11 +84,14 @@ class WindowPlan(SpatialShape):
     in_storage: str = "fp32"    # the input activation, the output, the depthwise weights
     out_storage: str = "fp32"
     w_storage: str = "fp32"
+    out_layout: str = "hwc"     # "hwc" (NHWC) or "chw" (channel-major: C rows of H*W pixels)
     tile_cols: int = 0          # 0: choose (see with_defaults)
     tile_rows: int = 0
     in_chunk: int = 0
     out_chunk: int = 0
-    buffers: int = 2            # double buffering of loads and stores
+    buffers: int = 2            # double buffering of loads
+    store_buffers: int = 0      # staging buffers of the stores: 2 (double) or 1; 0: choose
+    max_qpus: int = 0           # QPUs the tiles are spread over at most; 0: choose (all, "hwc")
 
     # -- shape ---------------------------------------------------------------------------------
     @property
@@ -112,22 +122,75 @@ class WindowPlan(SpatialShape):
         if plan.tile_cols == 0:
             cols = max(1, min(ACCUMULATOR_REGISTERS // plan.acc_sets, 8, plan.out_w))
             plan = dataclasses.replace(plan, tile_cols=cols)
+        if plan.out_layout == "chw" and plan.max_qpus == 0:
+            plan = plan._with_room_for_transposed_stores()
         if plan.tile_rows == 0:
             # More than three tiles per QPU never pays: the balance is fine by then.
             strips = plan.blocks * -(-plan.out_w // plan.tile_cols)
-            most = max(1, min(plan.out_h, -(-3 * plan.num_qpus // strips)))
+            most = max(1, min(plan.out_h, -(-3 * plan.spread // strips)))
             heights = {-(-plan.out_h // splits) for splits in range(1, most + 1)}
             plan = min((dataclasses.replace(plan, tile_rows=h) for h in sorted(heights)),
                        key=lambda p: p.estimated_bus_time())
-        qpus = min(plan.num_qpus, len(plan.tiles))
-        rows = plan.vpm_rows_per_qpu(qpus)
+        rows = plan.vpm_rows_per_qpu(plan.qpus)
+        if plan.out_layout == "chw" and (plan.out_chunk == 0 or plan.store_buffers == 0):
+            plan = plan._with_transposed_stores(rows)
+        if plan.store_buffers == 0:
+            plan = dataclasses.replace(plan, store_buffers=2)
         if plan.out_chunk == 0:
             plan = dataclasses.replace(plan, out_chunk=max(1, min(plan.tile_cols, rows // 4)))
         if plan.in_chunk == 0:
-            room = (rows - plan.buffers * plan.out_chunk) // plan.buffers
+            room = (rows - plan.store_buffers * plan.stage_rows(plan.out_chunk)) // plan.buffers
             plan = dataclasses.replace(plan, in_chunk=max(1, min(MAX_CHUNK, room,
                                                                  plan.strip_in_cols(plan.tile_cols))))
         return plan
+
+    def _with_room_for_transposed_stores(self):
+        """Spread "chw" tiles over as many QPUs as leave each the VPM rows to stage a whole
+        tile row (one store buffer) next to its two load rows: with 12 QPUs a QPU's 5 rows
+        stage 3 float32 pixels per store, and the short memory rows cost more bus time than the
+        QPUs given up (v1 1.0/224, pi_zero: dw7 1.50 ms on 12 QPUs with 3-pixel stores, 1.30 on
+        6 with 8-pixel ones; NHWC 1.22; docs/kernels.md "Handing over transposed")."""
+        need = self.buffers * max(1, self.in_chunk) + self.stage_rows(
+            self.out_chunk or self.tile_cols)
+        qpus = max(1, min(self.num_qpus, isa.VPM_ROWS // need))
+        return dataclasses.replace(self, max_qpus=qpus)
+
+    @property
+    def spread(self):
+        """QPUs the plan may use: ``num_qpus``, or fewer by ``max_qpus``."""
+        return min(self.num_qpus, self.max_qpus or self.num_qpus)
+
+    def _with_transposed_stores(self, rows):
+        """Store chunks for the "chw" layout: a vertical store writes one memory row per channel
+        (16 rows of ``out_chunk`` pixels), so its cost per pixel falls with the chunk (16 x
+        (9.96 ns + 4 P bytes / 1184 MB/s) / P in the model: 3.3x a horizontal pixel's at P = 1,
+        1.16x at 8). Loads keep one pixel each (double-buffered: 2 rows); the rest of the QPU's
+        VPM rows stage stores: double-buffered if that still holds a tile row, else one buffer
+        of as many pixels as fit (the QPU then waits for each store before staging the next,
+        while its loads go on)."""
+        room = rows - self.buffers * max(1, self.in_chunk)
+        per_row = self.pixels_per_stage_row
+        if self.store_buffers:
+            buffers = self.store_buffers
+        else:
+            buffers = 2 if room // 2 * per_row >= self.tile_cols else 1
+        chunk = self.out_chunk or max(1, min(self.tile_cols, room // buffers * per_row))
+        return dataclasses.replace(self, store_buffers=buffers, out_chunk=chunk)
+
+    @property
+    def pixels_per_stage_row(self):
+        """Pixels one VPM row of a store buffer holds: 2 for fp16 "chw" (a word holds the two
+        pixels' halves of its channel), else 1 (a pixel's block per row)."""
+        return 2 if self.out_layout == "chw" and self.out_bits == 16 else 1
+
+    def stage_rows(self, pixels):
+        return -(-pixels // self.pixels_per_stage_row)
+
+    @property
+    def stage_bits(self):
+        """Element size of the generic writes that stage results: fp16 "chw" writes whole words
+        (a pixel pair), otherwise the stored element."""
+        return 32 if self.out_layout == "chw" else self.out_bits
 
     def estimated_bus_time(self):
         """Memory-bus time of the tiling in units of a 64-byte DMA load row: every tile's input
@@ -151,7 +214,7 @@ class WindowPlan(SpatialShape):
 
     @property
     def qpus(self):
-        return min(self.num_qpus, len(self.tiles))
+        return min(self.spread, len(self.tiles))
 
     def check(self):
         """Raise PlanError if the tiling does not fit the registers, the VPM or the DMA fields."""
@@ -169,11 +232,23 @@ class WindowPlan(SpatialShape):
         if not 1 <= self.in_chunk <= MAX_CHUNK or not 1 <= self.out_chunk <= self.tile_cols:
             raise PlanError(f"in_chunk={self.in_chunk} (1..{MAX_CHUNK}), out_chunk="
                             f"{self.out_chunk} (1..tile_cols)")
-        need = self.buffers * (self.in_chunk + self.out_chunk)
+        if self.max_qpus < 0:
+            raise PlanError(f"max_qpus={self.max_qpus}: 0 (all) or more")
+        if self.store_buffers not in (1, 2):
+            raise PlanError(f"store_buffers={self.store_buffers}: 1 or 2")
+        need = self.buffers * self.in_chunk + self.store_buffers * self.stage_rows(self.out_chunk)
         if need > self.vpm_rows_per_qpu(self.qpus):
-            raise PlanError(f"{self.qpus} QPUs x {need} VPM rows (buffers of {self.in_chunk} "
-                            f"input and {self.out_chunk} output pixels) exceed the "
+            raise PlanError(f"{self.qpus} QPUs x {need} VPM rows ({self.buffers} buffers of "
+                            f"{self.in_chunk} input and {self.store_buffers} of "
+                            f"{self.out_chunk} output pixels) exceed the "
                             f"{isa.VPM_ROWS} rows generic access reaches")
+        if self.out_layout not in OUT_LAYOUTS:
+            raise PlanError(f"out_layout={self.out_layout!r}: one of "
+                            f"{', '.join(map(repr, OUT_LAYOUTS))}")
+        plane = self.out_h * self.out_w * self.out_bytes
+        if self.out_layout == "chw" and plane - self.out_bytes > MAX_VDW_STRIDE:
+            raise PlanError(f"out_layout='chw': a channel's row of {self.out_h}x{self.out_w} "
+                            f"pixels is {plane} bytes, more than one VDW stride reaches")
         pitch = self.channels * self.in_bytes
         if pitch > MAX_EXTENDED_PITCH:
             raise PlanError(f"{self.channels} channels: a pixel is {pitch} bytes, more than the "
@@ -221,7 +296,8 @@ class WindowPlan(SpatialShape):
         (the two buffers must be in the same roles at the start of every iteration)."""
         rows = self.period
         stores = self.acc_sets * len(self.store_chunks(variant))
-        return rows * (2 if (rows * len(self.chunks(variant)) % 2 or stores % 2) else 1)
+        return rows * (2 if (rows * len(self.chunks(variant)) % 2
+                             or stores % self.store_buffers) else 1)
 
     def store_chunks(self, variant):
         """(first output column, pixels) of each DMA store of one output row."""
@@ -268,7 +344,7 @@ class WindowPlan(SpatialShape):
         per_qpu = self.vpm_rows_per_qpu(self.qpus)
         for q, tiles in enumerate(self.qpu_tiles()):
             words = [dma.generic_row_offset(q * per_qpu, self.in_bits),
-                     dma.generic_row_offset(q * per_qpu, self.out_bits)]
+                     dma.generic_row_offset(q * per_qpu, self.stage_bits)]
             for tile in tiles:
                 words += self._tile_header(tile, q * per_qpu, weights_addr)
                 words += self._row_and_store_words(tile, x_addr, y_addr, zero_addr)
@@ -276,13 +352,15 @@ class WindowPlan(SpatialShape):
         return streams
 
     def _tile_header(self, tile, vpm_row, weights_addr):
-        """[1, load setup base, load pitch, store setup base, store stride, (weights), loop
-        count, variant]: the order the kernel reads them (vc4nn/kernels/window.py)."""
+        """[1, load setup base, load pitch, store setup base, store stride ("hwc" only: a
+        "chw" store sets its own), (weights), loop count, variant]: the order the kernel reads
+        them (vc4nn/kernels/window.py)."""
         depth = min(LANES, self.channels - tile.block * LANES)
         pitch = self.channels * self.in_bytes
         words = [1, dma.load_setup_base(depth, vpm_row, self.in_bits), vdr_pitch(pitch),
-                 dma.store_setup_base(depth, vpm_row, self.out_bits),
-                 vdw_stride((self.channels - depth) * self.out_bytes)]
+                 dma.store_setup_base(depth, vpm_row, self.out_bits, self.out_layout == "hwc")]
+        if self.out_layout == "hwc":
+            words.append(vdw_stride((self.channels - depth) * self.out_bytes))
         if self.op == "depthwise":
             words.append(weights_addr + tile.block * LANES * self.w_bytes)
         return words + [self.iterations(tile), tile.variant]
@@ -320,9 +398,23 @@ class WindowPlan(SpatialShape):
                 elif o is None:
                     words.append(0)
                 else:
-                    words.append(y_addr + (((tile.row0 + o) * self.out_w + tile.col0) * c
-                                           + channel) * self.out_bytes)
+                    words.append(y_addr + self.out_offset(tile.row0 + o, tile.col0, channel))
         return words
+
+    def out_offset(self, row, col, channel):
+        """Byte offset of output (row, col, channel) in the result's layout."""
+        pixel = row * self.out_w + col
+        if self.out_layout == "chw":
+            return (channel * self.out_h * self.out_w + pixel) * self.out_bytes
+        return (pixel * self.channels + channel) * self.out_bytes
+
+    def out_pixel_bytes(self):
+        """Bytes between neighbouring pixels of a channel in the result."""
+        return self.out_bytes if self.out_layout == "chw" else self.channels * self.out_bytes
+
+    def store_stride(self, pixels):
+        """The VDW stride of a "chw" store of ``pixels``: one channel's row to the next."""
+        return vdw_stride((self.out_h * self.out_w - pixels) * self.out_bytes)
 
     def _rows_in_window(self, out_row):
         first = out_row * self.stride_h - self.pads[0]
@@ -349,9 +441,10 @@ class WindowPlan(SpatialShape):
 
 
 def make_plan(op, in_h, in_w, channels, kernel, stride, pads, activation=None, num_qpus=12,
-              in_storage="fp32", out_storage="fp32", w_storage="fp32", **tiling):
+              in_storage="fp32", out_storage="fp32", w_storage="fp32", out_layout="hwc",
+              **tiling):
     """A checked plan with defaults filled in."""
     plan = WindowPlan(op, in_h, in_w, channels, kernel[0], kernel[1], stride[0], stride[1],
                       tuple(pads), activation, num_qpus, in_storage, out_storage, w_storage,
-                      **tiling)
+                      out_layout, **tiling)
     return plan.with_defaults().check()

@@ -41,7 +41,12 @@ def clock_label(records, board):
 
 
 def ran_as(r):
-    return "full" if not r["reduced"] else f"{r['run_shape']} x{r['scale']:.3g}"
+    """How the layer ran: full or reduced, and "chw out" / "chw in" for a pair handed over
+    channel-major (vc4nn/nn/handoff.py)."""
+    size = "full" if not r["reduced"] else f"{r['run_shape']} x{r['scale']:.3g}"
+    if r.get("layout") == "chw":
+        size += ", chw " + ("in" if r["kind"] == "pointwise" else "out")
+    return size
 
 
 def totals(records):

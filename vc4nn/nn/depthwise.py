@@ -4,8 +4,8 @@ import numpy as np
 
 from ..kernels.window_plan import LANES, WindowPlan, make_plan
 from .layer_args import DTYPE_OF_STORAGE, STORAGE_OF_DTYPE, LayerArgumentError, \
-    check_activation, check_int, check_on_device, check_out, check_stored_tensor, pick_device, \
-    check_tiling, resolve_padding, result_storage
+    check_activation, check_int, check_layout, check_on_device, check_out, check_stored_tensor, \
+    check_tiling, layout_shape, pick_device, resolve_padding, result_storage
 from .layer_call import release, upload
 from .tuned_plans import tuned_plan
 from .window_call import run_window
@@ -61,8 +61,12 @@ def prepare_depthwise(w, bias=None, device=None, placement=None):
 
 
 def depthwise(x, w, bias=None, stride=1, padding="same", activation=None, out=None, device=None,
-              num_qpus=12, return_run=False, tiling=None, dtype=None):
+              num_qpus=12, return_run=False, tiling=None, dtype=None, out_layout="hwc"):
     """y[i, j, c] = act(bias[c] + sum over the 3x3 window of x * w[., ., c]); x (H, W, C).
+
+    out_layout: "hwc" (the result is (OH, OW, C)) or "chw" (channel-major, (C, OH, OW): row c
+    holds channel c's OH*OW pixels, the transposed input ``pointwise(..., x_layout="chw")``
+    reads without a transpose launch; docs/kernels.md "Handing over transposed").
 
     stride: 1 or 2 (any int >= 1 works). padding: "same" (TensorFlow), "valid" or
     (top, bottom, left, right). tiling: optional overrides of the plan (tile_cols, tile_rows,
@@ -80,13 +84,15 @@ def depthwise(x, w, bias=None, stride=1, padding="same", activation=None, out=No
     h, wd, c = x.shape
     pads, (oh, ow) = resolve_padding(LAYER, padding, h, wd, *KERNEL, stride, stride)
     out_storage = result_storage(LAYER, dtype, out, in_storage)
-    out = check_out(LAYER, out, (oh, ow, c), DTYPE_OF_STORAGE[out_storage], device)
+    out_layout = check_layout(LAYER, "out_layout", out_layout)
+    out = check_out(LAYER, out, layout_shape(out_layout, oh, ow, c),
+                    DTYPE_OF_STORAGE[out_storage], device)
     prepared = w if isinstance(w, PreparedDepthwise) else None
     w_storage = prepared.storage if prepared else check_stored_tensor(LAYER, "w", contiguous(w),
                                                                       3)[1]
     plan = make_plan("depthwise", h, wd, c, KERNEL, (stride, stride), pads, activation,
                      check_int(LAYER, "num_qpus", num_qpus), in_storage, out_storage, w_storage,
-                     **check_tiling(LAYER, tiling, WindowPlan, "tile_cols"))
+                     out_layout, **check_tiling(LAYER, tiling, WindowPlan, "tile_cols"))
     if tiling is None:
         plan = tuned_plan(plan, device)
     if prepared is not None:

@@ -19,6 +19,10 @@ from ..linalg import DtypeError, ForeignBufferError, ShapeError
 from .storage import DTYPE_OF_STORAGE, STORAGE_OF_DTYPE  # noqa: F401 (re-exported)
 
 ACTIVATIONS = (None, "relu", "relu6")
+# Activation layouts: "hwc" (H, W, C), the contract's NHWC; "chw" (C, H, W), channel-major, what
+# a depthwise layer may write for the pointwise layer after it (docs/kernels.md "Handing over
+# transposed").
+LAYOUTS = ("hwc", "chw")
 
 
 class LayerArgumentError(Vc4nnError):
@@ -50,6 +54,18 @@ def check_tensor(layer, name, x, ndim, dtype=np.float32):
     return x
 
 
+
+
+def check_layout(layer, name, layout):
+    if layout not in LAYOUTS:
+        raise LayerArgumentError(f"{layer}: {name}={layout!r}; choose 'hwc' (H, W, C) or 'chw' "
+                                 f"(C, H, W)")
+    return layout
+
+
+def layout_shape(layout, h, w, c):
+    """The shape of an (h, w, c) activation stored in ``layout``."""
+    return (c, h, w) if layout == "chw" else (h, w, c)
 
 
 def check_stored_tensor(layer, name, x, ndim):

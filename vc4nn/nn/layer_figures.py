@@ -77,6 +77,7 @@ class LayerFigures:
     tiling: dict                # the plan's tiling fields as run
     plan: str = "default"       # "default", "tuned" (from the cache) or "explicit"
     storage: str = "fp32"       # of activations and weights as run
+    layout: str = "hwc"         # "chw": handed over channel-major (vc4nn/nn/handoff.py)
 
     @property
     def full_clocks(self):
@@ -190,11 +191,13 @@ def reduced_input(layer, reduction):
 
 
 def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=0,
-                  storage="fp32"):
+                  storage="fp32", layout="hwc"):
     """LayerFigures of ``layer`` (a ``mobilenet_shapes.Layer``) on ``device``. ``tiling``: None
     uses the layer API's choice (the tuned cache, else the default); a dict forces the plan's
     tiling fields ({} forces the defaults). ``storage``: "fp16" stores activations and weights
-    as halves where the layer's kernel can (vc4nn/nn/storage.py)."""
+    as halves where the layer's kernel can (vc4nn/nn/storage.py). ``layout``: "chw" runs a
+    depthwise layer writing its result, a pointwise layer reading its input, channel-major (the
+    hand-over of vc4nn/nn/handoff.py)."""
     if storage not in DTYPE_OF_STORAGE:
         raise Vc4nnError(f"storage={storage!r}: 'fp32' or 'fp16'")
     if layer.kind not in FP16_LAYERS:
@@ -207,23 +210,26 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
         return device.array(rng.standard_normal(shape).astype(np.float16 if fp16 else
                                                                np.float32))
 
-    plan, source = plan_for(layer, h, w, num_qpus, device, tiling, storage)
-    x = rand(h, w, layer.cin, fp16=half and layer.kind in FP16_INPUT)
+    plan, source = plan_for(layer, h, w, num_qpus, device, tiling, storage, layout)
+    x_shape = (layer.cin, h, w) if layout == "chw" and layer.kind == "pointwise" else \
+        (h, w, layer.cin)
+    x = rand(*x_shape, fp16=half and layer.kind in FP16_INPUT)
     result_dtype = DTYPE_OF_STORAGE["fp16" if half and layer.kind in FP16_RESULT else "fp32"]
     w_fp16 = half and layer.kind in FP16_WEIGHTS
     kind, act = layer.kind, layer.activation
     if kind == "pointwise":
         weights = prepare_pointwise(np.asarray(rand(layer.cin, layer.cout, fp16=w_fp16)),
                                     np.asarray(rand(layer.cout)), device=device)
-        residual = rand(h, w, layer.cout) if layer.residual else None
+        residual = rand(h, w, layer.cout, fp16=half) if layer.residual else None
         y, run = pointwise(x, weights, activation=act, residual=residual, num_qpus=num_qpus,
-                           return_run=True, tiling=tiling)
+                           return_run=True, tiling=tiling, x_layout=layout,
+                           dtype=result_dtype)
         weights.free()
         run_shape = f"{h}x{w}x{layer.cin}->{layer.cout}"
     elif kind == "depthwise":
         y, run = depthwise(x, rand(3, 3, layer.cin, fp16=w_fp16), rand(layer.cin, fp16=w_fp16),
                            layer.stride, "same", act, num_qpus=num_qpus, return_run=True,
-                           tiling=tiling, dtype=result_dtype)
+                           tiling=tiling, dtype=result_dtype, out_layout=layout)
         run_shape = f"{h}x{w}x{layer.cin} s{layer.stride}"
     elif kind == "conv2d":
         y, run = conv2d(x, rand(3, 3, layer.cin, layer.cout), rand(layer.cout), layer.stride,
@@ -260,6 +266,6 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
         roofline_clocks=roofline_clocks(timing, loaded, stored), clocks=run.cycles,
         board=run.board, clock_hz=run.clock_hz, num_qpus=num_qpus, launches=run.launches,
         launch_overhead_s=timing.launch_overhead, shares=stall_shares(run),
-        tiling=resolved_tiling(plan), plan=source, storage=storage)
+        tiling=resolved_tiling(plan), plan=source, storage=storage, layout=layout)
 
 

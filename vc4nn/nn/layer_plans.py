@@ -11,21 +11,26 @@ from .tuned_plans import plan_tiling, tuned_plan
 TUNABLE = ("pointwise", "depthwise")
 
 
-def plan_for(layer, height, width, num_qpus, device, tiling=None, storage="fp32"):
+def plan_for(layer, height, width, num_qpus, device, tiling=None, storage="fp32",
+             layout="hwc"):
     """(plan, source) of ``layer`` run on a height x width input (activations and weights in
     ``storage``, where the kind has fp16 kernels): source is "explicit"
     (``tiling`` given), "default" (``tiling`` == {} or nothing in the cache) or "tuned".
-    Kinds without tiling choices give (None, "default")."""
+    ``layout``: "chw" for a depthwise layer's result or a pointwise layer's input handed over
+    channel-major (vc4nn/nn/handoff.py). Kinds without tiling choices give (None, "default")."""
     if layer.kind == "pointwise":
         plan = pointwise_kernel.PointwisePlan(height, width, layer.cin, layer.cout, num_qpus,
                                               True, layer.residual, layer.activation,
-                                              w_storage=storage, **(tiling or {}))
+                                              storage, storage,
+                                              storage if layer.residual else "fp32", storage,
+                                              input_layout=layout,
+                                              **(tiling or {}))
     elif layer.kind == "depthwise":
         pads, _ = resolve_padding("depthwise", "same", height, width, 3, 3, layer.stride,
                                   layer.stride)
         plan = make_plan("depthwise", height, width, layer.cin, (3, 3),
                          (layer.stride, layer.stride), pads, layer.activation, num_qpus,
-                         storage, storage, storage, **(tiling or {}))
+                         storage, storage, storage, layout, **(tiling or {}))
     elif layer.kind == "conv2d":
         pads, _ = resolve_padding("conv2d", "same", height, width, 3, 3, layer.stride,
                                   layer.stride)
@@ -49,6 +54,11 @@ def resolved_tiling(plan):
         return {"transpose_input": transposed, "max_rows": rows, "panel_vectors": plan.vectors}
     if isinstance(plan, conv2d_kernel.Conv2dPlan):
         return {"taps_per_pass": plan.pass_taps}
-    tiling = plan_tiling(plan.with_defaults())
+    plan = plan.with_defaults()
+    tiling = plan_tiling(plan)
     tiling.pop("buffers")
+    if plan.out_layout == "chw":        # (its stores decide how many QPUs it spreads over)
+        return dict(tiling, max_qpus=plan.qpus)
+    tiling.pop("max_qpus")
+    tiling.pop("store_buffers")
     return tiling

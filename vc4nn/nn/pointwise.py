@@ -8,9 +8,9 @@ import numpy as np
 
 from ..device import Buffer, qpu_count
 from ..kernels import panel_halves, pointwise as kernel
-from .layer_args import (LayerArgumentError, ShapeError, check_activation, check_on_device,
-                         check_out, check_stored_tensor, check_tensor, check_tiling,
-                         pick_device)
+from .layer_args import (DTYPE_OF_STORAGE, LayerArgumentError, ShapeError, check_activation,
+                         check_layout, check_on_device, check_out, check_stored_tensor,
+                         check_tensor, check_tiling, pick_device, result_storage)
 from .layer_call import LayerCall, PreparedWeights, chain, upload
 from .tuned_plans import tuned_plan
 
@@ -62,10 +62,19 @@ def check_bias(layer, bias, cout, device, stored=False):
 
 
 def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=None,
-              num_qpus=12, return_run=False, tiling=None):
+              num_qpus=12, return_run=False, tiling=None, dtype=None, x_layout="hwc"):
     """1x1 convolution of ``x`` (H, W, Cin) with ``w`` (Cin, Cout) or a PreparedPointwise:
     ``act(x @ w + bias + residual)`` of shape (H, W, Cout). ``residual``: (H, W, Cout), added
     before the activation. Conventions of every layer: vc4nn/nn/layer_args.py.
+
+    Storage: x, w and the residual are float32 or float16 each (fp16 storage, float32
+    arithmetic; the bias is float32, a float16 one is widened). The result's dtype is
+    ``out``'s, else ``dtype``, else x's.
+
+    x_layout: "hwc", or "chw" when x is given channel-major, (Cin, H, W) (as
+    ``depthwise(..., out_layout="chw")`` writes it): the kernel's transposed-input route reads
+    it as it is, so the layer is one launch instead of a transpose and the GEMM (docs/kernels.md
+    "Handing over transposed"). The result is (H, W, Cout) either way.
 
     tiling: {"transpose_input": bool, "max_rows": 1..8, "panel_vectors": 1..16} forces the
     route and the panel width (PointwisePlan); None
@@ -75,7 +84,7 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
     device = pick_device(device if device is not None or prepared is None else prepared.device,
                          x, w, bias, residual, out)
     activation = check_activation(LAYER, activation)
-    check_tensor(LAYER, "x", x, 3)
+    _, x_storage = check_stored_tensor(LAYER, "x", x, 3)
     check_on_device(LAYER, "x", x, device)
     if prepared is None:
         _, w_storage = check_stored_tensor(LAYER, "w", w, 2)
@@ -88,24 +97,33 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
         cin, cout, w_storage = prepared.cin, prepared.cout, prepared.w_storage
         if bias is not None and prepared.bias is not None:
             raise LayerArgumentError(f"{LAYER}: bias given, but w was prepared with a bias")
-    height, width, channels = x.shape
+    x_layout = check_layout(LAYER, "x_layout", x_layout)
+    if x_layout == "chw":
+        channels, height, width = x.shape
+    else:
+        height, width, channels = x.shape
     if channels != cin:
-        raise ShapeError(f"{LAYER}: x has {channels} channels (shape {x.shape}) but w has "
+        raise ShapeError(f"{LAYER}: x has {channels} channels (shape {x.shape}, x_layout "
+                         f"{x_layout!r}) but w has "
                          f"{cin} input channels (w is ({cin}, {cout}))")
     if bias is not None:
         check_bias(LAYER, bias, cout, device, stored=prepared is None)
     shape = (height, width, cout)
+    r_storage = "fp32"
     if residual is not None:
-        check_tensor(LAYER, "residual", residual, 3)
+        _, r_storage = check_stored_tensor(LAYER, "residual", residual, 3)
         check_on_device(LAYER, "residual", residual, device)
         if residual.shape != shape:
             raise ShapeError(f"{LAYER}: residual has shape {residual.shape}; the result is {shape}")
-    out = check_out(LAYER, out, shape, np.float32, device)
+    y_storage = result_storage(LAYER, dtype, out, x_storage)
+    out = check_out(LAYER, out, shape, DTYPE_OF_STORAGE[y_storage], device)
     num_qpus = qpu_count(num_qpus)
     has_bias = bias is not None or (prepared is not None and prepared.bias is not None)
     plan = kernel.PointwisePlan(height, width, cin, cout, num_qpus, has_bias,
-                                residual is not None, activation, w_storage=w_storage,
-                                **check_tiling(LAYER, tiling, kernel.PointwisePlan, "transpose_input"))
+                                residual is not None, activation, x_storage, y_storage,
+                                r_storage, w_storage, input_layout=x_layout,
+                                **check_tiling(LAYER, tiling, kernel.PointwisePlan,
+                                               "transpose_input"))
     if tiling is None:
         plan = tuned_plan(plan, device)
     with LayerCall(device, not isinstance(x, Buffer)) as call:
@@ -113,11 +131,12 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
             prepared = prepare_pointwise(w, bias, device)
             call.temporaries += [buf for buf in (prepared.weights, prepared.bias) if buf is not None]
             bias = None
-        x_buf = call.on_device(x)
+        x_dtype = DTYPE_OF_STORAGE[x_storage]
+        x_buf = call.on_device(x, x_dtype)
         bias_buf = prepared.bias if bias is None else call.on_device(bias)
-        res_buf = call.on_device(residual)
-        y = call.result_buffer(out, shape)
-        workspace = call.workspace((cin, plan.pixels)) if plan.transposed else None
+        res_buf = call.on_device(residual, DTYPE_OF_STORAGE[r_storage])
+        y = call.result_buffer(out, shape, DTYPE_OF_STORAGE[y_storage])
+        workspace = call.workspace((cin, plan.pixels), x_dtype) if plan.transpose else None
         runs = [device.execute(program, qpus, streams)
                 for program, qpus, streams in kernel.launches(
                     plan, x_buf.address, prepared.weights.address, y.address,

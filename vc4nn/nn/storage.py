@@ -10,7 +10,9 @@ DTYPE_OF_STORAGE = {storage: dtype for dtype, storage in STORAGE_OF_DTYPE.items(
 # vc4nn.nn functions (= runtime IR ops) by what of theirs may be float16: the activation they
 # read, their weights as the kernel reads them (conv2d's travel as 32-bit uniforms: float16
 # weights are widened at prepare), their result.
-FP16_INPUT = frozenset({"depthwise", "avg_pool", "add", "global_avg_pool", "fully_connected"})
+FP16_INPUT = frozenset({"depthwise", "avg_pool", "add", "global_avg_pool", "fully_connected",
+                        "pointwise"})
 FP16_WEIGHTS = frozenset({"depthwise", "fully_connected", "pointwise"})
-FP16_RESULT = frozenset({"depthwise", "avg_pool", "conv2d", "add", "global_avg_pool"})
+FP16_RESULT = frozenset({"depthwise", "avg_pool", "conv2d", "add", "global_avg_pool",
+                         "pointwise"})
 FP16_LAYERS = FP16_INPUT | FP16_WEIGHTS | FP16_RESULT

@@ -114,7 +114,8 @@ def _load(path):
 # field except the QPU count is part of the layer's shape and options, hence of the key.
 TILING_FIELDS = {
     "PointwisePlan": ("transpose_input", "max_rows", "panel_vectors"),
-    "WindowPlan": ("tile_cols", "tile_rows", "in_chunk", "out_chunk", "buffers"),
+    "WindowPlan": ("tile_cols", "tile_rows", "in_chunk", "out_chunk", "buffers", "store_buffers",
+                   "max_qpus"),
     "Conv2dPlan": ("taps_per_pass",),
 }
 
@@ -125,11 +126,17 @@ def plan_kind(plan):
         or plan.op
 
 
+# Layout fields added after caches were written: at their NHWC default they stay out of the key,
+# so the records of NHWC layers keep their keys.
+LAYOUT_FIELDS = {"out_layout": "hwc", "input_layout": "hwc"}
+
+
 def plan_shape(plan):
     """The plan's shape and option fields (the key's part that names the layer)."""
     tiling = TILING_FIELDS[type(plan).__name__]
     return {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)
-            if f.name not in tiling and f.name != "num_qpus"}
+            if f.name not in tiling and f.name != "num_qpus"
+            and not (f.name in LAYOUT_FIELDS and getattr(plan, f.name) == LAYOUT_FIELDS[f.name])}
 
 
 def plan_tiling(plan):

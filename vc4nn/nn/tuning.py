@@ -8,6 +8,9 @@ What is searched (the generators' tiling fields):
     (``panel_vectors``, each of PANEL_WIDTHS on its own default route);
   depthwise: tile width (``tile_cols``, up to what the accumulator registers hold) and tile
     height (``tile_rows``: from one tile per QPU to six), with the VPM chunks that fit each.
+Layers handed over channel-major (vc4nn/nn/handoff.py: ``layouts``) are tuned as they run: a
+"chw" depthwise layer also over the QPUs it spreads over (``max_qpus``: its staging buffers
+grow as they shrink), a "chw" pointwise layer over its panel widths (its route is fixed).
 Conv2d (``taps_per_pass``) is not searched: its weights are laid out for one value by
 ``prepare_conv2d`` before the input's shape is known, so a per-shape choice could not reach them.
 
@@ -35,6 +38,9 @@ from .tuned_plans import TuneCache, board_of, plan_key
 POINTWISE_ROWS_REDUCED = (8, 4, 2)
 POINTWISE_ROWS_FULL = (8, 7, 6, 5, 4, 3, 2)
 TILES_PER_QPU = (1, 2, 3, 4, 6)
+# QPUs a channel-major depthwise layer may spread over (the default: as many as stage a whole
+# tile row; 4-5 were up to 5% faster on some v1 layers, docs/kernels.md).
+CHANNEL_MAJOR_QPUS = (3, 4, 5, 6, 8)
 
 
 @dataclasses.dataclass
@@ -62,22 +68,25 @@ class TuneResult:
                 "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
-def candidates(layer, height, width, num_qpus, device, reduced=False):
+def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hwc"):
     """Resolved tilings to try, the default first, no two the same and each a legal plan."""
-    default, _ = plan_for(layer, height, width, num_qpus, device, {})
+    default, _ = plan_for(layer, height, width, num_qpus, device, {}, layout=layout)
     if layer.kind == "pointwise":
         rows = POINTWISE_ROWS_REDUCED if reduced else POINTWISE_ROWS_FULL
-        wanted = [{"transpose_input": t, "max_rows": r} for t in (False, True) for r in rows]
+        wanted = [] if layout == "chw" else [{"transpose_input": t, "max_rows": r}
+                                             for t in (False, True) for r in rows]
         wanted += [{"panel_vectors": vectors} for vectors in PANEL_WIDTHS]
     elif layer.kind == "depthwise":
         wanted = depthwise_tilings(default, num_qpus)
+        if layout == "chw":
+            wanted += [{"max_qpus": qpus} for qpus in CHANNEL_MAJOR_QPUS if qpus <= num_qpus]
     else:
         raise Vc4nnError(f"layer {layer.name}: {layer.kind} layers have no tiling to tune "
                          f"(tunable: {', '.join(TUNABLE)})")
     out = [resolved_tiling(default)]
     for tiling in wanted:
         try:
-            plan, _ = plan_for(layer, height, width, num_qpus, device, tiling)
+            plan, _ = plan_for(layer, height, width, num_qpus, device, tiling, layout=layout)
             resolved = resolved_tiling(plan)
         except (PlanError, ValueError):
             continue
@@ -102,16 +111,19 @@ def depthwise_tilings(default, num_qpus):
     return out
 
 
-def tune_layer(layer, device, num_qpus=12, pixels=0, progress=None):
-    """Run every candidate tiling of ``layer``; the TuneResult (nothing stored)."""
+def tune_layer(layer, device, num_qpus=12, pixels=0, progress=None, layout="hwc"):
+    """Run every candidate tiling of ``layer`` (its result, for a depthwise layer, or its
+    input, for a pointwise one, in ``layout``); the TuneResult (nothing stored)."""
     reduction = Reduction(pixels=pixels if layer.kind == "pointwise" else 0)
-    full_plan, _ = plan_for(layer, layer.height, layer.width, num_qpus, device, {})
+    full_plan, _ = plan_for(layer, layer.height, layer.width, num_qpus, device, {},
+                            layout=layout)
     key = plan_key(full_plan, board_of(device))
     run = None
     tried = []
     reduced = layer.kind == "pointwise" and 0 < pixels < layer.height * layer.width
-    for tiling in candidates(layer, layer.height, layer.width, num_qpus, device, reduced):
-        figures = measure_layer(layer, device, num_qpus, reduction, tiling)
+    for tiling in candidates(layer, layer.height, layer.width, num_qpus, device, reduced,
+                             layout):
+        figures = measure_layer(layer, device, num_qpus, reduction, tiling, layout=layout)
         tried.append((tiling, figures.full_clocks))
         run = run or figures
         if progress:
@@ -122,18 +134,22 @@ def tune_layer(layer, device, num_qpus=12, pixels=0, progress=None):
                       run.run_shape, run.scale, run.clock_hz)
 
 
-def tune_layers(layers, device, cache_path=None, num_qpus=12, pixels=0, progress=None):
+def tune_layers(layers, device, cache_path=None, num_qpus=12, pixels=0, progress=None,
+                layouts=None):
     """Tune each tunable layer (one per distinct plan key) and store each winner as soon as it
-    is found: [TuneResult]."""
+    is found: [TuneResult]. ``layouts``: {layer: "chw"} for the layers handed over
+    channel-major (vc4nn/nn/handoff.py)."""
     cache = TuneCache(cache_path)
     results, seen = [], {}
     for layer in layers:
         if layer.kind not in TUNABLE:
             continue
-        plan, _ = plan_for(layer, layer.height, layer.width, num_qpus, device, {})
+        layout = (layouts or {}).get(layer, "hwc")
+        plan, _ = plan_for(layer, layer.height, layer.width, num_qpus, device, {},
+                           layout=layout)
         key = plan_key(plan, board_of(device))
         if key not in seen:
-            seen[key] = tune_layer(layer, device, num_qpus, pixels, progress)
+            seen[key] = tune_layer(layer, device, num_qpus, pixels, progress, layout)
             cache.put(key, seen[key].record())
             cache.save()
         results.append(dataclasses.replace(seen[key], layer=layer))

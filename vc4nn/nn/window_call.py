@@ -2,7 +2,7 @@
 
 from ..device import Buffer
 from ..kernels.window import program_for
-from .layer_args import DTYPE_OF_STORAGE, LayerArgumentError
+from .layer_args import DTYPE_OF_STORAGE, LayerArgumentError, layout_shape
 from .layer_call import LayerCall
 
 
@@ -10,7 +10,8 @@ def run_window(plan, x, out, device, weights, return_run):
     """Launch ``plan`` on ``x`` (host array or buffer); ``weights`` a device buffer or None."""
     with LayerCall(device, host_result=not isinstance(x, Buffer)) as call:
         x_buf = call.on_device(x, DTYPE_OF_STORAGE[plan.in_storage])
-        y = call.result_buffer(out, (plan.out_h, plan.out_w, plan.channels),
+        y = call.result_buffer(out, layout_shape(plan.out_layout, plan.out_h, plan.out_w,
+                                                 plan.channels),
                                DTYPE_OF_STORAGE[plan.out_storage])
         # A zero row stands in for input rows outside the image.
         zero = call.temporary(plan.zero_words)

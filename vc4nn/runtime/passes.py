@@ -33,7 +33,7 @@ def _error(graph, node, message):
     return UnsupportedModelError(f"{node.source_op or node.op}: {message}", graph.path, node.name)
 
 
-def _sole_consumer(graph, name):
+def sole_consumer(graph, name):
     """The only node reading ``name``, or None if several do or it is a graph output."""
     users = graph.consumers().get(name, [])
     return users[0] if len(users) == 1 and name not in graph.outputs else None
@@ -57,7 +57,7 @@ def _absorb(graph, node, what):
     """The weighted node producing node's input, if node is its sole consumer."""
     producer = graph.producers().get(node.inputs[0])
     if producer is not None and producer.op in WEIGHTED and \
-            _sole_consumer(graph, node.inputs[0]) is node and producer.attrs.get("activation") \
+            sole_consumer(graph, node.inputs[0]) is node and producer.attrs.get("activation") \
             is None:
         return producer
     raise _error(graph, node, f"{what} that does not directly follow a convolution or fully "
@@ -86,7 +86,7 @@ def fold_flatten_orders(graph):
     NHWC order: permute the rows of the fully connected layer reading it instead of the data."""
     for node in [n for n in graph.nodes if "chw_order" in n.attrs]:
         h, w, c = node.attrs.pop("chw_order")
-        fc = _sole_consumer(graph, node.outputs[0])
+        fc = sole_consumer(graph, node.outputs[0])
         if fc is None or fc.op != "fully_connected" or fc.inputs[0] != node.outputs[0]:
             raise _error(graph, node, f"a flatten of a {c}x{h}x{w} map read by something other "
                                       f"than one fully connected layer (its NCHW order cannot "
@@ -139,7 +139,7 @@ def fuse_activations(graph):
         kind = _activation_kind(graph, node)
         producer = graph.producers().get(node.inputs[0])
         if producer is None or producer.op not in WEIGHTED + ("add",) or \
-                _sole_consumer(graph, node.inputs[0]) is not node:
+                sole_consumer(graph, node.inputs[0]) is not node:
             raise _error(graph, node, "an activation that does not directly follow a "
                                       "convolution, fully connected layer or add")
         if producer.attrs.get("activation") not in (None, kind):
@@ -152,7 +152,7 @@ def fuse_activations(graph):
 
 def fold_pads(graph):
     for node in [n for n in graph.nodes if n.op == "pad"]:
-        consumer = _sole_consumer(graph, node.outputs[0])
+        consumer = sole_consumer(graph, node.outputs[0])
         if consumer is None or consumer.op != "conv" or node.attrs["value"] != 0.0:
             raise _error(graph, node, "padding that is not zero padding read only by a "
                                       "convolution (it cannot be folded into one)")
@@ -200,7 +200,7 @@ def fuse_residuals(graph):
         for mine, other in ((0, 1), (1, 0)):
             pw = producers.get(node.inputs[mine])
             if pw is None or pw.op != "pointwise" or pw.attrs.get("activation") is not None \
-                    or len(pw.inputs) > 3 or _sole_consumer(graph, node.inputs[mine]) is not node:
+                    or len(pw.inputs) > 3 or sole_consumer(graph, node.inputs[mine]) is not node:
                 continue
             source = producers.get(node.inputs[other])
             if source is not None and order[source.name] > order[pw.name]:

@@ -27,6 +27,7 @@ from .image import Normalization, normalization_for
 from ..nn.layer_call import WeightArena, WeightLayouts, scratch
 from .loader import load_graph
 from . import precision as precision_choice
+from .handoff import transposed_handoffs
 from .planner import plan_memory
 from .profile import layer_record
 from . import program_cache
@@ -154,6 +155,8 @@ class InferenceSession:
             t, b, l, r = self._stem.attrs["pads"]
             storage_shapes[input_name] = (h + t + b, w + l + r, c)
         self.plan = plan_memory(g, storage_shapes, itemsizes=self.storage.itemsizes())
+        # Depthwise results handed channel-major to the pointwise layer reading them (handoff.py)
+        self.channel_major = transposed_handoffs(g, self.storage, self.num_qpus, self.device)
         nodes = [n for n in g.nodes if n.op != "softmax"]
         bar = _progress(nodes, progress, "preparing layers")
         self._arena = self.device.alloc(max(self.plan.arena_bytes // 4, 1), np.float32)
@@ -235,11 +238,19 @@ class InferenceSession:
 
     def _view(self, name, shape=None):
         owner = self.plan.storage[name]
-        shape = tuple(shape or self.graph.shapes[name])
+        if shape is None:
+            shape = self.graph.shapes[name]
+            if name in self.channel_major:
+                h, w, c = shape
+                shape = (c, h, w)
+        shape = tuple(shape)
         dtype = self.storage.dtype(owner)
         start = self.plan.offsets[owner]
         end = start + math.prod(shape) * dtype.itemsize
         return self._arena.view(np.uint8)[start:end].view(dtype).reshape(shape)
+
+    def _layout(self, name):
+        return "chw" if name in self.channel_major else "hwc"
 
     def _prepare(self, placement, fn, *args):
         return fn(*args, device=self.device, placement=placement)
@@ -270,12 +281,14 @@ class InferenceSession:
         if node.op == "depthwise":
             prepared = self._prepare(placement, nn.prepare_depthwise, w, bias)
             return functools.partial(nn.depthwise, x, prepared, stride=stride, padding=padding,
-                                     activation=a.get("activation"), out=out, **common)
+                                     activation=a.get("activation"), out=out,
+                                     out_layout=self._layout(node.outputs[0]), **common)
         if node.op == "pointwise":
             prepared = self._prepare(placement, nn.prepare_pointwise, w, bias)
             residual = self._view(node.inputs[3]) if len(node.inputs) > 3 else None
             return functools.partial(nn.pointwise, x, prepared, activation=a.get("activation"),
-                                     residual=residual, out=out, **common)
+                                     residual=residual, out=out,
+                                     x_layout=self._layout(node.inputs[0]), **common)
         if node.op == "fully_connected":
             prepared = self._prepare(placement, nn.prepare_fully_connected, w, bias)
             return functools.partial(nn.fully_connected, x.reshape(-1), prepared,

@@ -1,0 +1,164 @@
+"""A depthwise layer writing its result channel-major (``out_layout="chw"``) and a pointwise
+layer reading such an input (``x_layout="chw"``) without its transpose launch: against the
+direct float64 loops of tests/nn/spatial_reference.py and reference.py (transposed by numpy),
+emulator checks on."""
+
+import numpy as np
+import pytest
+
+from vc4nn.errors import DeviceError
+from vc4nn.kernels.pointwise import PointwisePlan
+from vc4nn.kernels.spatial import PlanError
+from vc4nn.kernels.window_plan import make_plan
+from vc4nn.nn import depthwise, pointwise, prepare_pointwise
+from vc4nn.nn.layer_args import LayerArgumentError, ShapeError, resolve_padding
+from vc4nn.nn.tuned_plans import plan_key
+
+from . import spatial_reference
+from .reference import assert_close, assert_close_fp16, dense
+
+F16, F32 = np.float16, np.float32
+
+# (H, W, C, stride, padding, activation, bias, QPUs, x dtype, result dtype, tiling): odd H/W,
+# C not a multiple of 16 (1, 17, 33), both strides, every padding form, float32 and float16
+# results, one and two store buffers, stores of fewer pixels than a tile row (and a last,
+# shorter one), fp16 pixel pairs with an odd pixel count.
+DEPTHWISE = [
+    (7, 9, 17, 1, "same", "relu6", True, 12, F32, F32, None),
+    (9, 7, 33, 2, "same", "relu", True, 4, F32, F32, None),
+    (5, 6, 33, 2, (1, 1, 0, 1), None, False, 1, F32, F32, None),
+    (6, 5, 1, 1, "valid", None, True, 12, F32, F32, None),
+    (8, 11, 20, 1, (0, 2, 1, 0), "relu6", True, 12, F32, F32,
+     {"tile_cols": 5, "out_chunk": 2, "store_buffers": 2}),
+    (7, 9, 17, 1, "same", "relu6", True, 12, F16, F16, None),
+    (5, 6, 33, 2, "same", None, True, 1, F16, F16, None),
+    (9, 7, 17, 2, "valid", "relu", False, 12, F32, F16, {"tile_cols": 3, "out_chunk": 3}),
+    (11, 8, 40, 1, (1, 0, 2, 1), None, True, 4, F16, F32, {"store_buffers": 1}),
+]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE, ids=str)
+def test_depthwise_writes_channel_major(device, case):
+    h, w, c, stride, padding, activation, with_bias, qpus, xd, yd, tiling = case
+    rng = np.random.default_rng(c + h)
+    x = rng.standard_normal((h, w, c)).astype(xd)
+    wt = rng.standard_normal((3, 3, c)).astype(F32)
+    bias = rng.standard_normal(c).astype(F32) if with_bias else None
+    y = depthwise(x, wt, bias, stride=stride, padding=padding, activation=activation,
+                  device=device, num_qpus=qpus, dtype=yd, out_layout="chw", tiling=tiling)
+    pads, (oh, ow) = resolve_padding("test", padding, h, w, 3, 3, stride, stride)
+    expected, magnitude = spatial_reference.depthwise(x, wt, bias, stride, pads, activation)
+    assert y.shape == (c, oh, ow)
+    check = assert_close_fp16 if yd == F16 else assert_close
+    check(y, expected.transpose(2, 0, 1), magnitude.transpose(2, 0, 1), terms=9)
+
+
+def test_depthwise_channel_major_into_out(device):
+    """``out=`` takes the (C, OH, OW) buffer; bytes around it are not touched."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 7, 19)).astype(F32)
+    wt = rng.standard_normal((3, 3, 19)).astype(F32)
+    whole = device.array(np.full((19 * 3 * 4 + 32,), 7.0, F32))
+    out = whole[16:16 + 19 * 12].reshape(19, 3, 4)
+    y = depthwise(device.array(x), wt, stride=2, out=out, out_layout="chw", device=device)
+    assert y is out
+    pads, _ = resolve_padding("test", "same", 6, 7, 3, 3, 2, 2)
+    expected, magnitude = spatial_reference.depthwise(x, wt, None, 2, pads, None)
+    assert_close(np.asarray(out), expected.transpose(2, 0, 1), magnitude.transpose(2, 0, 1), 9)
+    assert np.all(np.asarray(whole)[:16] == 7.0) and np.all(np.asarray(whole)[16 + 19 * 12:] == 7.0)
+
+
+def test_channel_major_plan_spreads_over_fewer_qpus_to_stage_whole_rows():
+    """The default "chw" plan gives each QPU the VPM rows for a whole tile row per store (one
+    store buffer), so it runs on fewer than 12 QPUs; the NHWC plan keeps all 12."""
+    pads, _ = resolve_padding("t", "same", 14, 14, 3, 3, 1, 1)
+    nhwc = make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads, "relu6", 12)
+    chw = make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads, "relu6", 12,
+                    out_layout="chw")
+    assert nhwc.qpus == 12 and nhwc.out_chunk == 1
+    assert chw.out_chunk == chw.tile_cols == 8 and chw.store_buffers == 1
+    assert chw.qpus == 6        # 64 VPM rows // (2 load rows + 8 staging rows)
+    half = make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads, "relu6", 12, "fp16",
+                     "fp16", "fp16", out_layout="chw")
+    assert half.stage_rows(half.out_chunk) == 4 and half.qpus == 10    # pixel pairs
+
+
+def test_channel_major_errors(device):
+    x = np.zeros((4, 4, 3), F32)
+    wt = np.zeros((3, 3, 3), F32)
+    with pytest.raises(LayerArgumentError, match="out_layout"):
+        depthwise(x, wt, out_layout="nchw", device=device)
+    out = device.alloc((4, 4, 3), F32)
+    with pytest.raises(ShapeError, match=r"\(3, 4, 4\)"):
+        depthwise(x, wt, out=out, out_layout="chw", device=device)
+    # A channel's row longer than one VDW stride reaches (16 bits of bytes): refused.
+    with pytest.raises(PlanError, match="VDW stride"):
+        make_plan("depthwise", 130, 130, 16, (3, 3), (1, 1), (1, 1, 1, 1), out_layout="chw")
+
+
+POINTWISE = [
+    # h, w, cin, cout, qpus, bias, residual, activation
+    (3, 5, 17, 33, 12, True, False, "relu"),
+    (4, 4, 256, 40, 12, True, True, "relu6"),
+    (7, 7, 64, 16, 1, False, False, None),
+    (5, 3, 128, 130, 4, True, False, "relu6"),
+]
+
+
+@pytest.mark.parametrize("case", POINTWISE, ids=str)
+def test_pointwise_reads_channel_major_in_one_launch(device, case):
+    h, w, cin, cout, qpus, with_bias, with_residual, activation = case
+    rng = np.random.default_rng(cin)
+    x = rng.standard_normal((h, w, cin)).astype(F32)
+    wt = rng.standard_normal((cin, cout)).astype(F32)
+    bias = rng.standard_normal(cout).astype(F32) if with_bias else None
+    res = rng.standard_normal((h, w, cout)).astype(F32) if with_residual else None
+    y, run = pointwise(np.ascontiguousarray(x.transpose(2, 0, 1)), wt, bias, activation, res,
+                       device=device, num_qpus=qpus, return_run=True, x_layout="chw")
+    expected, magnitude = dense(x, wt, bias, res, activation)
+    assert_close(y, expected, magnitude, cin)
+    assert run.launches == 1
+
+
+def test_depthwise_hands_over_to_pointwise(device):
+    """The pair as the runtime runs it: the depthwise result stays on the device in "chw", the
+    pointwise reads it; one launch each, and the same values as the NHWC pair (whose pointwise
+    transposes: Cin*4 a multiple of 1 KB on 12 QPUs)."""
+    rng = np.random.default_rng(9)
+    x = device.array(rng.standard_normal((8, 9, 256)).astype(F32))
+    wt = rng.standard_normal((3, 3, 256)).astype(F32)
+    pw = prepare_pointwise(rng.standard_normal((256, 32)).astype(F32),
+                           rng.standard_normal(32).astype(F32), device=device)
+    mid, _ = depthwise(x, wt, stride=1, activation="relu6", device=device, return_run=True,
+                       out_layout="chw")
+    y, run = pointwise(mid, pw, activation="relu6", device=device, return_run=True,
+                       x_layout="chw")
+    nhwc = depthwise(x, wt, stride=1, activation="relu6", device=device)
+    y_ref, run_ref = pointwise(nhwc, pw, activation="relu6", device=device, return_run=True)
+    assert run.launches == 1 and run_ref.launches == 2
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(y_ref))
+    pw.free()
+
+
+def test_pointwise_channel_major_errors(device):
+    x = np.zeros((8, 2, 3), F32)                    # (Cin, H, W)
+    with pytest.raises(LayerArgumentError, match="x_layout"):
+        pointwise(x, np.zeros((8, 4), F32), x_layout="whc", device=device)
+    with pytest.raises(ShapeError, match="x_layout 'chw'"):
+        pointwise(x, np.zeros((3, 4), F32), x_layout="chw", device=device)
+    with pytest.raises(DeviceError, match="transposed route with all its rows only"):
+        pointwise(x, np.zeros((8, 4), F32), x_layout="chw", device=device,
+                  tiling={"transpose_input": False})
+
+
+def test_tuned_plan_keys_keep_nhwc_layers_and_separate_channel_major_ones():
+    """The layout fields stay out of the tuned-plan cache's key at their NHWC default (records
+    written before they existed still apply); a channel-major plan has a key of its own."""
+    pads = (1, 1, 1, 1)
+    nhwc = plan_key(make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads), "pi_zero")
+    chw = plan_key(make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads,
+                             out_layout="chw"), "pi_zero")
+    assert "layout" not in nhwc and "out_layout=chw" in chw and nhwc != chw
+    assert "layout" not in plan_key(PointwisePlan(14, 14, 512, 512, 12), "pi_zero")
+    assert "input_layout=chw" in plan_key(PointwisePlan(14, 14, 512, 512, 12,
+                                                        input_layout="chw"), "pi_zero")

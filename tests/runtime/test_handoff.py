@@ -1,0 +1,67 @@
+"""The runtime hands a depthwise result to the pointwise layer reading it channel-major
+(vc4nn/runtime/handoff.py): a MobileNet v1-style model whose pointwise layers read Cin = 256
+(Cin*4 = 1 KB, the rows alias in the TMU cache on 12 QPUs, so the pointwise layer transposes
+its input) against onnxruntime, with one launch fewer per handed-over pair."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import vc4nn
+from vc4nn.runtime import InferenceSession, session as session_module
+
+from .onnx_models import OnnxBuilder
+
+
+@pytest.fixture
+def device(device_name):
+    with vc4nn.open_device(device_name) as dev:
+        yield dev
+
+
+def wide_v1_model(size=32, seed=3):
+    """stem -> dw/pw blocks; the second and third pointwise layers read 8x8x256 (each from a
+    depthwise layer); the last depthwise result also feeds a second reader (no handoff)."""
+    b = OnnxBuilder(seed)
+    y = b.conv_bn("input", 3, 16, stride=2)                     # 16x16x16
+    y = b.conv_bn(y, 16, 16, stride=2, group=16)                # 8x8x16
+    y = b.conv_bn(y, 16, 256, k=1)                              # 8x8x256
+    y = b.conv_bn(y, 256, 256, group=256)
+    y = b.conv_bn(y, 256, 256, k=1)                             # handed over
+    y = b.conv_bn(y, 256, 256, stride=1, group=256, act="relu")
+    y = b.conv_bn(y, 256, 256, k=1, act="relu")                 # handed over
+    d = b.conv_bn(y, 256, 256, group=256, act=None)
+    y = b.node("Add", [b.conv_bn(d, 256, 256, k=1, act=None), d])   # d has two readers
+    return b.model("input", size, b.head(y, 256, 10))
+
+
+def launches(sess):
+    return sum(run.launches for _, run, _ in sess.last_runs)
+
+
+def test_depthwise_hands_over_channel_major_to_pointwise(tmp_path, device, monkeypatch):
+    path = str(tmp_path / "wide.onnx")
+    onnx.save(wide_v1_model(), path)
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    counts = {}
+    for handoff in (False, True):
+        with monkeypatch.context() as m:
+            if not handoff:
+                m.setattr(session_module, "transposed_handoffs", lambda *args: set())
+            with InferenceSession(path, device=device) as sess:
+                for _ in range(2):      # a call, then a replay of the recorded launches
+                    (got,) = sess.run(None, {"input": x})
+                    err = np.max(np.abs(got - expected)) / np.max(np.abs(expected))
+                    assert err <= 1e-3 and np.argmax(got) == np.argmax(expected)
+                counts[handoff] = launches(sess), sorted(sess.channel_major)
+                handed = [n for n in sess.graph.nodes if n.outputs[0] in sess.channel_major]
+                assert all(n.op == "depthwise" for n in handed)
+                assert [sess.graph.shapes[n.outputs[0]] for n in handed] == [(8, 8, 256)] * \
+                    len(handed)
+    (plain, none), (fused, names) = counts[False], counts[True]
+    assert none == [] and len(names) == 2
+    assert fused == plain - 2
+    assert device._allocations == []
