@@ -24,7 +24,7 @@ def hands_over(depthwise_plan, pointwise_plan, device):
     the pointwise kernel reads float32 activations (an fp16 [Cin, H*W] input would need its
     transposed path to read plain halves, which is for the kernel that adds fp16 activations to
     say)."""
-    if depthwise_plan.out_storage != "fp32" or pointwise_plan.storage != "fp32":
+    if depthwise_plan.out_storage != "fp32" or pointwise_plan.x_storage != "fp32":
         return False
     if not tuned_plan(pointwise_plan, device).transposed:
         return False
