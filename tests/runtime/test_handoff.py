@@ -11,7 +11,7 @@ import pytest
 import vc4nn
 from vc4nn.runtime import InferenceSession, session as session_module
 
-from .onnx_models import OnnxBuilder
+from vc4nn.runtime.random_mobilenets import OnnxBuilder
 
 
 @pytest.fixture

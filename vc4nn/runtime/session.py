@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from ..device import qpu_count
 from ..errors import DeviceError
 from .errors import InputError, UnsupportedModelError
 from .image import Normalization, normalization_for
@@ -71,7 +72,7 @@ class InferenceSession:
         self.precision = precision_choice.check_precision(precision, tolerance)
         self.closed = False
         self.graph = load_graph(self.path)
-        self.num_qpus = num_qpus
+        self.num_qpus = qpu_count(num_qpus)
         self.progress = progress
         self.replay = replay
         self.memory_budget = memory_budget
