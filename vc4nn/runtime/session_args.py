@@ -8,16 +8,15 @@ import numbers
 
 import numpy as np
 
-from ..device import Device, qpu_count
+from ..device import Device
 from ..errors import DeviceError
 from .errors import InputError
 
 
-def check_session_options(path, device, num_qpus, progress, replay, memory_budget, calibration):
+def check_session_options(path, device, progress, replay, memory_budget, calibration):
     if not isinstance(path, (str, os.PathLike)):
         raise InputError(f"path must be the name of a .tflite or .onnx file, got "
                          f"{type(path).__name__}")
-    qpu_count(num_qpus)     # before any plan divides work among them
     if device is not None and not isinstance(device, Device):
         raise DeviceError(f"device must be a device from vc4nn.open_device() (or None), got "
                           f"{device!r}"[:200])
