@@ -31,7 +31,7 @@ import json
 import sys
 import time
 
-from .cli_common import add_network_arguments, count
+from .cli_common import add_network_arguments, count, output_file
 from .errors import Vc4nnError
 
 QUICK_PIXELS = 96           # one pass of 8 pixels x 12 QPUs
@@ -71,8 +71,9 @@ def add_arguments(parser):
                         help="text table: stall shares per cause and the tiling that ran")
     parser.add_argument("--json", action="store_true", help="JSON on stdout")
     parser.add_argument("--markdown", action="store_true", help="a Markdown table on stdout")
-    parser.add_argument("--png", metavar="FILE", help="per-layer bar chart (needs matplotlib)")
-    parser.add_argument("--save", metavar="FILE",
+    parser.add_argument("--png", type=output_file, metavar="FILE",
+                        help="per-layer bar chart (needs matplotlib)")
+    parser.add_argument("--save", type=output_file, metavar="FILE",
                         help="append each layer's record to FILE (JSON lines) as it finishes")
     parser.add_argument("--from-json", nargs="+", metavar="FILE",
                         help="render the records of earlier --json / --save runs instead of "

@@ -2,6 +2,7 @@
 printing a run's report."""
 
 import argparse
+import os
 
 from .errors import Vc4nnError
 
@@ -77,6 +78,17 @@ def instruction_budget(text):
         raise argparse.ArgumentTypeError(f"{value} is more than {MAX_INSTRUCTION_BUDGET}; give "
                                          f"'none' for no budget")
     return value
+
+
+def output_file(text):
+    """A file the command will write: its folder must exist, so a long run does not end in
+    "No such file or directory" after the work is done."""
+    folder = os.path.dirname(os.path.abspath(text))
+    if not text or not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"{text!r}: no folder {folder} to write it in")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder; give a file name")
+    return text
 
 
 def finite_seconds(text):

@@ -207,6 +207,8 @@ class Device(abc.ABC):
     def array(self, data, dtype=None, align=4096, flags=None):
         """Copy a host array (or anything numpy accepts) into a new device buffer."""
         self._check_open("array")
+        if dtype is not None:
+            dtype = buffer_dtype(dtype)
         try:
             data = np.asarray(data, dtype=dtype)
         except (TypeError, ValueError) as error:

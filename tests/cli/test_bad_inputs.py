@@ -114,6 +114,8 @@ def test_non_numeric_dtypes_are_refused_before_the_gpu_can_write_them(device):
     for dtype in (object, "U4", "S4", "M8[s]", [("a", "<i4")]):
         expect_typed_error(lambda: device.alloc(16, dtype), "dtype")
     expect_typed_error(lambda: device.array(["a", "b"]), "dtype")
+    for dtype in ("frob", 5, object):
+        expect_typed_error(lambda: device.array([1, 2], dtype=dtype), "dtype")
     expect_typed_error(lambda: device.array([{}, []]), "array")
 
 
