@@ -124,7 +124,7 @@ SESSION_CASES = {
     "path": [5, None, b"x", "/nonexistent.onnx", "/dev/zero", "/"],
     "device": ["emulator", 5],
     "num_qpus": [0, 13, math.nan, "12", None, 4.5, HUGE],
-    "image_input": ["bogus", 5],
+    "image_input": ["bogus", 5, [], "TFLITE"],
     "progress": ["bar", 5],
     "replay": ["yes", 5, None],
     "memory_budget": [-1, 0, math.nan, math.inf, "24"],
@@ -133,9 +133,8 @@ SESSION_CASES = {
     "calibration": ["x", 5, [5]],
     "launch": ["fast", 5],
 }
-# A file that cannot be read is named by its path; a normalisation preset by what it is.
-SESSION_NAMED_AS = {"path": ("/nonexistent.onnx", "/dev/zero", "(in /)"),
-                    "image_input": ("normalisation",)}
+# A file that cannot be read is named by its path.
+SESSION_NAMED_AS = {"path": ("/nonexistent.onnx", "/dev/zero", "(in /)")}
 
 
 @pytest.mark.parametrize("argument", sorted(SESSION_CASES))
