@@ -165,7 +165,7 @@ def test_inference_session_run_refuses_bad_feeds_and_a_closed_session(tiny_model
     expect_typed_error(lambda: session.run(None, {"input": x}), "closed")
 
 
-# -- the subcommands that run networks --------------------------------------------------------------
+# -- the subcommands that run networks -----------------------------------------------------------
 
 @pytest.fixture
 def photo(tmp_path):
