@@ -66,7 +66,8 @@ class InferenceSession:
                  replay=True, memory_budget=DEFAULT_MEMORY_BUDGET, precision="fp32",
                  tolerance=precision_choice.DEFAULT_TOLERANCE, calibration=None, launch=None):
         start, cpu_start = time.perf_counter(), time.process_time()
-        check_session_options(path, device, progress, replay, memory_budget, calibration)
+        check_session_options(path, device, image_input, progress, replay, memory_budget,
+                              calibration)
         self.path = str(path)
         self.precision = precision_choice.check_precision(precision, tolerance)
         self.closed = False
