@@ -140,6 +140,47 @@ def test_depthwise_hands_over_to_pointwise(device):
     pw.free()
 
 
+@pytest.mark.parametrize("case", POINTWISE, ids=str)
+def test_pointwise_reads_channel_major_halves(device, case):
+    """fp16 x in "chw" (and fp16 residual and result): the transposed path's gathers of halves
+    read it as they read the transpose of halves."""
+    h, w, cin, cout, qpus, with_bias, with_residual, activation = case
+    rng = np.random.default_rng(cin + 1)
+    x = rng.standard_normal((h, w, cin)).astype(F16)
+    wt = rng.standard_normal((cin, cout)).astype(F32)
+    bias = rng.standard_normal(cout).astype(F32) if with_bias else None
+    res = rng.standard_normal((h, w, cout)).astype(F16) if with_residual else None
+    y, run = pointwise(np.ascontiguousarray(x.transpose(2, 0, 1)), wt, bias, activation, res,
+                       device=device, num_qpus=qpus, return_run=True, x_layout="chw")
+    assert_close_fp16(y, *dense(x, wt, bias, res, activation), cin)
+    assert run.launches == 1
+
+
+def test_fp16_pair_matches_the_transposing_pair(device):
+    """Halves: the depthwise layer's pixel-pair stores give the same [C, H*W] halves the
+    pointwise layer's own transpose of halves would (8x9x512 fp16: that layer transposes), so
+    the two routes give the same bits; and against numpy."""
+    rng = np.random.default_rng(11)
+    x16 = rng.standard_normal((8, 9, 512)).astype(F16)
+    x = device.array(x16)
+    wd = rng.standard_normal((3, 3, 512)).astype(F16)
+    wp = (rng.standard_normal((512, 24)) / 8).astype(F16)
+    mid = depthwise(x, wd, activation="relu6", device=device, out_layout="chw")
+    nhwc = depthwise(x, wd, activation="relu6", device=device)
+    assert mid.dtype == F16
+    np.testing.assert_array_equal(np.asarray(mid), np.asarray(nhwc).transpose(2, 0, 1))
+    y, run = pointwise(mid, wp, device=device, return_run=True, x_layout="chw")
+    y_ref, run_ref = pointwise(nhwc, wp, device=device, return_run=True)
+    assert (run.launches, run_ref.launches) == (1, 2) and y.dtype == F16
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(y_ref))
+    pads, _ = resolve_padding("test", "same", 8, 9, 3, 3, 1, 1)
+    dw_exp, _ = spatial_reference.depthwise(x16, wd, None, 1, pads, "relu6")
+    mid16 = np.asarray(mid).transpose(1, 2, 0)        # the halves the pointwise layer read
+    expected, magnitude = dense(mid16, wp, None, None, None)
+    assert_close_fp16(np.asarray(y), expected, magnitude, 512)
+    assert np.max(np.abs(mid16 - dw_exp)) <= 6.0 * 2.0 ** -10 + 2.0 ** -14
+
+
 def test_pointwise_channel_major_errors(device):
     x = np.zeros((8, 2, 3), F32)                    # (Cin, H, W)
     with pytest.raises(LayerArgumentError, match="x_layout"):

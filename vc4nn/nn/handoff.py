@@ -19,12 +19,11 @@ from .tuned_plans import tuned_plan
 def hands_over(depthwise_plan, pointwise_plan, device):
     """Whether the depthwise layer of ``depthwise_plan`` (a WindowPlan, NHWC result) should
     write its result channel-major for the pointwise layer of ``pointwise_plan`` (a
-    PointwisePlan reading it as x): the pointwise layer, as its call would plan it (tuned cache
-    included), transposes x itself, and the depthwise plan can store the layout. Float32 only:
-    the pointwise kernel reads float32 activations (an fp16 [Cin, H*W] input would need its
-    transposed path to read plain halves, which is for the kernel that adds fp16 activations to
-    say)."""
-    if depthwise_plan.out_storage != "fp32" or pointwise_plan.x_storage != "fp32":
+    PointwisePlan reading it as x, in the same storage): the pointwise layer, as its call would
+    plan it (tuned cache included), transposes x itself, and the depthwise plan can store the
+    layout. Halves too: the pointwise kernel's transposed path reads plain halves [Cin, H*W],
+    as its own transpose writes them and the depthwise kernel's pixel pairs store them."""
+    if depthwise_plan.out_storage != pointwise_plan.x_storage:
         return False
     if not tuned_plan(pointwise_plan, device).transposed:
         return False

@@ -164,11 +164,11 @@ def trace(session, feed, names=None, with_inputs=True):
         if call is None:
             continue
         wanted = names is None or node.name in names
-        inputs = {name: np.array(session._view(name)) for name in
+        inputs = {name: np.array(session.hwc_view(name)) for name in
                   activation_inputs(session, node)} if wanted and with_inputs else None
         _, run = session._invoke(node, call)
         if wanted:
-            out[node.name] = (inputs, np.array(session._view(node.outputs[0])), run_time(run))
+            out[node.name] = (inputs, np.array(session.hwc_view(node.outputs[0])), run_time(run))
     return out
 
 
@@ -185,9 +185,9 @@ def auto_choices(session, reference, feeds, tolerance):
         for t in traces:
             inputs, y32, time32 = t[node.name]
             for name, x in inputs.items():
-                session._view(name)[...] = x
+                session.hwc_view(name)[...] = x
             _, run = session._invoke(node, call)
-            worst = max(worst, relative_error(session._view(node.outputs[0]), y32))
+            worst = max(worst, relative_error(session.hwc_view(node.outputs[0]), y32))
             faster = faster and run_time(run) < time32
         keep = faster and worst <= tolerance
         why = (f"error {worst:.1e} {'<=' if worst <= tolerance else '>'} {tolerance:g}, "
