@@ -261,20 +261,23 @@ class Line:
     ``.quad``); if non-canonical, ``best_effort`` (the closest instruction text) and ``reason``;
     ``effects``: what the word does that the instruction part of its text does not say."""
 
-    __slots__ = ("word", "address", "text", "best_effort", "reason", "effects")
+    __slots__ = ("word", "address", "text", "best_effort", "reason", "effects", "raw_fields")
 
-    def __init__(self, word, address, text, best_effort=None, reason=None, effects=()):
+    def __init__(self, word, address, text, best_effort=None, reason=None, effects=(),
+                 raw_fields=False):
         self.word, self.address, self.text = word, address, text
         self.best_effort, self.reason, self.effects = best_effort, reason, list(effects)
+        self.raw_fields = raw_fields        # the text has a ``fields`` part
 
     @property
     def canonical(self):
-        return self.reason is None
+        """The word is what the assembler makes of its operands alone."""
+        return self.reason is None and not self.raw_fields
 
     @property
     def note(self):
         """The listing's comment on the word, after its offset ("" for a plain instruction)."""
-        if not self.canonical:
+        if self.reason is not None:
             return f"{self.best_effort}  -- non-canonical: {self.reason}"
         return "; ".join(self.effects)
 
@@ -317,7 +320,7 @@ def disassemble_word(word, address=0, target_labels=None):
         nearest = nearest or (text, got)
     text = _with_fields(ins, nearest, address, labels)
     if text is not None:
-        return Line(word, address, text, effects=effects)
+        return Line(word, address, text, effects=effects, raw_fields=True)
     return Line(word, address, quad, best_effort, failure)
 
 
@@ -404,7 +407,7 @@ def disassemble(code):
         statement = line.text + (" ; waive " + ", ".join(sorted(waive)) if waive else "")
         comment = f"0x{address:04x}"
         target = branch_target(encoding.decode(word), address)    # None unless a relative branch
-        if line.canonical and target is not None:
+        if line.reason is None and target is not None:
             comment += f" -> 0x{target:04x}"
         if line.note:
             comment += f": {line.note}"

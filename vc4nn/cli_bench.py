@@ -31,7 +31,7 @@ import json
 import sys
 import time
 
-from .cli_common import add_network_arguments, count
+from .cli_common import add_network_arguments, count, output_file
 from .errors import Vc4nnError
 
 QUICK_PIXELS = 96           # one pass of 8 pixels x 12 QPUs
@@ -71,8 +71,9 @@ def add_arguments(parser):
                         help="text table: stall shares per cause and the tiling that ran")
     parser.add_argument("--json", action="store_true", help="JSON on stdout")
     parser.add_argument("--markdown", action="store_true", help="a Markdown table on stdout")
-    parser.add_argument("--png", metavar="FILE", help="per-layer bar chart (needs matplotlib)")
-    parser.add_argument("--save", metavar="FILE",
+    parser.add_argument("--png", type=output_file, metavar="FILE",
+                        help="per-layer bar chart (needs matplotlib)")
+    parser.add_argument("--save", type=output_file, metavar="FILE",
                         help="append each layer's record to FILE (JSON lines) as it finishes")
     parser.add_argument("--from-json", nargs="+", metavar="FILE",
                         help="render the records of earlier --json / --save runs instead of "
@@ -84,9 +85,9 @@ def network_layers(args):
     builders = {"v1": mobilenet_shapes.mobilenet_v1, "v2": mobilenet_shapes.mobilenet_v2}
     nets = [n for n in args.net.split(",") if n]
     unknown = [n for n in nets if n not in builders]
-    if unknown:
-        raise Vc4nnError(f"--net {args.net}: unknown network(s) {', '.join(unknown)}; "
-                         f"use {', '.join(NETWORKS)}")
+    if unknown or not nets:
+        named = f"unknown network(s) {', '.join(unknown)}" if unknown else "no network named"
+        raise Vc4nnError(f"--net {args.net!r}: {named}; use {', '.join(NETWORKS)}")
     only = set(filter(None, args.only.split(",")))
     kind = getattr(args, "kind", "")                # vc4nn tune has no --kind
     kinds = layer_kinds(kind)
@@ -137,7 +138,10 @@ def run_records(args, progress=print, save=None):
     from .emulator import EmulatorDevice
     from .nn.layer_figures import FULL, Reduction, measure_layer
     records, core = [], None
-    for board in [b for b in args.boards.split(",") if b]:
+    boards = [b for b in args.boards.split(",") if b]
+    if not boards:
+        raise Vc4nnError(f"--boards {args.boards!r} names no board preset")
+    for board in boards:
         device = EmulatorDevice(board=board)
         core = getattr(device, "core", "python")
         reduce = not args.full and (args.quick or core != "c")

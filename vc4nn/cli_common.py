@@ -2,6 +2,7 @@
 printing a run's report."""
 
 import argparse
+import os
 
 from .errors import Vc4nnError
 
@@ -79,6 +80,17 @@ def instruction_budget(text):
     return value
 
 
+def output_file(text):
+    """A file the command will write: its folder must exist, so a long run does not end in
+    "No such file or directory" after the work is done."""
+    folder = os.path.dirname(os.path.abspath(text))
+    if not text or not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"{text!r}: no folder {folder} to write it in")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder; give a file name")
+    return text
+
+
 def finite_seconds(text):
     try:
         value = float(text)
@@ -120,17 +132,23 @@ def print_run(result):
 
 
 def open_for(args, max_instructions=None):
-    """The device of ``--device``, with the emulator's instruction budget of the command line."""
+    """The device of ``--device``, with the emulator's options of the command line: the
+    instruction budget (``max_instructions`` unless --max-instructions is given) and, where the
+    command has it, --guard-bytes."""
     from . import open_device, resolve_device_name
     name = resolve_device_name(args.device)
+    options = {"--max-instructions": args.max_instructions,
+               "--guard-bytes": getattr(args, "guard_bytes", None)}
     if name != "emulator":
-        if args.max_instructions is not None:
-            raise Vc4nnError(f"--max-instructions applies to the emulator, not to {name}")
+        for flag, value in options.items():
+            if value is not None:
+                raise Vc4nnError(f"{flag} applies to the emulator, not to {name}")
         return open_device(name)
     budget = args.max_instructions if args.max_instructions is not None else max_instructions
-    if budget is None:
-        return open_device(name)
-    return open_device(name, max_instructions=None if budget == NO_BUDGET else budget)
+    emulator = {} if options["--guard-bytes"] is None else {"guard_bytes": options["--guard-bytes"]}
+    if budget is not None:
+        emulator["max_instructions"] = None if budget == NO_BUDGET else budget
+    return open_device(name, **emulator)
 
 
 def add_device_arguments(parser):

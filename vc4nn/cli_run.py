@@ -20,8 +20,9 @@ import re
 
 import numpy as np
 
-from .cli_common import finite_seconds, open_for, print_run, qpus
+from .cli_common import count, finite_seconds, open_for, print_run, qpus
 from .device import DEFAULT_TIMEOUT_S, buffer_dtype
+from .emulator.memory import DEFAULT_GUARD_BYTES
 from .errors import DeviceError, Vc4nnError
 from .progress import InstructionProgress
 
@@ -190,6 +191,9 @@ def add_arguments(run):
                      metavar="NAME=FILE.npy", help="write this buffer to a .npy file after the run")
     run.add_argument("--timeout", type=finite_seconds, default=DEFAULT_TIMEOUT_S,
                      help=f"seconds (default {DEFAULT_TIMEOUT_S:g}); in the emulator, modelled time")
+    run.add_argument("--guard-bytes", type=count, default=None, metavar="N",
+                     help=f"emulator: unmapped bytes kept after every buffer, so an overrun of "
+                     f"up to N bytes faults naming the buffer (default {DEFAULT_GUARD_BYTES})")
 
 
 def run_main(args):

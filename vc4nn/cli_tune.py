@@ -6,10 +6,11 @@
 
 Pointwise layers try every route (pixels per QPU, transposing the activation first) and panel
 width, depthwise layers tile widths and heights (vc4nn/nn/tuning.py). Each candidate runs in the
-emulator's cycle model; the fastest is stored in the tuned-plan cache, keyed by the layer's exact shape and
-options, the QPU count and the board preset, and the layer functions (hence the runtime) use it
-from then on (an explicit tiling= argument overrides). Cache: --cache, else $VC4NN_TUNE_CACHE,
-else ~/.cache/vc4nn/tuned-plans.json. All times are cycle-model ESTIMATES at the board's clock.
+emulator's cycle model; the fastest is stored in the tuned-plan cache, keyed by the layer's
+exact shape and options, the QPU count and the board preset, and the layer functions (hence the
+runtime) use it from then on (an explicit tiling= argument overrides). Cache: --cache, else
+$VC4NN_TUNE_CACHE, else ~/.cache/vc4nn/tuned-plans.json. All times are cycle-model ESTIMATES at
+the board's clock.
 
 On the pure-Python emulator core pointwise candidates run on --pixels pixels (default 96; the
 ranking of routes does not depend on the pixel count); with the C core, full layers (--pixels 0).

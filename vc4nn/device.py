@@ -207,6 +207,8 @@ class Device(abc.ABC):
     def array(self, data, dtype=None, align=4096, flags=None):
         """Copy a host array (or anything numpy accepts) into a new device buffer."""
         self._check_open("array")
+        if dtype is not None:
+            dtype = buffer_dtype(dtype)
         try:
             data = np.asarray(data, dtype=dtype)
         except (TypeError, ValueError) as error:
@@ -272,7 +274,8 @@ class Device(abc.ABC):
         per_qpu = per_qpu_uniforms(uniforms, num_qpus)
         temporaries = []
         try:
-            code = program if self.owns(program) else self._place(code_bytes(program), temporaries)
+            code = program if self.owns(program) else \
+                _labelled(self._place(code_bytes(program), temporaries), "the program's code")
             uniform_buffers = []
             for qpu, values in enumerate(per_qpu):
                 if values is None:
@@ -282,11 +285,15 @@ class Device(abc.ABC):
                         raise DeviceError(f"uniforms of QPU {qpu} are in another device's memory")
                     uniform_buffers.append(values)
                 else:
-                    uniform_buffers.append(self._place(uniform_words(values, qpu), temporaries))
+                    words = uniform_words(values, qpu)
+                    count = len(words) // 4
+                    uniform_buffers.append(_labelled(
+                        self._place(words, temporaries),
+                        f"the uniforms of QPU {qpu}: {count} word{'s' * (count != 1)}"))
             control = np.zeros((num_qpus, CONTROL_ENTRY_WORDS), dtype=np.uint32)
             for qpu, ubuf in enumerate(uniform_buffers):
                 control[qpu] = (ubuf.address, code.address)
-            control_buf = self._place(control.tobytes(), temporaries)
+            control_buf = _labelled(self._place(control.tobytes(), temporaries), "the control list")
             return self._launch(num_qpus, control_buf.address, timeout)
         finally:
             for buf in temporaries:
@@ -330,6 +337,13 @@ class Device(abc.ABC):
         buf = self.array(raw)
         temporaries.append(buf)
         return buf
+
+
+def _labelled(buf, label):
+    """``buf``, its allocation named ``label`` in memory faults (a program reading past its
+    uniforms hears whose uniforms ran out, not of a "4 uint8" buffer)."""
+    buf.allocation.label = label
+    return buf
 
 
 def checked_launch_path(launch):

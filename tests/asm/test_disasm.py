@@ -209,7 +209,8 @@ HIDDEN = [
 @pytest.mark.parametrize("word, text, effect", HIDDEN, ids=[t for _, t, _ in HIDDEN])
 def test_words_beyond_the_operand_syntax_are_text_with_their_fields(word, text, effect):
     line = disasm.disassemble_word(word)
-    assert line.canonical and line.text == text and line.note == effect or effect in line.note
+    assert not line.canonical and line.raw_fields and line.reason is None
+    assert line.text == text and effect in line.note and (effect or not line.note)
     assert parser.assemble_line(text) == word
     listing = disasm.disassemble([word])
     assert text in listing and effect in listing and ".quad" not in listing

@@ -114,6 +114,8 @@ def test_non_numeric_dtypes_are_refused_before_the_gpu_can_write_them(device):
     for dtype in (object, "U4", "S4", "M8[s]", [("a", "<i4")]):
         expect_typed_error(lambda: device.alloc(16, dtype), "dtype")
     expect_typed_error(lambda: device.array(["a", "b"]), "dtype")
+    for dtype in ("frob", 5, object):
+        expect_typed_error(lambda: device.array([1, 2], dtype=dtype), "dtype")
     expect_typed_error(lambda: device.array([{}, []]), "array")
 
 
@@ -255,6 +257,7 @@ def test_asm_and_disasm_refuse_to_overwrite_their_input(tmp_path, capsys):
     source = tmp_path / "x.s"
     source.write_text(COUNTER)
     assert "input file itself" in cli_error(["asm", str(source), "-o", str(source)], capsys)
+    assert "input file itself" in cli_error(["assemble", str(source), "-o", str(source)], capsys)
     assert source.read_text() == COUNTER
     code = tmp_path / "x.bin"
     assert main(["asm", str(source), "-o", str(code)]) == 0

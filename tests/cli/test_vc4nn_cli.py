@@ -258,6 +258,28 @@ def test_an_overrun_past_a_buffer_faults_naming_it(tmp_path, capsys):
     assert "runs 64 bytes past the end of the 64-byte buffer" in err and "(1x16 uint32)" in err
 
 
+def test_reading_past_the_uniforms_names_whose_uniforms(capsys):
+    # hello.s reads two uniforms; given none (the launch passes one 0), the fault says so
+    # rather than naming an anonymous "4 uint8" buffer.
+    assert main(["run", str(HELLO_S), "--qpus", "2", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "QPU 0, PC" in err and "uniform access" in err
+    assert "past the end of the 4-byte buffer" in err and "(the uniforms of QPU 0: 1 word)" in err
+
+
+def test_guard_bytes_is_a_run_option(tmp_path, capsys):
+    # hello.s stores 64 bytes at out + 64: in out's guard gap by default; with no gap it is
+    # outside every allocation (the next buffer starts at the next 4 KiB), naming no buffer.
+    argv = ["run", str(HELLO_S), "--buffer", "out=1x16", "--uniforms", "out + 64", "0", "--quiet"]
+    assert main(argv) == 1
+    assert "past the end of the 64-byte buffer" in capsys.readouterr().err
+    assert main(argv + ["--guard-bytes", "0"]) == 1
+    err = capsys.readouterr().err
+    assert "outside every allocation" in err and "past the end" not in err
+    assert main(argv + ["--guard-bytes", "0", "--device", "pi"]) == 1
+    assert "--guard-bytes applies to the emulator" in capsys.readouterr().err
+
+
 def test_pi_timeout_none_is_the_longest_the_mailbox_allows():
     from vc4nn.pi.backend import MAX_TIMEOUT_MS, timeout_to_ms
     assert timeout_to_ms(None) == MAX_TIMEOUT_MS

@@ -285,3 +285,60 @@ def test_panel_width_limits():
     with pytest.raises(ValueError, match="small-immediate"):
         sgemm_panel.PanelPlan(96, 128, 64, False, 12, True, True, panel_vectors=4, chunk_depth=6)
     assert sgemm_panel.deepest_chunk(8, 12) == 3 and sgemm_panel.deepest_chunk(6, 12) == 4
+
+
+# The weights gathered through the TMU by every QPU (panel_gather_b): V vectors x Kc k-rows
+# split into 1 or 2 rows per QPU. 8 x 3 on 12 QPUs with a residual (47 accumulators: 5 rows)
+# and a forced transpose, 2 x 4 on 4 QPUs, 1 x 1 and 2 x 1 on one QPU, 6 x 4 with two-k gathers
+# and an odd K (lane_k), passes and panels enough that the k-rows' addresses step, end and
+# reverse; each against the DMA loaders' path on the same shape.
+@pytest.mark.parametrize("vectors,h,w,cin,cout,num_qpus,activation,transpose", [
+    (8, 2, 7, 33, 256, 12, "relu6", None),
+    (8, 7, 7, 40, 128, 12, None, True),
+    (2, 3, 5, 19, 64, 4, "relu", None),
+    (1, 2, 3, 7, 32, 1, None, None),
+    (2, 1, 5, 6, 64, 1, "relu6", None),
+    (6, 5, 9, 33, 192, 12, "relu", None),
+])
+def test_gathered_weights(device, vectors, h, w, cin, cout, num_qpus, activation, transpose):
+    x, wt, b, r = tensors(vectors + cin, h, w, cin, cout, True, vectors == 8)
+    for gather in (True, False):
+        tiling = {"panel_vectors": vectors, "gather_weights": gather}
+        if transpose is not None:
+            tiling.update(transpose_input=transpose, max_rows=8)
+        plan = kernel.PointwisePlan(h, w, cin, cout, num_qpus, True, r is not None, activation,
+                                    **tiling)
+        assert plan.gathers is gather
+        y = pointwise(x, wt, b, activation, r, device=device, num_qpus=num_qpus, tiling=tiling)
+        assert_close(y, *dense(x, wt, b, r, activation), cin)
+
+
+def test_gathered_weights_limits():
+    """gather_weights=None takes the TMU wherever the panel allows it; a panel whose chunk does
+    not split into 1 or 2 vectors of one k-row per QPU, or with an edge panel, refuses it."""
+    assert kernel.PointwisePlan(14, 14, 512, 512, 12, True).gathers
+    assert not kernel.PointwisePlan(14, 14, 512, 200, 12, True).gathers     # edge panel
+    with pytest.raises(ValueError, match="b_gather"):
+        sgemm_panel.PanelPlan(96, 128, 64, False, 4, True, True, panel_vectors=8,
+                              chunk_depth=3, b_gather=True)
+    with pytest.raises(ValueError, match="b_gather"):
+        sgemm_panel.PanelPlan(96, 200, 64, False, 12, True, True, panel_vectors=8,
+                              chunk_depth=3, b_gather=True)
+
+
+# The last pass with fewer rows per QPU (PanelPlan.last_rows): 196 pixels on 12 QPUs are
+# passes of 6, 6 and 5 pixels per QPU with 8-vector panels; 100 pixels on 4 QPUs with 6-vector
+# panels 7, 7, 7 and 4; against the same shape with every pass alike.
+@pytest.mark.parametrize("h,w,cin,cout,num_qpus,vectors,rows", [
+    (14, 14, 24, 128, 12, 8, (6, 5)),
+    (10, 10, 9, 96, 4, 6, (7, 4)),
+])
+def test_balanced_passes(device, h, w, cin, cout, num_qpus, vectors, rows):
+    x, wt, b, r = tensors(h + cin, h, w, cin, cout, True, False)
+    for balance in (True, False):
+        plan = kernel.PointwisePlan(h, w, cin, cout, num_qpus, True, False, "relu",
+                                    panel_vectors=vectors, balance_passes=balance)
+        assert (plan.panel.rows, plan.panel.last_rows) == (rows if balance else rows[:1] * 2)
+        y = pointwise(x, wt, b, "relu", device=device, num_qpus=num_qpus,
+                      tiling={"panel_vectors": vectors, "balance_passes": balance})
+        assert_close(y, *dense(x, wt, b, None, "relu"), cin)

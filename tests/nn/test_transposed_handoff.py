@@ -156,23 +156,29 @@ def test_pointwise_reads_channel_major_halves(device, case):
     assert run.launches == 1
 
 
-def test_fp16_depthwise_hands_over_halves_to_pointwise(device):
-    """fp16: the depthwise layer writes halves channel-major and the pointwise layer reads them
-    in one launch, bit for bit what the NHWC pair gives (its pointwise transposes the halves:
-    Cin*2 a multiple of 1 KB on 12 QPUs)."""
-    rng = np.random.default_rng(10)
-    x = device.array(rng.standard_normal((7, 9, 512)).astype(F16))
-    wt = rng.standard_normal((3, 3, 512)).astype(F16)
-    pw = prepare_pointwise(rng.standard_normal((512, 40)).astype(F16),
-                           rng.standard_normal(40).astype(F32), device=device)
-    mid = depthwise(x, wt, stride=1, activation="relu6", device=device, out_layout="chw")
-    y, run = pointwise(mid, pw, activation="relu6", device=device, return_run=True,
-                       x_layout="chw")
-    nhwc = depthwise(x, wt, stride=1, activation="relu6", device=device)
-    y_ref, run_ref = pointwise(nhwc, pw, activation="relu6", device=device, return_run=True)
-    assert y.dtype == F16 and run.launches == 1 and run_ref.launches == 2
-    np.testing.assert_array_equal(np.asarray(y).view(np.uint16), np.asarray(y_ref).view(np.uint16))
-    pw.free()
+def test_fp16_pair_matches_the_transposing_pair(device):
+    """Halves: the depthwise layer's pixel-pair stores give the same [C, H*W] halves the
+    pointwise layer's own transpose of halves would (8x9x512 fp16: that layer transposes), so
+    the two routes give the same bits; and against numpy."""
+    rng = np.random.default_rng(11)
+    x16 = rng.standard_normal((8, 9, 512)).astype(F16)
+    x = device.array(x16)
+    wd = rng.standard_normal((3, 3, 512)).astype(F16)
+    wp = (rng.standard_normal((512, 24)) / 8).astype(F16)
+    mid = depthwise(x, wd, activation="relu6", device=device, out_layout="chw")
+    nhwc = depthwise(x, wd, activation="relu6", device=device)
+    assert mid.dtype == F16
+    np.testing.assert_array_equal(np.asarray(mid), np.asarray(nhwc).transpose(2, 0, 1))
+    y, run = pointwise(mid, wp, device=device, return_run=True, x_layout="chw")
+    y_ref, run_ref = pointwise(nhwc, wp, device=device, return_run=True)
+    assert (run.launches, run_ref.launches) == (1, 2) and y.dtype == F16
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(y_ref))
+    pads, _ = resolve_padding("test", "same", 8, 9, 3, 3, 1, 1)
+    dw_exp, _ = spatial_reference.depthwise(x16, wd, None, 1, pads, "relu6")
+    mid16 = np.asarray(mid).transpose(1, 2, 0)        # the halves the pointwise layer read
+    expected, magnitude = dense(mid16, wp, None, None, None)
+    assert_close_fp16(np.asarray(y), expected, magnitude, 512)
+    assert np.max(np.abs(mid16 - dw_exp)) <= 6.0 * 2.0 ** -10 + 2.0 ** -14
 
 
 def test_pointwise_channel_major_errors(device):

@@ -67,16 +67,35 @@ def test_depthwise_hands_over_channel_major_to_pointwise(tmp_path, device, monke
     assert device._allocations == []
 
 
-def wide_fp16_model(size=32, seed=5):
-    """stem -> dw/pw blocks whose pointwise layers read 8x8x512 (Cin*2 = 1 KB: in halves the
-    rows alias as float32 rows of 256 channels do)."""
+def wide_fp16_model(size=32, seed=4):
+    """Pointwise layers reading 8x8x512 from depthwise layers: in fp16 storage their rows of
+    halves (1 KB) alias like float32 rows of 256 channels, so they transpose their input."""
     b = OnnxBuilder(seed)
-    y = b.conv_bn("input", 3, 16, stride=2)                     # 16x16x16
-    y = b.conv_bn(y, 16, 16, stride=2, group=16)                # 8x8x16
-    y = b.conv_bn(y, 16, 512, k=1)                              # 8x8x512
+    y = b.conv_bn("input", 3, 16, stride=2)
+    y = b.conv_bn(y, 16, 16, stride=2, group=16)
+    y = b.conv_bn(y, 16, 512, k=1)
     y = b.conv_bn(y, 512, 512, group=512)
-    y = b.conv_bn(y, 512, 64, k=1)                              # handed over, in halves
+    y = b.conv_bn(y, 512, 64, k=1)
     return b.model("input", size, b.head(y, 64, 10))
+
+
+def test_auto_precision_compares_sessions_that_hand_over_different_values(tmp_path, device):
+    """precision="auto" tries each fp16 layer on the input a float32 session gave it: there the
+    8x8x256 depthwise results are handed over channel-major (float32 rows of 1 KB alias), in
+    the fp16 session not (rows of halves are 512 bytes): the values are compared as (H, W, C)."""
+    path = str(tmp_path / "wide.onnx")
+    onnx.save(wide_v1_model(), path)
+    x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    with InferenceSession(path, device=device, num_qpus=12) as fp32:
+        assert len(fp32.channel_major) == 2
+    with InferenceSession(path, device=device, precision="auto") as sess:
+        (got,) = sess.run(None, {"input": x})
+        assert any(s == "fp16" for s in sess.storage.layers.values())
+        assert all(sess.storage.values[v] == "fp32" for v in sess.channel_major)
+    assert np.max(np.abs(got - expected)) / np.max(np.abs(expected)) <= 1e-2
+    assert device._allocations == []
 
 
 def test_fp16_depthwise_hands_over_halves_channel_major(tmp_path, device, monkeypatch):

@@ -161,6 +161,9 @@ def test_a_run_launches_every_recorded_layer_in_one_device_call(tmp_path, device
     assert [r.launches for r in grouped] == counts
     assert all(r.host_seconds is None for r in grouped)
     assert all(r.host_seconds > 0 for r in layered)
+    from vc4nn.runtime.profile import summarize
+    assert summarize(grouped)["host_seconds"] is None
+    assert summarize(layered)["host_seconds"] == pytest.approx(sum(r.host_seconds for r in layered))
 
 
 @pytest.mark.parametrize("stage", ["weights", "recording"])

@@ -123,7 +123,7 @@ def test_bench_layers_bad_network_is_one_line_error(capsys):
 
 def test_bench_layers_fp16_storage(capsys):
     """--storage fp16: the depthwise, pointwise (activations and weights) and pool layers run
-    with halves (half the bytes, less time)."""
+    with halves (half the bytes; less time for depthwise and pool)."""
     args = ["bench-layers", "--net", "v1", "--alpha", "0.25", "--size", "128", "--only",
             "dw13,pw13,pool", "--boards", "pi_zero", "--json", "--quick", "--pixels", "16"]
     records = {}
@@ -133,7 +133,10 @@ def test_bench_layers_fp16_storage(capsys):
     for name in ("dw13", "pool", "pw13"):
         r16, r32 = records["fp16"][name], records["fp32"][name]
         assert r16["storage"] == "fp16"
-        assert 2 * r16["bytes_moved"] == r32["bytes_moved"] and r16["ms"] < r32["ms"]
+        assert 2 * r16["bytes_moved"] == r32["bytes_moved"]
+        # pw13's float32 weights are gathered through the TMU, its fp16 ones DMA'd and widened
+        # by loaders (docs/kernels.md "the weights through the TMU"): not faster in the model
+        assert name == "pw13" or r16["ms"] < r32["ms"]
 
 
 def test_bench_layers_kind_add_lists_v2_residual_adds(capsys):

@@ -2,9 +2,10 @@
 
 import functools
 
-from asm import null, r3, r5, r5rep, uniform, vr_addr, vr_setup, vr_wait
+from asm import isa, null, r3, r5, r5rep, uniform, vr_addr, vr_setup, vr_wait
 
 from .common import ops_then_branch
+from .panel_gather_b import request_ops
 from .panel_halves import widen
 from .panel_registers import registers
 from .panel_uniforms import pieces_per_load
@@ -28,9 +29,10 @@ def issue_loads(a, plan):
     a.label("skip")
 
 
-def boundary(a, plan, variant, masters):
+def boundary(a, plan, variant, masters, stepped=True):
     """Before each chunk: finish my load of it (fp16 B: and widen it in the master's or the
-    relay's code, panel_halves), meet the others, start my load of the next.
+    relay's code, panel_halves), meet the others, start my load of the next (b_gather: ask for
+    my rows of the next, panel_gather_b; ``stepped`` says how).
 
     The barrier covers both conditions at once: the chunk's loads were waited for by their
     issuers before they arrived, and nobody reads the previous chunk any more, so its buffer is
@@ -58,25 +60,33 @@ def boundary(a, plan, variant, masters):
     """
     regs = registers(plan)[0]
     number = len(masters)
+    # b_gather: my requests for the next chunk's rows of B fill the branches' free delay slots;
+    # the master and the relays do the rest first thing in their code.
+    ops = request_ops(a, plan, stepped) if plan.b_gather else []
     with a.scope():
         a.mov(null, regs["role"], sf=True)              # N: master; Z: a leaf; else a relay
         a.branch(f"master{number}", cond="all_ns")
         a.xor(regs["buffer"], regs["buffer"], regs["toggle"])   # delay slots: the next buffer
-        a.nop()
+        (ops[0] if ops else a.nop)()
         a.add(r3, regs["buffer"], plan.row_base)                     # and r3 for the k steps
+        rest = ops[1:]
         if relays(plan):
             a.branch(f"relay{number}", cond="all_zc")
         # (delay slots of the relay branch) a relay's load of this chunk must be done before it
         # arrives; vr_wait returns at once on a leaf, which has no load in flight.
-        a.read(vr_wait)
+        if not plan.b_gather:
+            a.read(vr_wait)
         a.sema_release(SEMA_ARRIVED)
         if relays(plan):
-            a.nop()
+            for _ in range(isa.BRANCH_DELAY_SLOTS - 1 - (not plan.b_gather)):
+                (rest.pop(0) if rest else a.nop)()
+        for op in rest:
+            op()
         a.sema_acquire(SEMA_GO)                         # leaves
         back = a.label("back")
-    masters.append(functools.partial(master, a, plan, variant, number, back))
+    masters.append(functools.partial(master, a, plan, variant, number, back, ops[1:]))
     if relays(plan):
-        masters.append(functools.partial(relay, a, plan, variant, number, back))
+        masters.append(functools.partial(relay, a, plan, variant, number, back, rest))
 
 
 def relays(plan):
@@ -109,13 +119,16 @@ def load_ops(a, plan):
     return ops
 
 
-def master(a, plan, variant, number, back):
-    """The master's part of one boundary's barrier (and its loads, when it loads)."""
+def master(a, plan, variant, number, back, first=()):
+    """The master's part of one boundary's barrier (and its loads, when it loads), after the
+    ops ``first``."""
     arrived, go = master_counts(plan)
     count = len(relays(plan))
     a.label(f"master{number}")
+    for op in first:
+        op()
     loads, wait = [], []
-    if plan.loader_slot(0) is not None:     # its load of this chunk, before anyone may read it
+    if plan.loader_slot(0) is not None and not plan.b_gather:   # its load of this chunk
         loads, wait = load_ops(a, plan), [lambda: a.read(vr_wait)]
         if plan.b_halves:
             widen(a, plan, variant)         # (waits for the load)
@@ -126,7 +139,7 @@ def master(a, plan, variant, number, back):
                     + [lambda: a.sema_release(SEMA_GO)] * go + loads, back)
 
 
-def relay(a, plan, variant, number, back):
+def relay(a, plan, variant, number, back, first=()):
     """A relay's part of one boundary's barrier: arrivals, its "go", its leaves' "go", its loads.
 
     Nothing that can stall (a uniform read of the load words waits for a line fill, possibly
@@ -141,10 +154,14 @@ def relay(a, plan, variant, number, back):
     """
     arrived, go = relay_counts(plan)
     a.label(f"relay{number}")
+    for op in first:
+        op()
     if plan.b_halves:       # its own ARRIVED is out already, but the master waits for its DONE
         widen(a, plan, variant)
     early = [lambda: a.mov(vr_setup, uniform), lambda: a.mov(r5rep, uniform)]
     late = [lambda: a.mov(vr_addr, r5)] + load_ops(a, plan)[2:]
+    if plan.b_gather:               # a relay only relays (panel_gather_b)
+        early, late = [], []
     ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived + early
                     + [lambda: a.sema_release(SEMA_DONE), lambda: a.sema_acquire(SEMA_RELAY)]
                     + [lambda: a.sema_release(SEMA_GO)] * go + late, back)

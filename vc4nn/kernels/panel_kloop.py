@@ -10,7 +10,8 @@ from asm import isa, r0, r1, r2, r3, r4, r5, r5rep, tmu0_s, vpm, vr_setup
 
 from .common import LANES, ceil_div
 from .panel_act_halves import copy_steps
-from .panel_plan import MAX_ROWS
+from .panel_gather_b import pop_steps
+from .panel_plan import MAX_ROWS, TMU_REQUESTS
 from .panel_registers import registers
 
 
@@ -23,13 +24,20 @@ from .panel_registers import registers
 GATHERS_AHEAD = {1: 3, 2: 2}
 
 
+def gathers_ahead(plan):
+    """How many gathers of A are asked for ahead: GATHERS_AHEAD, less what B's gathers take of
+    the TMU FIFO with b_gather (panel_gather_b)."""
+    ahead = GATHERS_AHEAD[plan.gather_k]
+    return min(ahead, TMU_REQUESTS - plan.b_rows) if plan.b_gather else ahead
+
+
 class KStep(typing.NamedTuple):
     """What one k does with A, besides its multiply-adds.
 
     ``half``: which lanes of the gather hold this k (0: lanes 0-7, 1: lanes 8-15). ``request``:
-    on the first k of a gather, ask for the gather GATHERS_AHEAD ahead: "full", or "single" for
-    a last gather with one k (odd K), whose upper lanes then repeat the lower ones instead of
-    reading past A. ``pop``: on the last k of a gather, wait for the next gather into r4.
+    on the first k of a gather, ask for the gather gathers_ahead(plan) ahead: "full", or
+    "single" for a last gather with one k (odd K), whose upper lanes then repeat the lower ones
+    instead of reading past A. ``pop``: on the last k of a gather, wait for the next gather into r4.
     ``flip``: (fp16 A) on the first k of a gather, bit 1 of r2 differs from that of the
     gather's own address (panel_act_halves)."""
 
@@ -47,7 +55,7 @@ def gather_kind(plan, gather):
 
 def k_kinds(plan):
     """The KStep of every k of a panel, in the order the panel runs them."""
-    width, ahead = plan.gather_k, GATHERS_AHEAD[plan.gather_k]
+    width, ahead = plan.gather_k, gathers_ahead(plan)
     gathers = ceil_div(plan.k, width)
     out = []
     for k in range(plan.k):
@@ -62,7 +70,7 @@ def r2_gather(plan, gather):
     """The gather whose address r2 holds when the k loop copies ``gather``: the copy comes
     before that k's request, and a "single" request does not step r2 (request_a)."""
     gathers = ceil_div(plan.k, plan.gather_k)
-    asked = min(gather + GATHERS_AHEAD[plan.gather_k], gathers)
+    asked = min(gather + gathers_ahead(plan), gathers)
     return asked - (asked == gathers and gather_kind(plan, gathers - 1) == "single")
 
 
@@ -77,7 +85,7 @@ def flip(plan, steps):
 def steady_kinds(plan):
     """The KSteps of a chunk in the middle of a panel: the chunk loop's body."""
     width = plan.gather_k
-    flipped = flip(plan, GATHERS_AHEAD[width])
+    flipped = flip(plan, gathers_ahead(plan))
     return [KStep(row % width, "full" if row % width == 0 else None, row % width == width - 1,
                   flipped)
             for row in range(plan.chunk_rows)]
@@ -116,7 +124,7 @@ def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
     counter is stepped in a free ADD slot (count_row) and its branch goes 3 instructions
     before the end of the last k-row (the delay slots are multiply-adds)."""
     regs = registers(plan)[0]
-    rows, vectors = plan.rows, variant.vectors
+    rows, vectors = len(acc), variant.vectors
     count_here = loop and row == count_row(plan)
 
     def setup(for_row):
@@ -175,6 +183,13 @@ def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
     # small immediate; a one-vector panel has none, so it gets a nop for it.
     if kind.pop and all(small for _, small in steps[last_rotation + 1:]):
         steps.append(nop)
+    if plan.b_gather and last_row:      # B's rows of the next chunk, before A's pop (r4)
+        at = max(i for i, (_, small) in enumerate(steps) if not small) if kind.pop else len(steps)
+        if plan.b_rows > 1 and kind.pop and at - 1 > last_rotation and not steps[at - 1][1]:
+            # the multiply-add before A's pop carries the pop of B's second row
+            steps[at - 1:at] = pop_steps(a, plan, steps[at - 1][0])
+        else:
+            steps[at:at] = pop_steps(a, plan)
     branch = loop and last_row
     if branch:
         branch_at = max(len(steps) - isa.BRANCH_DELAY_SLOTS, flags_at)

@@ -14,6 +14,7 @@ from asm import isa
 from .. import hardware
 from .common import LANES, WORD, ceil_div
 from .epilogue import Epilogue
+from .panel_registers import free_registers
 
 
 # By default a panel is 6 vectors (96 columns): 8 rows x 6 vectors = 48 accumulators per QPU,
@@ -26,6 +27,7 @@ ACCUMULATORS = 48               # registers for accumulators besides the 16 of b
 MAX_ROWS = 8                    # rows of A (of C) per QPU: lanes 0-7 of a two-k gather
 CHUNK_ROWS = 4                  # k-rows per chunk: 2 x 4 x 6 = 48 VPM rows double-buffered
 ROW_BYTES = LANES * WORD
+TMU_REQUESTS = 4                # a QPU's TMU requests in flight at most (facts §5.13)
 HALF = 2                        # bytes of an IEEE half
 SMALL_IMMEDIATES = range(-16, 16)
 
@@ -79,6 +81,12 @@ class PanelPlan:
     a_halves: bool = False
     c_halves: bool = False
     r_halves: bool = False
+    # B's k-rows gathered through the TMU by every QPU instead of DMA'd by the loaders
+    # (vc4nn/kernels/panel_gather_b.py): a 64-byte row costs the bus a line fill, not a VDR row.
+    b_gather: bool = False
+    # The last pass with fewer rows per QPU when its rows are fewer (``last_rows``); its code is
+    # generated once more. Off by default (SGEMM's programs stay as they were).
+    balance_passes: bool = False
 
     def __post_init__(self):
         if not 1 <= self.max_rows <= MAX_ROWS:
@@ -96,11 +104,30 @@ class PanelPlan:
                              f"apart for small-immediate offsets")
         if not self.epilogue.is_identity and not (self.alpha_one and self.beta_zero):
             raise ValueError("a panel plan with an epilogue takes alpha = 1 and beta = 0")
+        if self.b_gather:
+            self._check_b_gather()
         if (self.c_halves or self.r_halves) and not (self.alpha_one and self.beta_zero):
             raise ValueError("fp16 C or residual needs alpha = 1 and beta = 0")
         if self.b_halves and self.panel_vectors % 2 and self.n > self.panel_vectors * LANES:
             raise ValueError(f"panel_vectors {self.panel_vectors}: fp16 B needs an even panel "
                              f"width (panels start on a 32-column block of channel pairs)")
+
+    def _check_b_gather(self):
+        rows = self.chunk_rows * self.panel_vectors
+        if self.b_halves:
+            raise ValueError("b_gather: fp16 B is widened by DMA loaders (panel_halves)")
+        if self.n % (self.panel_vectors * LANES):
+            raise ValueError(f"b_gather: N = {self.n} is not a multiple of the panel's "
+                             f"{self.panel_vectors * LANES} columns")
+        if rows % self.qpus or self.b_rows > TMU_REQUESTS - 2 or self.panel_vectors % self.b_rows:
+            raise ValueError(f"b_gather: {self.chunk_rows} k-rows x {self.panel_vectors} "
+                             f"vectors per chunk do not split into 1 or 2 vectors of one "
+                             f"k-row for each of {self.qpus} QPUs")
+
+    @property
+    def b_rows(self):
+        """b_gather: rows of 16 columns of B each QPU gathers per chunk."""
+        return self.chunk_rows * self.panel_vectors // self.qpus
 
     # -- rows: R rows of C per QPU, in passes of (participating QPUs) x R rows ----------------
     @property
@@ -112,9 +139,26 @@ class PanelPlan:
         return ceil_div(self.m, self.num_qpus * passes)
 
     @property
+    def last_rows(self):
+        """Rows per QPU of the last pass: ``rows``, or with ``balance_passes`` as few as hold
+        the rows the passes before leave (196 pixels on 12 QPUs: 6, 6 and 5)."""
+        if not self.balance_passes:
+            return self.rows
+        before = (self.passes - 1) * self.qpus * self.rows
+        return ceil_div(self.m - before, self.qpus)
+
+    def pass_blocks(self):
+        """(first row, rows per QPU) of every pass."""
+        return [(p * self.qpus * self.rows, self.rows if p + 1 < self.passes else self.last_rows)
+                for p in range(self.passes)]
+
+    @property
     def accumulator_budget(self):
         """ACCUMULATORS, less the regfile-A register fp16 B widens through when a bias, a
-        residual and an odd K's lane_k leave no spare register (panel_registers)."""
+        residual and an odd K's lane_k leave no spare register, or what b_gather's registers
+        leave (panel_registers)."""
+        if self.b_gather:           # its three registers: count what is left
+            return min(ACCUMULATORS, free_registers(self))
         spare = 2 - self.epilogue.bias - self.epilogue.residual - self.k % 2
         return ACCUMULATORS - (self.b_halves and spare < 1)
 
@@ -125,8 +169,9 @@ class PanelPlan:
     @property
     def qpus(self):
         """QPUs that take part (the others exit at once): there is no point in more than the
-        row blocks, since every participant computes a whole block on every panel."""
-        return min(self.num_qpus, self.blocks)
+        row blocks, since every participant computes a whole block on every panel; with
+        b_gather all of them, since all gather B (the extra ones compute a block again)."""
+        return self.num_qpus if self.b_gather else min(self.num_qpus, self.blocks)
 
     @property
     def passes(self):
@@ -168,7 +213,8 @@ class PanelPlan:
 
     @property
     def gather_k(self):
-        """k per TMU gather of A: 2 when every chunk's k-rows pair up (see GATHERS_AHEAD)."""
+        """k per TMU gather of A: 2 when every chunk's k-rows pair up (see
+        panel_kloop.GATHERS_AHEAD)."""
         return 2 if self.chunk_rows % 2 == 0 else 1
 
     # -- n: full panels, then one edge variant ------------------------------------------------
@@ -255,10 +301,11 @@ def issue_estimate(plan):
     panel PANEL_COST plus its stores. For choosing a panel width, not for reporting."""
     per_k_gather = 2 / plan.gather_k
     total = 0
-    for variant, _ in plan.panel_starts():
-        k_loop = plan.k * (plan.rows * (variant.vectors + 1) + per_k_gather)
-        total += k_loop + plan.chunks * BOUNDARY_COST + PANEL_COST + 6 * plan.rows * variant.vectors
-    return total * plan.passes
+    for _, rows in plan.pass_blocks():
+        for variant, _ in plan.panel_starts():
+            k_loop = plan.k * (rows * (variant.vectors + 1) + per_k_gather)
+            total += k_loop + plan.chunks * BOUNDARY_COST + PANEL_COST + 6 * rows * variant.vectors
+    return total
 
 
 def a_rows_per_set(plan):

@@ -35,7 +35,21 @@ def bookkeeping_names(plan):
         names.append("residual")        # the residual's address - C's address
     if plan.gather_k == 2 and plan.k % 2:     # see request_a
         names.append("lane_k")
+    if plan.b_gather:                   # see panel_gather_b; no partial vector, no vdw_part
+        names.remove("vdw_part")
+        names += ["b_step", "b_write"]
     return names + ["a_step"]
+
+
+def free_registers(plan):
+    """How many registers the bookkeeping leaves for accumulators (it depends on the plan's
+    options, not on its rows)."""
+    return len(ra) + len(rb) - len(a_side_names(plan)) - len(bookkeeping_names(plan))
+
+
+def a_side_names(plan):
+    return A_SIDE_BOOKKEEPING + (("halves",) if plan.b_halves else ()) + \
+        (("b_next",) if plan.b_gather else ())
 
 
 @functools.lru_cache(maxsize=64)
@@ -43,23 +57,23 @@ def registers(plan):
     """(bookkeeping name -> register, free A-side registers, free B-side registers)."""
     a_free, b_free = list(ra), list(rb)
     # halves: fp16 B's words on their way to float32 (unpacked on a regfile-A read)
-    a_side = A_SIDE_BOOKKEEPING + (("halves",) if plan.b_halves else ())
-    regs = {name: a_free.pop() for name in a_side}
+    regs = {name: a_free.pop() for name in a_side_names(plan)}
     regs.update({name: b_free.pop() for name in bookkeeping_names(plan)})
     return regs, tuple(a_free), tuple(b_free)
 
 
-def accumulators(plan, vectors):
-    """acc[g][j]: row g of the QPU's block, vector j of the panel. Column V-1 on regfile A (see
-    above); the others alternate sides, which lets any of them pair with a vpm read."""
+def accumulators(plan, vectors, rows):
+    """acc[g][j]: row g (of ``rows``) of the QPU's block, vector j of the panel. Column V-1 on
+    regfile A (see above); the others alternate sides, which lets any of them pair with a vpm
+    read."""
     _, a_free, b_free = registers(plan)
     a_free, b_free = list(a_free), list(b_free)
-    acc = [[None] * vectors for _ in range(plan.rows)]
-    for g in range(plan.rows):
+    acc = [[None] * vectors for _ in range(rows)]
+    for g in range(rows):
         acc[g][vectors - 1] = a_free.pop(0)
     pool = [reg for pair in zip(a_free, b_free) for reg in pair]
     pool += a_free[len(b_free):] + b_free[len(a_free):]
-    for g in range(plan.rows):
+    for g in range(rows):
         for j in range(vectors - 1):
             acc[g][j] = pool.pop(0)
     return acc

@@ -8,8 +8,9 @@ arithmetic for B.
 from asm import vdr_setup, vdw_setup, vpm_write_setup
 
 from . import dma
-from .common import LANES, WORD
+from .common import LANES, WORD, ceil_div
 from .panel_act_halves import scaled_offset
+from .panel_gather_b import panel_words, row_addresses, stepped, write_offset
 from .panel_halves import column_bytes, halves_y, widen_words, word_rows
 from .panel_plan import ROLE_LOADER, ROLE_MASTER, ROW_BYTES
 
@@ -19,15 +20,18 @@ from .panel_plan import ROLE_LOADER, ROLE_MASTER, ROW_BYTES
 #   [participates]                         0: this QPU exits at once
 #   [role, staging write setup, VDW setup full vector, VDW setup partial vector] [alpha] [beta]
 #   [residual: its address - C's address (scaled to the residual's element size,
-#             panel_act_halves.scaled_offset)]
-#   loaders: the DMA pieces of chunk 0, each [vdr setup, address]
+#             panel_act_halves.scaled_offset)] [b_gather: b_write, panel_gather_b]
+#   loaders: the DMA pieces of chunk 0, each [vdr setup, address]; (b_gather) every QPU: the
+#             addresses of its rows of chunk 0 (panel_gather_b)
 #   per pass: [A address of the block's first row, rows valid - 1, rows to store (0: a pass
 #             this QPU only helps with), C address of the block's row 0, (bias) the bias's
 #             address - that C address (scaled to float32 elements)]
 #      per panel: [A's gather step in bytes (negative: k runs backwards), bytes to its first
-#                 k, (two-k gathers) A's k step]
+#                 k, (two-k gathers) A's k step] [b_gather: b_next, b_step, panel_gather_b]
 #         per chunk: loaders: (fp16 B) the VPM read and write setups that widen my k-row of
-#                    the chunk (panel_halves), the DMA pieces of the chunk after it
+#                    the chunk (panel_halves), the DMA pieces of the chunk after it;
+#                    (b_gather) every QPU, on a panel's last two chunks: the addresses of
+#                    its rows of the next chunk
 # ---------------------------------------------------------------------------------------------
 def dma_pieces(plan, variant, slot, buffer):
     """(vdr setup, column offset) of the loads that bring one k-row of a panel into ``slot``."""
@@ -129,26 +133,33 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
             words.append(float(beta))
         if plan.epilogue.residual:
             words.append(scaled_offset(residual, c_addr, plan.c_bytes, plan.r_bytes))
-        if loader:
+        if plan.b_gather:
+            words += [write_offset(plan, q)] + row_addresses(plan, b_addr, chunks[0], q)
+        elif loader:
             words += load_words(plan, b_addr, chunks[0], 0, slot)
         panels = iter(panel_sequence(plan))
         index = 0
-        for p in range(plan.passes):
-            block = min(p * plan.qpus + q, plan.blocks - 1)     # past the end: repeat the last
-            m0 = block * plan.rows
-            store = p * plan.qpus + q < plan.blocks
+        for first, rows in plan.pass_blocks():
+            m0 = first + q * rows
+            store = m0 < plan.m
+            if not store:               # past the end: repeat the last block
+                m0 = first + (ceil_div(plan.m - first, rows) - 1) * rows
             words += [a_addr + m0 * plan.a_lane,
-                      min(plan.rows, plan.m - m0) - 1, min(plan.rows, plan.m - m0) if store else 0,
+                      min(rows, plan.m - m0) - 1, min(rows, plan.m - m0) if store else 0,
                       c_addr + m0 * plan.n * plan.c_bytes]
             if plan.epilogue.bias:
                 words.append(scaled_offset(bias, c_addr + m0 * plan.n * plan.c_bytes,
                                            plan.c_bytes, WORD))
             for _ in plan.panel_starts():
                 words += panel_direction(plan, next(panels)[2])
-                for _ in range(plan.chunks):
+                if plan.b_gather:
+                    words += panel_words(plan, b_addr, loads_after[index], q)
+                for c in range(plan.chunks):
+                    if plan.b_gather and not stepped(plan, c):
+                        words += row_addresses(plan, b_addr, loads_after[index], q)
                     if loader and plan.b_halves:
                         words += widen_words(plan, chunks[index][0], slot, index % 2)
-                    if loader:
+                    if loader and not plan.b_gather:
                         words += load_words(plan, b_addr, loads_after[index], index + 1, slot)
                     index += 1
         streams.append(words)

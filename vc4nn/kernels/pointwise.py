@@ -40,8 +40,13 @@ class PointwisePlan:
 
     ``transpose_input``, ``max_rows``: None follows the aliasing rule (``route``); a value
     forces the route (a tuner's choice). ``panel_vectors``: the panel width, None for the
-    cheapest of PANEL_WIDTHS (``vectors``). The panel kernel's own tiling (rows per QPU, chunk
-    rows, passes) is derived in ``panel``.
+    cheapest of PANEL_WIDTHS (``vectors``). ``gather_weights``: whether every QPU gathers the
+    weights' chunks through the TMU (``PanelPlan.b_gather``, vc4nn/kernels/panel_gather_b.py)
+    instead of DMA loaders; None: wherever the panel allows it (``gathers``).
+    ``balance_passes``: the last pass with as few rows per QPU as its pixels need
+    (``PanelPlan.last_rows``; 14x14x512->512: 6, 6, 5 pixels per QPU, panel launch 5.80 ->
+    5.57 ms, pi_zero). The panel kernel's own tiling (rows per QPU, chunk rows, passes) is
+    derived in ``panel``.
     """
 
     height: int
@@ -62,6 +67,8 @@ class PointwisePlan:
     # "hwc": x is [H*W, Cin] (NHWC); "chw": x is already [Cin, H*W] (a depthwise layer wrote it
     # so), the TN path reads it and the plan has no transpose launch.
     input_layout: str = "hwc"
+    gather_weights: typing.Optional[bool] = None
+    balance_passes: bool = True
 
     def __post_init__(self):
         for name in ("x_storage", "y_storage", "r_storage", "w_storage"):
@@ -85,14 +92,24 @@ class PointwisePlan:
     def epilogue(self):
         return Epilogue(self.bias, self.residual, self.activation)
 
-    def _panel(self, trans_a, max_rows=sgemm_panel.MAX_ROWS, vectors=None):
+    def _panel(self, trans_a, max_rows=sgemm_panel.MAX_ROWS, vectors=None, gather=None):
         vectors = vectors or self.vectors
-        return sgemm_panel.PanelPlan(self.pixels, self.cout, self.cin, trans_a, self.num_qpus,
-                                     True, True, self.epilogue, max_rows, vectors,
-                                     sgemm_panel.deepest_chunk(vectors, self.num_qpus),
-                                     self.w_storage == "fp16", self.x_storage == "fp16",
-                                     self.y_storage == "fp16",
-                                     self.residual and self.r_storage == "fp16")
+        fields = (self.pixels, self.cout, self.cin, trans_a, self.num_qpus, True, True,
+                  self.epilogue, max_rows, vectors,
+                  sgemm_panel.deepest_chunk(vectors, self.num_qpus), self.w_storage == "fp16",
+                  self.x_storage == "fp16", self.y_storage == "fp16",
+                  self.residual and self.r_storage == "fp16")
+        if gather is None:
+            gather = self.gather_weights
+        if gather is None:          # the default (``gathers``)
+            try:
+                panel = sgemm_panel.PanelPlan(*fields, True, self.balance_passes)
+                if panel.chunks >= MIN_GATHER_CHUNKS:
+                    return panel
+            except ValueError:
+                pass
+            gather = False
+        return sgemm_panel.PanelPlan(*fields, gather, self.balance_passes)
 
     @property
     def x_bytes(self):
@@ -149,6 +166,18 @@ class PointwisePlan:
         return fits, sgemm_panel.MAX_ROWS
 
     @property
+    def gathers(self):
+        """Whether the weights come through the TMU (``gather_weights``). By default wherever
+        the panel allows it and a panel has MIN_GATHER_CHUNKS chunks: 64-byte rows as TMU
+        line fills cost the bus ~16 clocks at 300 MHz against ~27 as DMA rows, and the layers
+        are bound by the bus. Measured (pi_zero, 12 QPUs, full layers, panel launch only, ms,
+        DMA -> gathered): 7x7x1024->1024 7.47 -> 6.50; 14x14x512->512 6.18 -> 5.88;
+        28x28x256->256 6.22 -> 5.87; 56x56x128->128 8.06 -> 7.63; 28x28x32->192 (8 chunks)
+        1.231 -> 1.175 ms; but 112x112x16->96 (4 chunks) 7.56 -> 7.64, where the stores
+        bound it and the gathers only add instructions."""
+        return self.panel.b_gather
+
+    @property
     def transposed(self):
         """Whether the activation is transposed on the GPU first (``route``)."""
         return self.route[0]
@@ -169,6 +198,7 @@ class PointwisePlan:
 # no edge panel for MobileNet's multiples of 128), the SGEMM default 6, and 4 (Cout = 64).
 PANEL_WIDTHS = (8, 6, 4)
 MIN_ROWS = 4        # fewer rows per QPU re-read the weights too often to beat the transpose
+MIN_GATHER_CHUNKS = 8   # fewer chunks per panel: the weights are DMA'd (``gathers``)
 
 
 def lines_per_set(panel, qpus=1):

@@ -35,7 +35,8 @@ from asm import element_number, kernel, null, r0, r2, r3, uniform, vpm_read_setu
 
 from .common import LANES, WORD, ceil_div, lane_addresses, zero
 from .panel_barrier import boundary, issue_loads
-from .panel_kloop import GATHERS_AHEAD, gather_kind, k_kinds, k_step, request_a, steady_kinds
+from .panel_gather_b import pop_rows, request_rows, start_panel, stepped
+from .panel_kloop import gather_kind, gathers_ahead, k_kinds, k_step, request_a, steady_kinds
 from .panel_plan import MAX_ROWS, ROLE_LOADER
 from .panel_registers import accumulators, registers
 from .panel_store import start_at_bias, store
@@ -63,33 +64,64 @@ def panel_kernel(a, plan):
     a.nop()
     a.nop()
     for name in ("role", "stage_w", "vdw_full", "vdw_part"):
-        a.mov(regs[name], uniform)
+        a.mov(regs.get(name, null), uniform)
     if not plan.alpha_one:
         a.mov(regs["alpha"], uniform)
     if not plan.beta_zero:
         a.mov(regs["beta"], uniform)
     if plan.epilogue.residual:
         a.mov(regs["residual"], uniform)
+    if plan.b_gather:
+        a.mov(regs["b_write"], uniform)
     # The boundary before each chunk toggles the buffer first: start on buffer 1's setup.
     vectors = plan.panel_vectors
     a.ldi(regs["buffer"], vpm_read_setup(vectors, plan.buffer_rows))
     a.ldi(regs["toggle"], vpm_read_setup(vectors, 0) ^ vpm_read_setup(vectors, plan.buffer_rows))
-    a.and_(null, regs["role"], ROLE_LOADER, sf=True)
-    with a.scope("first_load"):
-        issue_loads(a, plan)
-    a.ldi(regs["passes_left"], plan.passes)
-    a.label("pass")
+    if plan.b_gather:              # chunk 0's rows of B, into the VPM before the first barrier
+        request_rows(a, plan, stepped=False)
+        pop_rows(a, plan)
+    else:
+        a.and_(null, regs["role"], ROLE_LOADER, sf=True)
+        with a.scope("first_load"):
+            issue_loads(a, plan)
+    # The passes: all of ``rows`` rows per QPU, or (``last_rows``) the last one of fewer.
+    looped = plan.passes - (plan.last_rows != plan.rows)
+    if looped:
+        a.ldi(regs["passes_left"], looped)
+        a.label("pass")
+        with a.scope("passes"):
+            one_pass(a, plan, plan.rows, masters)
+        a.sub(regs["passes_left"], regs["passes_left"], 1, sf=True)
+        a.branch("pass", cond="all_zc")
+        a.nop()
+        a.nop()
+        a.nop()
+    if looped < plan.passes:
+        with a.scope("last_pass"):
+            one_pass(a, plan, plan.last_rows, masters)
+    if not plan.b_gather:
+        a.read(vr_wait)             # the extra load after the last chunk (see uniform_streams)
+    a.read(vw_wait)                 # the last store of C (store_row does not wait for its own)
+    a.label("exit")
+    a.exit()
+    for emit in masters:
+        emit()
+
+
+def one_pass(a, plan, rows, masters):
+    """One pass: ``rows`` rows of A per QPU against every panel of B."""
+    regs = registers(plan)[0]
     lane_addresses(a, regs["a_row"], plan.a_lane, r3, group=MAX_ROWS)     # reads 2 uniforms
     a.mov(regs["store"], uniform)
     a.mov(regs["c_panel"], uniform)
     if plan.epilogue.bias:
         a.mov(regs["bias"], uniform)
-    panel_bytes = vectors * LANES * plan.c_bytes
+    panel_bytes = plan.panel_vectors * LANES * plan.c_bytes
     if plan.full_panels:
         a.ldi(regs["panels_left"], plan.full_panels)
         a.label("panel")
         with a.scope("full"):
-            panel(a, plan, plan.variants[0], masters)
+            panel(a, plan, plan.variants[0], masters, rows)
         a.ldi(r3, panel_bytes)
         a.add(regs["c_panel"], regs["c_panel"], r3)
         a.sub(regs["panels_left"], regs["panels_left"], 1, sf=True)
@@ -98,27 +130,16 @@ def panel_kernel(a, plan):
         a.nop()
         a.nop()
     if plan.edge:           # c_panel is at column full_panels * 96: move to the edge window
-        a.ldi(r3, (plan.edge.start - plan.full_panels * vectors * LANES) * plan.c_bytes)
+        a.ldi(r3, (plan.edge.start - plan.full_panels * plan.panel_vectors * LANES) * plan.c_bytes)
         a.add(regs["c_panel"], regs["c_panel"], r3)
         with a.scope("edge"):
-            panel(a, plan, plan.edge, masters)
-    a.sub(regs["passes_left"], regs["passes_left"], 1, sf=True)
-    a.branch("pass", cond="all_zc")
-    a.nop()
-    a.nop()
-    a.nop()
-    a.read(vr_wait)                 # the extra load after the last chunk (see uniform_streams)
-    a.read(vw_wait)                 # the last store of C (store_row does not wait for its own)
-    a.label("exit")
-    a.exit()
-    for emit in masters:
-        emit()
+            panel(a, plan, plan.edge, masters, rows)
 
 
-def panel(a, plan, variant, masters):
-    """One panel of C (R rows x the variant's vectors): its chunks, then the store."""
+def panel(a, plan, variant, masters, rows):
+    """One panel of C (``rows`` rows x the variant's vectors): its chunks, then the store."""
     regs = registers(plan)[0]
-    acc = accumulators(plan, variant.vectors)
+    acc = accumulators(plan, variant.vectors, rows)
     if plan.epilogue.bias:
         start_at_bias(a, plan, variant, acc)
     else:
@@ -141,9 +162,11 @@ def panel(a, plan, variant, masters):
         a.add(r2, r2, r0)
         if "lane_k" in regs:
             a.mov(regs["lane_k"], r0)
-    # The first GATHERS_AHEAD gathers asked for once per panel, and gather 0 waited for; r2 is
+    if plan.b_gather:
+        start_panel(a, plan)
+    # The first gathers_ahead gathers asked for once per panel, and gather 0 waited for; r2 is
     # left at the first gather the k steps ask for.
-    for gather in range(min(GATHERS_AHEAD[plan.gather_k], ceil_div(plan.k, plan.gather_k))):
+    for gather in range(min(gathers_ahead(plan), ceil_div(plan.k, plan.gather_k))):
         request_a(a, plan, gather_kind(plan, gather), upper=r0)
     a.nop(sig="ldtmu0")
     # The first multiply-add of each k finishes the previous k's last one: make it add 0.
@@ -154,17 +177,18 @@ def panel(a, plan, variant, masters):
     # for gathers, are generated one by one. A chunk's k are unrolled: no k counter, and the
     # read setups of each k-row are small-immediate offsets from r3 (see k_step).
     steady = 0
-    while steady < plan.chunks - 1 and chunk_kinds[steady] == steady_kinds(plan):
+    while steady < plan.chunks - 1 and chunk_kinds[steady] == steady_kinds(plan) and \
+            (not plan.b_gather or stepped(plan, steady)):
         steady += 1
     if steady:
         a.ldi(regs["chunks_left"], steady)
         a.label("chunk")
-        boundary(a, plan, variant, masters)
+        boundary(a, plan, variant, masters, True)
         for row, kind in enumerate(steady_kinds(plan)):
             k_step(a, plan, variant, acc, kind, row, row + 1 == kc, loop="chunk")
-    for ks in chunk_kinds[steady:]:
+    for chunk, ks in enumerate(chunk_kinds[steady:], steady):
         with a.scope():
-            boundary(a, plan, variant, masters)
+            boundary(a, plan, variant, masters, stepped(plan, chunk))
             for row, kind in enumerate(ks):
                 k_step(a, plan, variant, acc, kind, row, row + 1 == len(ks))
     a.fadd(acc[-1][-1], acc[-1][-1], r0)

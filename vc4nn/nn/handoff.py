@@ -19,11 +19,10 @@ from .tuned_plans import tuned_plan
 def hands_over(depthwise_plan, pointwise_plan, device):
     """Whether the depthwise layer of ``depthwise_plan`` (a WindowPlan, NHWC result) should
     write its result channel-major for the pointwise layer of ``pointwise_plan`` (a
-    PointwisePlan reading it as x): the pointwise layer, as its call would plan it (tuned cache
-    included), transposes x itself, and the depthwise plan can store the layout. Either storage,
-    the same for both: the pointwise kernel's transposed path reads a [Cin, H*W] of halves as
-    the transpose of halves writes it (docs/kernels.md "fp16 activations in the pointwise
-    kernel")."""
+    PointwisePlan reading it as x, in the same storage): the pointwise layer, as its call would
+    plan it (tuned cache included), transposes x itself, and the depthwise plan can store the
+    layout. Halves too: the pointwise kernel's transposed path reads plain halves [Cin, H*W],
+    as its own transpose writes them and the depthwise kernel's pixel pairs store them."""
     if depthwise_plan.out_storage != pointwise_plan.x_storage:
         return False
     if not tuned_plan(pointwise_plan, device).transposed:

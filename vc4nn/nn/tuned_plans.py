@@ -113,7 +113,8 @@ def _load(path):
 # The fields of each plan class that are tiling choices (what `vc4nn tune` searches); every other
 # field except the QPU count is part of the layer's shape and options, hence of the key.
 TILING_FIELDS = {
-    "PointwisePlan": ("transpose_input", "max_rows", "panel_vectors"),
+    "PointwisePlan": ("transpose_input", "max_rows", "panel_vectors", "gather_weights",
+                      "balance_passes"),
     "WindowPlan": ("tile_cols", "tile_rows", "in_chunk", "out_chunk", "buffers", "store_buffers",
                    "max_qpus"),
     "Conv2dPlan": ("taps_per_pass",),

@@ -5,7 +5,9 @@ What is searched (the generators' tiling fields):
   pointwise: the route, i.e. pixels per QPU (``max_rows`` 8..2: fewer re-read the weights
     more often but can dodge TMU cache aliasing) and whether the activation is transposed on the
     GPU first (``transpose_input``), each row count on both; and the panel width
-    (``panel_vectors``, each of PANEL_WIDTHS on its own default route);
+    (``panel_vectors``, each of PANEL_WIDTHS on its own default route); each of them also with
+    the weights DMA'd instead of gathered (``gather_weights``); and the default with every
+    pass of the same rows (``balance_passes``);
   depthwise: tile width (``tile_cols``, up to what the accumulator registers hold) and tile
     height (``tile_rows``: from one tile per QPU to six), with the VPM chunks that fit each.
 Layers handed over channel-major (vc4nn/nn/handoff.py: ``layouts``) are tuned as they run: a
@@ -76,6 +78,8 @@ def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hw
         wanted = [] if layout == "chw" else [{"transpose_input": t, "max_rows": r}
                                              for t in (False, True) for r in rows]
         wanted += [{"panel_vectors": vectors} for vectors in PANEL_WIDTHS]
+        wanted += [dict(tiling, gather_weights=False) for tiling in wanted]
+        wanted.append({"balance_passes": False})
     elif layer.kind == "depthwise":
         wanted = depthwise_tilings(default, num_qpus)
         if layout == "chw":

@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from ..cli_common import add_device_arguments, open_device_of, positive_int
+from ..cli_common import add_device_arguments, open_device_of, output_file, positive_int
 from ..errors import Vc4nnError
 from .precision import PRECISIONS
 
@@ -112,7 +112,8 @@ def profile_main(argv):
     p = argparse.ArgumentParser(prog="vc4nn profile", description="Per-layer profile.")
     _device_args(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    p.add_argument("--png", default=None, help="write a chart of per-layer times")
+    p.add_argument("--png", type=output_file, default=None,
+                   help="write a chart of per-layer times")
     args = p.parse_args(argv)
     from .profile import summarize
     sess, device = _open(args)

@@ -41,8 +41,12 @@ def _pointwise_plan(graph, node, storage, num_qpus):
     """The plan ``nn.pointwise`` makes for the node as the session calls it (NHWC input)."""
     h, w, cin = graph.shapes[node.inputs[0]]
     cout = graph.constants[node.inputs[1]].shape[1]
-    values = [storage.values.get(name, "fp32") for name in
-              (node.inputs[0], node.outputs[0], *node.inputs[3:4])]
-    return PointwisePlan(h, w, cin, cout, num_qpus, len(node.inputs) > 2, len(node.inputs) > 3,
-                         node.attrs.get("activation"), values[0], values[1],
-                         values[2] if len(values) > 2 else "fp32", storage.weights(node))
+    residual = len(node.inputs) > 3
+
+    def stored(name):
+        return storage.values.get(name, "fp32")
+
+    return PointwisePlan(h, w, cin, cout, num_qpus, len(node.inputs) > 2, residual,
+                         node.attrs.get("activation"), stored(node.inputs[0]),
+                         stored(node.outputs[0]), stored(node.inputs[3]) if residual else "fp32",
+                         storage.weights(node))

@@ -153,36 +153,22 @@ def activation_inputs(session, node):
     return [name for name in node.inputs if name in session.plan.storage]
 
 
-def value_nhwc(session, name):
-    """A copy of the arena value ``name`` in NHWC, whatever layout ``session`` stores it in
-    (channel-major where a depthwise layer hands over, vc4nn/runtime/handoff.py): sessions of
-    different precisions may hand over different layers."""
-    value = np.array(session._view(name))
-    return value.transpose(1, 2, 0) if session._layout(name) == "chw" else value
-
-
-def set_value_nhwc(session, name, value):
-    """Write ``value`` (NHWC) into the arena value ``name`` in ``session``'s layout."""
-    view = session._view(name)
-    view[...] = value.transpose(2, 0, 1) if session._layout(name) == "chw" else value
-
-
 def trace(session, feed, names=None, with_inputs=True):
     """{node name: ({input name: value} or None, its output, its time)} of a run of ``session``
     on ``feed``, for the layers ``names`` (every layer when None); the inputs are the layer's
-    activation inputs (None unless ``with_inputs``), every value NHWC. Copies are taken around
-    each call: the arena lends its bytes on."""
+    activation inputs (None unless ``with_inputs``). Copies are taken around each call: the
+    arena lends its bytes on."""
     session._write_input(feed)
     out = {}
     for node, call in session.steps:
         if call is None:
             continue
         wanted = names is None or node.name in names
-        inputs = {name: value_nhwc(session, name) for name in
+        inputs = {name: np.array(session.hwc_view(name)) for name in
                   activation_inputs(session, node)} if wanted and with_inputs else None
         _, run = session._invoke(node, call)
         if wanted:
-            out[node.name] = (inputs, value_nhwc(session, node.outputs[0]), run_time(run))
+            out[node.name] = (inputs, np.array(session.hwc_view(node.outputs[0])), run_time(run))
     return out
 
 
@@ -199,9 +185,9 @@ def auto_choices(session, reference, feeds, tolerance):
         for t in traces:
             inputs, y32, time32 = t[node.name]
             for name, x in inputs.items():
-                set_value_nhwc(session, name, x)
+                session.hwc_view(name)[...] = x
             _, run = session._invoke(node, call)
-            worst = max(worst, relative_error(value_nhwc(session, node.outputs[0]), y32))
+            worst = max(worst, relative_error(session.hwc_view(node.outputs[0]), y32))
             faster = faster and run_time(run) < time32
         keep = faster and worst <= tolerance
         why = (f"error {worst:.1e} {'<=' if worst <= tolerance else '>'} {tolerance:g}, "

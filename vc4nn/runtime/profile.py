@@ -85,10 +85,12 @@ def _bound(result, flops, nbytes):
 
 
 def summarize(records):
-    """Totals over a profile: device seconds, flops, launches."""
+    """Totals over a profile: device seconds, flops, launches, host seconds (None where a
+    figure is unknown for some layer)."""
     seconds = [r.seconds for r in records]
     total = None if None in seconds else sum(seconds)
+    host = [r.host_seconds for r in records]        # None: layers launched together
     return {"layers": len(records), "flops": sum(r.flops for r in records),
             "device_seconds": total, "launches": sum(r.launches for r in records),
             "estimated": any(r.estimated for r in records),
-            "host_seconds": sum(r.host_seconds or 0.0 for r in records)}
+            "host_seconds": None if None in host else sum(host)}

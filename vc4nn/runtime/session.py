@@ -66,7 +66,8 @@ class InferenceSession:
                  replay=True, memory_budget=DEFAULT_MEMORY_BUDGET, precision="fp32",
                  tolerance=precision_choice.DEFAULT_TOLERANCE, calibration=None, launch=None):
         start, cpu_start = time.perf_counter(), time.process_time()
-        check_session_options(path, device, progress, replay, memory_budget, calibration)
+        check_session_options(path, device, image_input, progress, replay, memory_budget,
+                              calibration)
         self.path = str(path)
         self.precision = precision_choice.check_precision(precision, tolerance)
         self.closed = False
@@ -252,6 +253,13 @@ class InferenceSession:
 
     def _layout(self, name):
         return "chw" if name in self.channel_major else "hwc"
+
+    def hwc_view(self, name):
+        """Value ``name`` in the arena as the graph shapes it, (H, W, C) for a feature map: a
+        transposed view of a value handed over channel-major (sessions may differ in which
+        values they hand over: precision "auto" compares one with another)."""
+        view = self._view(name)
+        return view.transpose(1, 2, 0) if name in self.channel_major else view
 
     def _prepare(self, placement, fn, *args):
         return fn(*args, device=self.device, placement=placement)

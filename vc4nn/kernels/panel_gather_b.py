@@ -1,0 +1,117 @@
+"""B's k-rows through the TMU instead of DMA (``PanelPlan.b_gather``).
+
+The DMA path has the first Kc QPUs load one k-row each per chunk. A VDR row of 64 bytes keeps
+the memory bus ~27 clocks busy at 300 MHz (the model's 700 MB/s for full rows, facts §4), a TMU
+line fill of the same 64 bytes ~16 from SDRAM (timing.line_fill_clocks) and ~4 from the
+VideoCore L2 when the weights fit there; and the pointwise layers are bound by that bus (7x7x1024
+->1024: 95% busy, most of it the weights' DMA). So here every QPU gathers ``b_rows`` (L) 16-column
+rows of each chunk through TMU1 (A uses TMU0: separate FIFOs, each in order) and writes them
+into the chunk buffer with generic VPM writes. QPU q owns the chunk's rows qL .. qL + L - 1 (a
+chunk's row r is VPM row r of its buffer), L consecutive vectors of one k-row:
+
+- at each chunk boundary (before the barrier), ask for my rows of the chunk after it: one gather
+  per row at ``b_next`` (my last row's address plus 4 x the element number), which then steps
+  by ``b_step`` (one chunk along the panel's direction). The boundaries that ask for a panel's
+  last chunk (whose k-rows past the panel's end re-read its last k-row, as the DMA path does) or
+  for the next panel's first take the rows' addresses from the uniform stream instead: they are
+  generated outside the chunk loop (sgemm_panel.panel). A uniform read at every boundary would
+  queue its line fill behind the other QPUs' row fills (14x14x512->512: 4% of the time).
+- at the end of the chunk's last k-row (before A's pop of the next gather, since both land in
+  r4), pop them and write them: the setup is the next buffer's read setup (``buffer`` xor
+  ``toggle``) plus ``b_write``, this QPU's offset from a read setup to its rows' write setup.
+
+The rows of chunk c+1 are written after this QPU passed barrier c, when nobody reads the buffer
+of chunk c-1 any more, and before it arrives at barrier c+1, so the barrier keeps its meaning
+(vc4nn/kernels/panel_barrier.py). Nothing of B is in flight during the bias start and the
+stores, whose gathers take the whole TMU FIFO; in the k loop A asks fewer gathers ahead, so that
+A's and B's requests together stay within the 4 a QPU may have in flight (facts §5.13).
+"""
+
+from asm import element_number, r1, r3, r4, tmu1_s, uniform, vpm, vpm_read_setup, \
+    vpm_write_setup, vw_setup
+
+from .common import LANES, WORD
+from .panel_registers import registers
+
+ROW_BYTES = LANES * WORD
+
+
+def request_ops(a, plan, stepped):
+    """The instructions (emitters) that ask for my rows of the next chunk: at ``b_next`` when
+    ``stepped``, else at the uniform stream's addresses. r1 is free at a chunk boundary (the
+    next k-row copies A's gather into it); the chunk boundary spreads them over its branches'
+    delay slots (panel_barrier)."""
+    regs = registers(plan)[0]
+    if not stepped:
+        return [lambda: a.shl(r1, element_number, 2)] + \
+            [lambda: a.add(tmu1_s, uniform, r1)] * plan.b_rows
+    ops = []
+    if plan.b_rows == 2:            # (PanelPlan allows 1 or 2) the row before my last
+        ops += [lambda: a.ldi(r1, ROW_BYTES), lambda: a.sub(tmu1_s, regs["b_next"], r1)]
+    return ops + [lambda: a.add(regs["b_next"], regs["b_next"], regs["b_step"])
+                  .mov(tmu1_s, regs["b_next"])]
+
+
+def request_rows(a, plan, stepped):
+    """The requests as plain instructions (chunk 0, before the first panel)."""
+    for op in request_ops(a, plan, stepped):
+        op()
+
+
+def start_panel(a, plan):
+    """A panel's ``b_next`` (at its chunk 1) and ``b_step``, from the uniform stream."""
+    regs = registers(plan)[0]
+    a.shl(r1, element_number, 2)
+    a.add(regs["b_next"], uniform, r1)
+    a.mov(regs["b_step"], uniform)
+
+
+def pop_steps(a, plan, carrier=None):
+    """k-loop steps (emit(sig), takes no signal) that write my rows of the next chunk into the
+    VPM, r3 free: each pop's row is readable in r4 from the next instruction on. ``carrier``: a
+    k-loop step (emit(sig)) that takes the second row's pop instead of a nop."""
+    regs = registers(plan)[0]
+    steps = [(lambda sig: a.xor(r3, regs["buffer"], regs["toggle"], sig="ldtmu1"), True),
+             (lambda sig: a.add(vw_setup, r3, regs["b_write"]), True),
+             (lambda sig: a.mov(vpm, r4), True)]
+    for row in range(1, plan.b_rows):
+        pop = carrier if carrier and row == 1 else lambda sig: a.nop(sig=sig)
+        steps += [(lambda sig, pop=pop: pop("ldtmu1"), True), (lambda sig: a.mov(vpm, r4), True)]
+    return steps
+
+
+def pop_rows(a, plan):
+    """The pop steps as plain instructions (chunk 0, before the first panel)."""
+    for emit, _ in pop_steps(a, plan):
+        emit(None)
+
+
+def stepped(plan, chunk):
+    """Whether the boundary before chunk ``chunk`` of a panel steps ``b_next`` (see above)."""
+    return chunk + 2 < plan.chunks
+
+
+def write_offset(plan, q):
+    """``b_write`` of QPU q: its first row's write setup less a buffer's read setup."""
+    setup = vpm_write_setup(q * plan.b_rows) - vpm_read_setup(plan.panel_vectors, 0)
+    return setup & 0xFFFFFFFF
+
+
+def row_addresses(plan, b_addr, chunk, q):
+    """The addresses of QPU q's rows of one chunk, in the order it asks for them. k-rows past
+    the panel's end (in its last chunk) re-read its last k-row, as the DMA path does."""
+    variant, col, reverse, first = chunk
+    out = []
+    for row in range(q * plan.b_rows, (q + 1) * plan.b_rows):
+        slot, j = divmod(row, variant.vectors)
+        step = min(first + slot, plan.k - 1)
+        k = plan.k - 1 - step if reverse else step
+        out.append(b_addr + (k * plan.n + col + j * LANES) * WORD)
+    return out
+
+
+def panel_words(plan, b_addr, chunk, q):
+    """The panel's [b_next, b_step] of QPU q, ``chunk`` its chunk 1 (see start_panel)."""
+    _, _, reverse, _ = chunk
+    step = plan.chunk_rows * plan.n * WORD * (-1 if reverse else 1)
+    return [row_addresses(plan, b_addr, chunk, q)[-1], step & 0xFFFFFFFF]
