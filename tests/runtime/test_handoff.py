@@ -123,3 +123,23 @@ def test_fp16_depthwise_hands_over_halves_channel_major(tmp_path, device, monkey
     assert none == [] and len(names) == 1
     assert fused == plain - 1
     assert device._allocations == []
+
+
+def test_auto_compares_layers_across_layouts(tmp_path, device):
+    """precision="auto" tries each fp16 layer on the float32 session's values: here the float32
+    session hands the 256-channel depthwise results over channel-major and the fp16 one does not
+    (in halves those rows do not alias), so the values are compared in NHWC, not as stored."""
+    path = str(tmp_path / "wide.onnx")
+    onnx.save(wide_v1_model(), path)
+    x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    with InferenceSession(path, device=device) as sess:
+        fp32_layouts = set(sess.channel_major)
+    with InferenceSession(path, device=device, precision="auto", calibration=[x]) as sess:
+        (got,) = sess.run(None, {"input": x})
+        assert fp32_layouts and sess.channel_major != fp32_layouts
+        notes = [sess.storage.notes[n.name] for n in sess.graph.nodes if n.op == "pointwise"]
+    assert all("error" in note for note in notes)
+    assert np.max(np.abs(got - expected)) / np.max(np.abs(expected)) <= 2e-2
+    assert device._allocations == []
