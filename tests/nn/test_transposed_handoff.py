@@ -105,19 +105,22 @@ POINTWISE = [
 ]
 
 
+@pytest.mark.parametrize("storage", [F32, F16], ids=["fp32", "fp16"])
 @pytest.mark.parametrize("case", POINTWISE, ids=str)
-def test_pointwise_reads_channel_major_in_one_launch(device, case):
+def test_pointwise_reads_channel_major_in_one_launch(device, case, storage):
+    """x in "chw" (with the residual and result in x's storage): the transposed path reads it as
+    it reads its own transpose, in one launch."""
     h, w, cin, cout, qpus, with_bias, with_residual, activation = case
     rng = np.random.default_rng(cin)
-    x = rng.standard_normal((h, w, cin)).astype(F32)
+    x = rng.standard_normal((h, w, cin)).astype(storage)
     wt = rng.standard_normal((cin, cout)).astype(F32)
     bias = rng.standard_normal(cout).astype(F32) if with_bias else None
-    res = rng.standard_normal((h, w, cout)).astype(F32) if with_residual else None
+    res = rng.standard_normal((h, w, cout)).astype(storage) if with_residual else None
     y, run = pointwise(np.ascontiguousarray(x.transpose(2, 0, 1)), wt, bias, activation, res,
                        device=device, num_qpus=qpus, return_run=True, x_layout="chw")
-    expected, magnitude = dense(x, wt, bias, res, activation)
-    assert_close(y, expected, magnitude, cin)
-    assert run.launches == 1
+    check = assert_close if storage == F32 else assert_close_fp16
+    check(y, *dense(x, wt, bias, res, activation), cin)
+    assert run.launches == 1 and y.dtype == storage
 
 
 def test_depthwise_hands_over_to_pointwise(device):
@@ -138,22 +141,6 @@ def test_depthwise_hands_over_to_pointwise(device):
     assert run.launches == 1 and run_ref.launches == 2
     np.testing.assert_array_equal(np.asarray(y), np.asarray(y_ref))
     pw.free()
-
-
-@pytest.mark.parametrize("case", POINTWISE, ids=str)
-def test_pointwise_reads_channel_major_halves(device, case):
-    """fp16 x in "chw" (and fp16 residual and result): the transposed path's gathers of halves
-    read it as they read the transpose of halves."""
-    h, w, cin, cout, qpus, with_bias, with_residual, activation = case
-    rng = np.random.default_rng(cin + 1)
-    x = rng.standard_normal((h, w, cin)).astype(F16)
-    wt = rng.standard_normal((cin, cout)).astype(F32)
-    bias = rng.standard_normal(cout).astype(F32) if with_bias else None
-    res = rng.standard_normal((h, w, cout)).astype(F16) if with_residual else None
-    y, run = pointwise(np.ascontiguousarray(x.transpose(2, 0, 1)), wt, bias, activation, res,
-                       device=device, num_qpus=qpus, return_run=True, x_layout="chw")
-    assert_close_fp16(y, *dense(x, wt, bias, res, activation), cin)
-    assert run.launches == 1
 
 
 def test_fp16_pair_matches_the_transposing_pair(device):

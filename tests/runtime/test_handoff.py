@@ -40,10 +40,10 @@ def launches(sess):
     return sum(run.launches for _, run, _ in sess.last_runs)
 
 
-def test_depthwise_hands_over_channel_major_to_pointwise(tmp_path, device, monkeypatch):
-    path = str(tmp_path / "wide.onnx")
-    onnx.save(wide_v1_model(), path)
-    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+def runs_with_and_without_handoff(path, x, device, monkeypatch, tolerance, **options):
+    """{hand-over on: (launches per run, the values stored channel-major, the session's graph
+    and those values' storage)}; every run (a call, then a replay of the recorded launches)
+    within ``tolerance`` of onnxruntime with its top-1."""
     expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
         None, {"input": x})[0]
     counts = {}
@@ -51,20 +51,29 @@ def test_depthwise_hands_over_channel_major_to_pointwise(tmp_path, device, monke
         with monkeypatch.context() as m:
             if not handoff:
                 m.setattr(session_module, "transposed_handoffs", lambda *args: set())
-            with InferenceSession(path, device=device) as sess:
-                for _ in range(2):      # a call, then a replay of the recorded launches
+            with InferenceSession(path, device=device, **options) as sess:
+                for _ in range(2):
                     (got,) = sess.run(None, {"input": x})
                     err = np.max(np.abs(got - expected)) / np.max(np.abs(expected))
-                    assert err <= 1e-3 and np.argmax(got) == np.argmax(expected)
-                counts[handoff] = launches(sess), sorted(sess.channel_major)
-                handed = [n for n in sess.graph.nodes if n.outputs[0] in sess.channel_major]
-                assert all(n.op == "depthwise" for n in handed)
-                assert [sess.graph.shapes[n.outputs[0]] for n in handed] == [(8, 8, 256)] * \
-                    len(handed)
-    (plain, none), (fused, names) = counts[False], counts[True]
+                    assert err <= tolerance and np.argmax(got) == np.argmax(expected)
+                handed = sorted(sess.channel_major)
+                counts[handoff] = (launches(sess), handed, sess.graph,
+                                   {v: sess.storage.values[v] for v in handed})
+    assert device._allocations == []
+    return counts
+
+
+def test_depthwise_hands_over_channel_major_to_pointwise(tmp_path, device, monkeypatch):
+    path = str(tmp_path / "wide.onnx")
+    onnx.save(wide_v1_model(), path)
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    counts = runs_with_and_without_handoff(path, x, device, monkeypatch, 1e-3)
+    (plain, none, _, _), (fused, names, graph, _) = counts[False], counts[True]
+    handed = [n for n in graph.nodes if n.outputs[0] in names]
+    assert all(n.op == "depthwise" for n in handed)
+    assert [graph.shapes[n.outputs[0]] for n in handed] == [(8, 8, 256)] * len(handed)
     assert none == [] and len(names) == 2
     assert fused == plain - 2
-    assert device._allocations == []
 
 
 def wide_fp16_model(size=32, seed=4):
@@ -105,24 +114,10 @@ def test_fp16_depthwise_hands_over_halves_channel_major(tmp_path, device, monkey
     path = str(tmp_path / "wide16.onnx")
     onnx.save(wide_fp16_model(), path)
     x = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)
-    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
-        None, {"input": x})[0]
-    counts = {}
-    for handoff in (False, True):
-        with monkeypatch.context() as m:
-            if not handoff:
-                m.setattr(session_module, "transposed_handoffs", lambda *args: set())
-            with InferenceSession(path, device=device, precision="fp16") as sess:
-                for _ in range(2):      # a call, then a replay of the recorded launches
-                    (got,) = sess.run(None, {"input": x})
-                    err = np.max(np.abs(got - expected)) / np.max(np.abs(expected))
-                    assert err <= 2e-2 and np.argmax(got) == np.argmax(expected)
-                counts[handoff] = launches(sess), sorted(sess.channel_major)
-                assert all(sess.storage.values[v] == "fp16" for v in sess.channel_major)
-    (plain, none), (fused, names) = counts[False], counts[True]
-    assert none == [] and len(names) == 1
+    counts = runs_with_and_without_handoff(path, x, device, monkeypatch, 2e-2, precision="fp16")
+    (plain, none, _, _), (fused, names, _, storage) = counts[False], counts[True]
+    assert none == [] and len(names) == 1 and set(storage.values()) == {"fp16"}
     assert fused == plain - 1
-    assert device._allocations == []
 
 
 def test_auto_compares_layers_across_layouts(tmp_path, device):
