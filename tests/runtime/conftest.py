@@ -14,7 +14,9 @@ from . import fake_nn
 # onnxruntime; where an extra cannot be installed (a 32-bit userland: tools/test_32bit.sh) the
 # module is not collected rather than failing to import.
 _EXTRAS = {
+    "test_accuracy.py": ("onnx",),
     "test_cli_runtime.py": ("onnx",),
+    "test_handoff.py": ("onnx", "onnxruntime"),
     "test_memory_plan.py": ("onnx",),
     "test_onnx_graph.py": ("onnx", "onnxruntime"),
     "test_precision.py": ("onnx", "onnxruntime", "tflite", "flatbuffers"),
