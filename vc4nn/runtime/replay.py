@@ -173,13 +173,6 @@ class Recording:
             self.device.free(buf)
         self.placed, self.launches, self.packed = {}, launches, packed
 
-    def replay(self):
-        """The RunResult of relaunching every recorded launch, in order."""
-        runs = []
-        for timeout, pairs in launch_groups(self.launches):
-            runs += self.device.execute_control_lists(pairs, timeout)
-        return chain(runs)
-
     @property
     def nbytes(self):
         held = self.kept + ([] if self.packed is None else [self.packed])
