@@ -139,7 +139,8 @@ def profile_main(argv):
         print(f"GPU memory: {memory['total_bytes'] / 2**20:.2f} MiB (activation arena "
               f"{memory['arena_bytes'] / 2**20:.2f} MiB, weights "
               f"{memory['weight_bytes'] / 2**20:.2f} MiB, recorded launches "
-              f"{memory['recorded_bytes'] / 2**20:.2f} MiB)")
+              f"{memory['recorded_bytes'] / 2**20:.2f} MiB, zero rows "
+              f"{memory['zero_bytes'] / 2**20:.2f} MiB)")
     if args.png:
         _chart(records, args.png, args.model)
     return 0

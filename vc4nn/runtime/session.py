@@ -25,7 +25,7 @@ from ..device import qpu_count
 from ..errors import DeviceError
 from .errors import InputError, UnsupportedModelError
 from .image import Normalization, normalization_for
-from ..nn.layer_call import WeightArena, WeightLayouts, scratch
+from ..nn.layer_call import SharedZeros, WeightArena, WeightLayouts, scratch, shared_zeros
 from .loader import load_graph
 from . import precision as precision_choice
 from .handoff import transposed_handoffs
@@ -81,6 +81,7 @@ class InferenceSession:
         self._stem = self._foldable_stem()
         self._own_device = device is None
         self._weights, self._arena, self._code = None, None, None
+        self._zeros = None
         self.program_cache_stats = None     # {"hits", "misses", "folder"} of the load
         self._last_segments = []            # (segment, its result, wall seconds) of the last run
         if device is None:
@@ -162,6 +163,7 @@ class InferenceSession:
         nodes = [n for n in g.nodes if n.op != "softmax"]
         bar = _progress(nodes, progress, "preparing layers")
         self._arena = self.device.alloc(max(self.plan.arena_bytes // 4, 1), np.float32)
+        self._zeros = SharedZeros(self.device)
         self._input_view = self._view(input_name, storage_shapes.get(input_name, (h, w, c)))
         if self._stem is not None:
             t, b, l, r = self._stem.attrs["pads"]
@@ -195,9 +197,22 @@ class InferenceSession:
 
     def _record_all(self, progress):
         self._code = CodePool(self.device)
+        readers = {}                # node name -> the zero buffers its launches read
         with program_cache.active() as store:
             for node, call in _progress(self.steps, progress, "assembling layers"):
+                self._zeros.taken = []
                 self._record(node, call)
+                readers[node.name] = self._zeros.taken
+            # A layer recorded before a larger zero row was asked for reads a smaller one: record
+            # it again on the largest, so that the session holds one zero row.
+            largest = self._zeros.largest()
+            stale = {name for name, taken in readers.items()
+                     if any(buf is not largest for buf in taken)}
+            self._zeros.keep_largest()
+            for node, call in self.steps:
+                if node.name in stale:
+                    self._recordings.pop(node.name).forget()
+                    self._record(node, call)
         if store is not None:
             self.program_cache_stats = {"hits": store.hits, "misses": store.misses,
                                         "folder": store.folder}
@@ -385,7 +400,7 @@ class InferenceSession:
         return layer_runs(self._last_segments)
 
     def _invoke(self, node, call):
-        with scratch(self._scratch[node.name]):
+        with scratch(self._scratch[node.name]), shared_zeros(self._zeros):
             return call()
 
     def _output(self, name, values):
@@ -408,13 +423,16 @@ class InferenceSession:
 
     # -- memory ------------------------------------------------------------------------------
     def memory(self):
-        """Device bytes this session holds: the activation arena and the prepared weights."""
+        """Device bytes this session holds: the activation arena, the prepared weights, the
+        recorded launches (uniform streams, control lists, programs) and the zero rows the
+        layers share."""
         weights = 0 if self._weights is None else self._weights.nbytes
         arena = 0 if self._arena is None else int(self._arena.nbytes)
         recorded = sum(r.nbytes for r in self._recordings.values()) + \
             (0 if self._code is None else self._code.nbytes)
+        zeros = 0 if self._zeros is None else self._zeros.nbytes
         return {"arena_bytes": arena, "weight_bytes": weights, "recorded_bytes": recorded,
-                "total_bytes": arena + weights + recorded,
+                "zero_bytes": zeros, "total_bytes": arena + weights + recorded + zeros,
                 "peak_live_activation_bytes": self.plan.peak_live_bytes}
 
     def close(self):
@@ -431,6 +449,9 @@ class InferenceSession:
         if self._code is not None:
             self._code.free()
             self._code = None
+        if self._zeros is not None:
+            self._zeros.free()
+            self._zeros = None
         if self._weights is not None:
             self._weights.free()
             self._weights = None
