@@ -54,15 +54,19 @@ def widen_words(plan, variant, slot, buffer):
             vpm_write_setup(slot_y(plan, slot, buffer))]
 
 
-def widen(a, plan, variant):
+def widen(a, plan, variant, setups=None):
     """A loader's widening of its k-row of this chunk (after its DMA is done), run in its
     barrier code (panel_barrier.master / relay) before it counts arrivals: the barrier
-    cannot complete before every loader is through, and leaves pay nothing."""
+    cannot complete before every loader is through, and leaves pay nothing. ``setups``
+    emits the VPM read and write setups (default: from the uniform stream, widen_words)."""
     halves = registers(plan)[0]["halves"]
     vectors, rows = variant.vectors, word_rows(variant.vectors)
     a.read(vr_wait)
-    a.mov(vr_setup, uniform)
-    a.mov(vw_setup, uniform)
+    if setups is None:
+        a.mov(vr_setup, uniform)
+        a.mov(vw_setup, uniform)
+    else:
+        setups()
     a.mov(halves, vpm)
     for h in range(rows):
         a.nop()                             # halves is not readable in the next instruction
