@@ -6,10 +6,11 @@ from asm import isa, null, r1, r3, r5, r5rep, uniform, vr_addr, vr_setup, vr_wai
 
 from .common import ops_then_branch
 from .panel_gather_b import request_ops
-from .panel_halves import widen
+from .panel_halves import widen, word_rows
 from .panel_plan import ROLE_LOADER
 from .panel_registers import registers, stepped_loads
-from .panel_uniforms import load_step, pieces_per_load, relay_role, widen_offset
+from .panel_uniforms import (load_step, next_setup_offset, pieces_per_load, relay_role,
+                              widen_offset)
 from .sgemm import SEMA_DONE, SEMA_GO
 
 
@@ -194,6 +195,18 @@ def step_ops(a, plan):
             lambda: a.mov(regs["load_next"], r1).mov(vr_addr, r1)]
 
 
+def next_setup_ops(a, plan, variant):
+    """(fp16 B) The vdr setup of my k-row of the next chunk: 16 x (its buffer's read setup +
+    widen_x) + next_setup_offset. All but the last instruction fit the widening's free slots
+    of an 8-vector panel (r1 and r5 are free at a chunk boundary with stepped loads)."""
+    regs = registers(plan)[0]
+    return [lambda: a.ldi(r5rep, next_setup_offset(plan, variant)),
+            lambda: a.xor(r1, regs["buffer"], regs["toggle"]),
+            lambda: a.add(r1, r1, regs["widen_x"]),
+            lambda: a.shl(r1, r1, 4),
+            lambda: a.add(vr_setup, r1, r5)]
+
+
 def relay(a, plan, variant, number, back, first=(), stepped=True):
     """A relay's part of one boundary's barrier: arrivals, its "go", its leaves' "go", its loads.
 
@@ -212,15 +225,20 @@ def relay(a, plan, variant, number, back, first=(), stepped=True):
     for op in first:
         op()
     steps = stepped_loads(plan)
-    if plan.b_halves:       # its own ARRIVED is out already, but the master waits for its DONE
-        setups = functools.partial(stepped_widen_setups, a, plan, variant) if steps else None
-        widen(a, plan, variant, setups)
     early = [lambda: a.mov(vr_setup, uniform), lambda: a.mov(r5rep, uniform)]
     late = [lambda: a.mov(vr_addr, r5)] + load_ops(a, plan)[2:]
     if steps:           # the address: stepped in load_next, or from the stream into it
         regs = registers(plan)[0]
         early = early[:1] + ([] if stepped else [lambda: a.mov(regs["load_next"], uniform)])
         late = step_ops(a, plan) if stepped else [lambda: a.mov(vr_addr, regs["load_next"])]
+    if plan.b_halves:       # its own ARRIVED is out already, but the master waits for its DONE
+        setups, fill = None, []
+        if steps:
+            setups = functools.partial(stepped_widen_setups, a, plan, variant)
+        if steps and stepped:       # the next setup too, mostly in the widening's free slots
+            fill = next_setup_ops(a, plan, variant)
+            early, late = [], fill[word_rows(variant.vectors):] + late
+        widen(a, plan, variant, setups, fill[:word_rows(variant.vectors)])
     if plan.b_gather:               # a relay only relays (panel_gather_b)
         early, late = [], []
     ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived + early

@@ -34,9 +34,9 @@ MASK = 0xFFFFFFFF
 #                 k, (two-k gathers) A's k step] [b_gather: b_next, b_step, panel_gather_b]
 #         per chunk: loaders: (fp16 B) the VPM read and write setups that widen my k-row of
 #                    the chunk (panel_halves), the DMA pieces of the chunk after it; with
-#                    stepped loads only [vdr setup], and [vdr setup, address] on the panel's
-#                    last two chunks (the widening's setups and the other chunks' addresses
-#                    come from registers: see stepped_loads);
+#                    stepped loads only [vdr setup] (fp16 B: nothing), and [vdr setup,
+#                    address] on the panel's last two chunks (the rest comes from registers:
+#                    see stepped_loads);
 #                    (b_gather) every QPU, on a panel's last two chunks: the addresses of
 #                    its rows of the next chunk
 # ---------------------------------------------------------------------------------------------
@@ -68,7 +68,8 @@ def pieces_per_load(plan):
 # read setup is ``buffer`` + widen_offset (register widen_x), its write setup r3 (``buffer`` +
 # row_base) - the relay's role word (relay_role), both the same for either buffer. A plan's
 # narrower panel adds the difference of its offsets to the first variant's (panel_barrier).
-# Per chunk a loader then reads only its vdr setup: 1 word instead of 4.
+# So does the vdr setup of the next chunk's k-row (next_setup_offset): with fp16 B a loader
+# reads nothing per chunk but on a panel's last two (4 words before).
 # ---------------------------------------------------------------------------------------------
 def load_step(plan):
     """Bytes between a loader's k-rows of consecutive chunks of a panel (k running forwards)."""
@@ -99,6 +100,20 @@ def relay_role(plan, variant, slot):
         - vpm_write_setup(slot_y(plan, slot, buf))) & MASK)
     assert role and not role & ROLE_MASTER
     return role
+
+
+def next_setup_offset(plan, variant):
+    """(fp16 B) A loader's vdr setup for its k-row of the next chunk of a ``variant`` panel
+    less 16 x (the other buffer's k-row 0 read setup + widen_x): the vdr setup's VPM address is
+    16 x its row, the read setup's its row, so the difference is the same for every loader and
+    both buffers."""
+    first = plan.variants[0]
+    offsets = {(vdr - 16 * (vpm_read_setup(variant.vectors, other * plan.buffer_rows)
+                            + widen_offset(plan, first, slot))) & MASK
+               for slot in range(plan.chunk_rows) for other in (0, 1)
+               for (vdr, _), in [dma_pieces(plan, variant, slot, other)]}
+    assert len(offsets) == 1, "vdr setups do not follow the read setups"
+    return offsets.pop()
 
 
 def role_word(plan, q):
@@ -221,7 +236,9 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
                         words += widen_words(plan, chunks[index][0], slot, index % 2)
                     if loader and not plan.b_gather:
                         load = load_words(plan, b_addr, loads_after[index], index + 1, slot)
-                        words += load[:1] if steps and stepped(plan, c) else load
+                        if steps and stepped(plan, c):      # fp16 B: the setup computed too
+                            load = [] if plan.b_halves else load[:1]
+                        words += load
                     index += 1
         streams.append(words)
     return streams
