@@ -32,8 +32,9 @@ class LayerRecord:
     #                               None: launched in one device call with other layers
     gflops: Optional[float]
     bound: str
-    storage: str = "fp32"         # of the layer's weights and result (precision="fp16"/"auto")
+    storage: str = "fp32"         # of the layer's result (precision="fp16"/"auto")
     choice: str = ""              # why precision="auto" chose it
+    weights: str = "-"            # storage of its weights as its kernel reads them ("-": none)
 
     def as_dict(self):
         d = dataclasses.asdict(self)
@@ -64,14 +65,15 @@ def layer_work(node, graph):
     return flops, 4 * (n_in + n_out + weights)
 
 
-def layer_record(node, graph, result, host_seconds, storage="fp32", choice=""):
+def layer_record(node, graph, result, host_seconds, storage="fp32", choice="", weights="-"):
     flops, nbytes = layer_work(node, graph)
     seconds = getattr(result, "seconds", None)
     gflops = flops / seconds / 1e9 if seconds else None
     return LayerRecord(node.name, node.op, tuple(graph.shapes[node.outputs[0]]), flops, nbytes,
                        seconds, bool(getattr(result, "estimated", True)),
                        getattr(result, "cycles", None), int(getattr(result, "launches", 1)),
-                       host_seconds, gflops, _bound(result, flops, nbytes), storage, choice)
+                       host_seconds, gflops, _bound(result, flops, nbytes), storage, choice,
+                       weights)
 
 
 def _bound(result, flops, nbytes):

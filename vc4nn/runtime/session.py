@@ -27,7 +27,7 @@ from .errors import InputError, UnsupportedModelError
 from .image import Normalization, normalization_for
 from ..nn.layer_call import SharedZeros, WeightArena, WeightLayouts, scratch, shared_zeros
 from .loader import load_graph
-from . import precision as precision_choice
+from . import precision as precision_choice, precision_auto
 from .handoff import transposed_handoffs
 from .planner import plan_memory
 from .profile import layer_record
@@ -94,9 +94,9 @@ class InferenceSession:
         self.device = device
         try:
             self.storage = precision_choice.initial_plan(self.graph, precision)
-            self._build(progress)
             if precision == "auto":
                 self._choose_per_layer(image_input, tolerance, calibration, progress)
+            self._build(progress)
         except BaseException:
             self.close()
             raise
@@ -232,26 +232,31 @@ class InferenceSession:
             self._code.keep_first(programs)
 
     def _choose_per_layer(self, image_input, tolerance, calibration, progress):
-        """precision="auto": try each fp16 layer against a float32 session; rebuild with the
-        layers that keep fp16."""
+        """precision="auto": try each fp16 layer in each storage its kernels take against a
+        float32 session (precision_auto); the session is then built with the choices."""
         i = self.get_inputs()[0]
         if calibration is None:
             feeds = [precision_choice.synthetic_feed(i, seed) for seed in range(2)]
         else:
             feeds = [{i.name: x} for x in calibration]
+        names = {n for n, s in self.storage.layers.items() if s == "fp16"}
+        notes = self.storage.notes
         reference = InferenceSession(self.path, self.device, self.num_qpus, image_input,
                                      progress=False, replay=False, memory_budget=None)
+        trials, replay = {}, self.replay
         try:
-            choices = precision_choice.auto_choices(self, reference, feeds, tolerance)
+            traces = precision_auto.reference_traces(reference, feeds, names)
+            self.replay = False             # the tries call their layers; nothing to record
+            for candidate in precision_auto.CANDIDATES[1:]:
+                self.storage = precision_auto.trial_plan(self.graph, names, candidate[1])
+                self._build(progress)
+                trials[candidate] = precision_auto.try_layers(self, traces, names)
+                self._free_layers()
         finally:
+            self.replay = replay
             reference.close()
-        notes = self.storage.notes
-        kept = {name for name, (storage, _) in choices.items() if storage == "fp16"}
-        if len(kept) < len(choices):
-            self._free_layers()
-            self.storage = precision_choice.storage_plan(self.graph, kept)
-            self._build(progress)
-        self.storage.notes = dict(notes, **{name: why for name, (_, why) in choices.items()})
+        self.storage = precision_auto.chosen_plan(
+            self.graph, precision_auto.choose(trials, traces, tolerance), notes)
 
     def _view(self, name, shape=None):
         owner = self.plan.storage[name]
@@ -418,8 +423,14 @@ class InferenceSession:
                 input_feed = {i.name: np.zeros(i.shape, i.type)}
             self.run(None, input_feed)
         return [layer_record(node, self.graph, result, host, self.storage.layer(node),
-                             self.storage.notes.get(node.name, ""))
+                             self.storage.notes.get(node.name, ""), self._weight_storage(node))
                 for node, result, host in self.last_runs]
+
+    def _weight_storage(self, node):
+        """Storage of the layer's weights as its kernel reads them ("-": it has none)."""
+        if len(node.inputs) < 2 or node.inputs[1] not in self.graph.constants:
+            return "-"
+        return self.storage.weights(node)
 
     # -- memory ------------------------------------------------------------------------------
     def memory(self):
