@@ -72,20 +72,21 @@ class StoragePlan:
         return "fp16" if halves else "fp32"
 
 
+def readers(consumers, value):
+    """The layers reading ``value`` (``consumers``: graph.consumers()), through reshapes (views
+    of the same bytes)."""
+    out = []
+    for node in consumers.get(value, []):
+        out += readers(consumers, node.outputs[0]) if node.op in VIEW_OPS else [node]
+    return out
+
+
 def storage_plan(graph, fp16_layers, fp32_weights=()):
     """The StoragePlan with ``fp16_layers`` (node names) running fp16, those of them in
     ``fp32_weights`` with float32 weights."""
     layers = {n.name: "fp16" if n.name in fp16_layers and n.op in FP16_LAYERS else "fp32"
               for n in graph.nodes}
     consumers = graph.consumers()
-
-    def readers(value):
-        """The layers reading ``value``, through reshapes (views of the same bytes)."""
-        out = []
-        for node in consumers.get(value, []):
-            out += readers(node.outputs[0]) if node.op in VIEW_OPS else [node]
-        return out
-
     values = {i.name: "fp32" for i in graph.inputs}
     for node in graph.nodes:
         out = node.outputs[0]
@@ -93,7 +94,7 @@ def storage_plan(graph, fp16_layers, fp32_weights=()):
             values[out] = values.get(node.inputs[0], "fp32")
             continue
         half = layers[node.name] == "fp16" and node.op in FP16_RESULT and all(
-            r.op in FP16_INPUT for r in readers(out))
+            r.op in FP16_INPUT for r in readers(consumers, out))
         values[out] = "fp16" if half else "fp32"
     return StoragePlan(layers, values, fp32_weights=frozenset(fp32_weights) & set(layers))
 

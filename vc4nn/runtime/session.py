@@ -239,24 +239,36 @@ class InferenceSession:
             feeds = [precision_choice.synthetic_feed(i, seed) for seed in range(2)]
         else:
             feeds = [{i.name: x} for x in calibration]
+        auto, g = precision_auto, self.graph
         names = {n for n, s in self.storage.layers.items() if s == "fp16"}
         notes = self.storage.notes
         reference = InferenceSession(self.path, self.device, self.num_qpus, image_input,
                                      progress=False, replay=False, memory_budget=None)
-        trials, replay = {}, self.replay
         try:
-            traces = precision_auto.reference_traces(reference, feeds, names)
-            self.replay = False             # the tries call their layers; nothing to record
-            for candidate in precision_auto.CANDIDATES[1:]:
-                self.storage = precision_auto.trial_plan(self.graph, names, candidate[1])
-                self._build(progress)
-                trials[candidate] = precision_auto.try_layers(self, traces, names)
-                self._free_layers()
+            traces = auto.reference_traces(reference, feeds, names)
+        finally:
+            reference.close()
+        trials = {c: self._try(auto.trial_plan(g, names, c[1]), traces, names, progress)
+                  for c in auto.TRIALS}
+        choices = auto.choose(g, trials, traces, tolerance)
+        flipped = auto.flips(g, choices, trials, traces, tolerance)
+        if flipped:
+            group = auto.affected(g, flipped)
+            before = self._try(auto.chosen_plan(g, choices, notes), traces, group, progress)
+            with_flips = dict(choices, **{n: (c, "") for n, c in flipped.items()})
+            after = self._try(auto.chosen_plan(g, with_flips, notes), traces, group, progress)
+            choices = auto.keep_faster(g, choices, flipped, before, after)
+        self.storage = auto.chosen_plan(g, choices, notes)
+
+    def _try(self, storage, traces, names, progress):
+        """precision_auto.try_layers in this session built with ``storage`` (unrecorded)."""
+        replay, self.replay, self.storage = self.replay, False, storage
+        try:
+            self._build(progress)
+            return precision_auto.try_layers(self, traces, names)
         finally:
             self.replay = replay
-            reference.close()
-        self.storage = precision_auto.chosen_plan(
-            self.graph, precision_auto.choose(trials, traces, tolerance), notes)
+            self._free_layers()
 
     def _view(self, name, shape=None):
         owner = self.plan.storage[name]
