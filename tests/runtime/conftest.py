@@ -70,3 +70,17 @@ CAT_CLASSES = range(281, 286)      # tabby, tiger cat, Persian, Siamese, Egyptia
 
 def top(scores, k=5):
     return list(np.argsort(-np.asarray(scores).reshape(-1), kind="stable")[:k])
+
+
+def rel_error(got, expected):
+    return np.max(np.abs(got - expected)) / np.max(np.abs(expected))
+
+
+@pytest.fixture(scope="session")
+def tiny_v1(tmp_path_factory):
+    """MobileNet v1 0.25/32 (random weights, 10 classes) as an ONNX file."""
+    import onnx
+    from vc4nn.runtime import random_mobilenets
+    path = str(tmp_path_factory.mktemp("v1") / "m.onnx")
+    onnx.save(random_mobilenets.mobilenet_v1(32, 0.25), path)
+    return path

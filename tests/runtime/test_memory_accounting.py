@@ -12,19 +12,12 @@ from vc4nn.runtime import random_mobilenets as onnx_models
 WORD, HALF = 4, 2
 
 
-@pytest.fixture(scope="module")
-def tiny_v1(tmp_path_factory):
-    """MobileNet v1 0.25/32: the stem writes 16x16x8, pw1 16x16x8 -> 16x16x16."""
-    path = str(tmp_path_factory.mktemp("v1") / "m.onnx")
-    onnx.save(onnx_models.mobilenet_v1(32, 0.25), path)
-    return path
-
-
 def held_bytes(device):
     return sum(int(allocation.size) for allocation in device._allocations)
 
 
-# The arena by hand: the most bytes alive at one step. float32: pw1 reads 16x16x8 and writes
+# The arena of tiny_v1 (MobileNet v1 0.25/32: the stem writes 16x16x8, pw1 16x16x8 ->
+# 16x16x16) by hand: the most bytes alive at one step. float32: pw1 reads 16x16x8 and writes
 # 16x16x16; halves: the stem reads the float32 frame 32x32x3 (the graph's input stays float32)
 # and writes 16x16x8 halves, more than pw1's 16x16x(8 + 16) halves.
 ARENA = {"fp32": 16 * 16 * (8 + 16) * WORD, "fp16": 32 * 32 * 3 * WORD + 16 * 16 * 8 * HALF}

@@ -14,18 +14,7 @@ from vc4nn.runtime.precision import PrecisionError, storage_plan
 from vc4nn.runtime import random_mobilenets as onnx_models
 
 from . import tflite_models
-from .conftest import CAT_CLASSES, top
-
-
-def rel_error(got, expected):
-    return np.max(np.abs(got - expected)) / np.max(np.abs(expected))
-
-
-@pytest.fixture(scope="module")
-def tiny_v1(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("v1") / "m.onnx")
-    onnx.save(onnx_models.mobilenet_v1(32, 0.25), path)
-    return path
+from .conftest import CAT_CLASSES, rel_error, top
 
 
 def test_storage_plan_halves_only_between_fp16_kernels(tiny_v1):

@@ -1,5 +1,6 @@
-"""precision="auto" choosing each layer's result and weight storage (vc4nn/runtime/precision_auto.py):
-the choice rule on hand-made tries, and whole sessions against onnxruntime."""
+"""precision="auto" choosing each layer's result and weight storage
+(vc4nn/runtime/precision_auto.py): the choice rule on hand-made tries, and whole sessions
+against onnxruntime."""
 
 import numpy as np
 import onnx
@@ -11,18 +12,7 @@ from vc4nn.runtime import precision_auto as auto
 from vc4nn.runtime import random_mobilenets as onnx_models
 from vc4nn.runtime.loader import load_graph
 
-from .conftest import top
-
-
-def rel_error(got, expected):
-    return np.max(np.abs(got - expected)) / np.max(np.abs(expected))
-
-
-@pytest.fixture(scope="module")
-def tiny_v1(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("v1") / "m.onnx")
-    onnx.save(onnx_models.mobilenet_v1(32, 0.25), path)
-    return path
+from .conftest import rel_error, top
 
 
 @pytest.fixture(scope="module")
