@@ -6,11 +6,11 @@ from asm import isa, null, r1, r3, r5, r5rep, uniform, vr_addr, vr_setup, vr_wai
 
 from .common import ops_then_branch
 from .panel_gather_b import request_ops
-from .panel_halves import widen, word_rows
+from .panel_halves import widen
 from .panel_plan import ROLE_LOADER
 from .panel_registers import registers, stepped_loads
-from .panel_uniforms import (load_step, next_setup_offset, pieces_per_load, relay_role,
-                              widen_offset)
+from .panel_uniforms import (NEXT_SETUP_STEPS, load_step, next_setup_offset, pieces_per_load,
+                              relay_role, setup_in_registers, widen_offset)
 from .sgemm import SEMA_DONE, SEMA_GO
 
 
@@ -196,15 +196,16 @@ def step_ops(a, plan):
 
 
 def next_setup_ops(a, plan, variant):
-    """(fp16 B) The vdr setup of my k-row of the next chunk: 16 x (its buffer's read setup +
-    widen_x) + next_setup_offset. All but the last instruction fit the widening's free slots
-    of an 8-vector panel (r1 and r5 are free at a chunk boundary with stepped loads)."""
+    """(setup_in_registers) The vdr setup of my k-row of the next chunk: 16 x (its buffer's
+    read setup + widen_x) + next_setup_offset. All but the last instruction go into the
+    widening's free slots (r1 and r5 are free at a chunk boundary with stepped loads)."""
     regs = registers(plan)[0]
-    return [lambda: a.ldi(r5rep, next_setup_offset(plan, variant)),
-            lambda: a.xor(r1, regs["buffer"], regs["toggle"]),
-            lambda: a.add(r1, r1, regs["widen_x"]),
-            lambda: a.shl(r1, r1, 4),
-            lambda: a.add(vr_setup, r1, r5)]
+    steps = [lambda: a.ldi(r5rep, next_setup_offset(plan, variant)),
+             lambda: a.xor(r1, regs["buffer"], regs["toggle"]),
+             lambda: a.add(r1, r1, regs["widen_x"]),
+             lambda: a.shl(r1, r1, 4)]
+    assert len(steps) == NEXT_SETUP_STEPS
+    return steps + [lambda: a.add(vr_setup, r1, r5)]
 
 
 def relay(a, plan, variant, number, back, first=(), stepped=True):
@@ -235,10 +236,10 @@ def relay(a, plan, variant, number, back, first=(), stepped=True):
         setups, fill = None, []
         if steps:
             setups = functools.partial(stepped_widen_setups, a, plan, variant)
-        if steps and stepped:       # the next setup too, mostly in the widening's free slots
+        if stepped and setup_in_registers(plan):    # the next setup in the free slots
             fill = next_setup_ops(a, plan, variant)
-            early, late = [], fill[word_rows(variant.vectors):] + late
-        widen(a, plan, variant, setups, fill[:word_rows(variant.vectors)])
+            early, late = [], fill[NEXT_SETUP_STEPS:] + late
+        widen(a, plan, variant, setups, fill[:NEXT_SETUP_STEPS])
     if plan.b_gather:               # a relay only relays (panel_gather_b)
         early, late = [], []
     ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived + early

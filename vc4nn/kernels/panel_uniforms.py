@@ -34,7 +34,7 @@ MASK = 0xFFFFFFFF
 #                 k, (two-k gathers) A's k step] [b_gather: b_next, b_step, panel_gather_b]
 #         per chunk: loaders: (fp16 B) the VPM read and write setups that widen my k-row of
 #                    the chunk (panel_halves), the DMA pieces of the chunk after it; with
-#                    stepped loads only [vdr setup] (fp16 B: nothing), and [vdr setup,
+#                    stepped loads only [vdr setup] (or nothing: setup_in_registers), [vdr setup,
 #                    address] on the panel's last two chunks (the rest comes from registers:
 #                    see stepped_loads);
 #                    (b_gather) every QPU, on a panel's last two chunks: the addresses of
@@ -68,8 +68,9 @@ def pieces_per_load(plan):
 # read setup is ``buffer`` + widen_offset (register widen_x), its write setup r3 (``buffer`` +
 # row_base) - the relay's role word (relay_role), both the same for either buffer. A plan's
 # narrower panel adds the difference of its offsets to the first variant's (panel_barrier).
-# So does the vdr setup of the next chunk's k-row (next_setup_offset): with fp16 B a loader
-# reads nothing per chunk but on a panel's last two (4 words before).
+# So does, with fp16 B in 8-vector panels, the vdr setup of the next chunk's k-row
+# (next_setup_offset, setup_in_registers): a loader then reads nothing per chunk but on a
+# panel's last two (4 words before), else the vdr setup.
 # ---------------------------------------------------------------------------------------------
 def load_step(plan):
     """Bytes between a loader's k-rows of consecutive chunks of a panel (k running forwards)."""
@@ -100,6 +101,20 @@ def relay_role(plan, variant, slot):
         - vpm_write_setup(slot_y(plan, slot, buf))) & MASK)
     assert role and not role & ROLE_MASTER
     return role
+
+
+# The instructions of panel_barrier.next_setup_ops before its last: they go into the
+# widening's free slots, one per word row of the k-row.
+NEXT_SETUP_STEPS = 4
+
+
+def setup_in_registers(plan):
+    """(stepped loads, fp16 B) Whether the loaders compute the next chunk's vdr setup: where
+    every panel's widening has a free slot for each step but the last (8-vector panels); with
+    fewer the setup is a uniform, cheaper than instructions on the loaders' path (pw1, 4-vector
+    panels: +0.08% computed, -0.05% read)."""
+    return plan.b_halves and stepped_loads(plan) and \
+        min(word_rows(v.vectors) for v in plan.variants) >= NEXT_SETUP_STEPS
 
 
 def next_setup_offset(plan, variant):
@@ -236,8 +251,8 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
                         words += widen_words(plan, chunks[index][0], slot, index % 2)
                     if loader and not plan.b_gather:
                         load = load_words(plan, b_addr, loads_after[index], index + 1, slot)
-                        if steps and stepped(plan, c):      # fp16 B: the setup computed too
-                            load = [] if plan.b_halves else load[:1]
+                        if steps and stepped(plan, c):      # the setup maybe computed too
+                            load = [] if setup_in_registers(plan) else load[:1]
                         words += load
                     index += 1
         streams.append(words)
