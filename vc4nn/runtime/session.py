@@ -32,7 +32,9 @@ from .handoff import transposed_handoffs
 from .planner import plan_memory
 from .profile import layer_record
 from . import program_cache
+from .launch_groups import launch_spans
 from .replay import CodePool, LaunchGroup, Recording, layer_runs, schedule
+from .replay_chain import Chain, chains_of, table_words, word_writer
 from .session_args import check_output_names, check_session_options
 
 NodeArg = collections.namedtuple("NodeArg", "name shape type")
@@ -60,14 +62,18 @@ class InferenceSession:
     launch: the launch path of the device the session opens itself ("mailbox" or "direct",
     vc4nn.device.LAUNCH_PATHS; None: the backend's default); with a ``device`` it must match
     the device's (a device's launch path is chosen when it is opened).
+    group_launches: run consecutive recorded layers in one launch where the memory plan allows
+    it without growing the activation arena (``launch_groups.py``, ``replay_chain.py``; needs
+    ``replay``); False launches every layer on its own.
     """
 
     def __init__(self, path, device=None, num_qpus=12, image_input=None, progress=None,
                  replay=True, memory_budget=DEFAULT_MEMORY_BUDGET, precision="fp32",
-                 tolerance=precision_choice.DEFAULT_TOLERANCE, calibration=None, launch=None):
+                 tolerance=precision_choice.DEFAULT_TOLERANCE, calibration=None, launch=None,
+                 group_launches=True):
         start, cpu_start = time.perf_counter(), time.process_time()
         check_session_options(path, device, image_input, progress, replay, memory_budget,
-                              calibration)
+                              calibration, group_launches)
         self.path = str(path)
         self.precision = precision_choice.check_precision(precision, tolerance)
         self.closed = False
@@ -75,8 +81,10 @@ class InferenceSession:
         self.num_qpus = qpu_count(num_qpus)
         self.progress = progress
         self.replay = replay
+        self.group_launches = group_launches and replay
         self.memory_budget = memory_budget
         self._recordings = {}
+        self._chains = []                   # replay_chain.Chain of the launch groups
         self._normalization = self._pick_normalization(image_input)
         self._stem = self._foldable_stem()
         self._own_device = device is None
@@ -156,7 +164,13 @@ class InferenceSession:
         if self._stem is not None:
             t, b, l, r = self._stem.attrs["pads"]
             storage_shapes[input_name] = (h + t + b, w + l + r, c)
-        self.plan = plan_memory(g, storage_shapes, itemsizes=self.storage.itemsizes())
+        itemsizes = self.storage.itemsizes()
+        self.plan = plan_memory(g, storage_shapes, itemsizes=itemsizes)
+        self.launch_spans = []
+        if self.group_launches:
+            self.launch_spans, self.plan = launch_spans(
+                g, lambda spans: plan_memory(g, storage_shapes, itemsizes=itemsizes,
+                                             launch_spans=spans), self.plan.arena_bytes)
         # Depthwise results handed channel-major to the pointwise layer reading them (handoff.py)
         self.channel_major = transposed_handoffs(g, self.storage, self.num_qpus, self.device)
         nodes = [n for n in g.nodes if n.op != "softmax"]
@@ -172,7 +186,9 @@ class InferenceSession:
         self._lend_workspaces(nodes)
         if self.replay:
             self._record_all(progress)
-        self._schedules = {shown: schedule(self.steps, self._recordings, per_layer=shown)
+            self._chain_launches()
+        self._schedules = {shown: schedule(self.steps, self._recordings, per_layer=shown,
+                                           chains=self._chains)
                            for shown in (False, True)}
 
     def _place_weights(self, nodes, bar):
@@ -215,6 +231,19 @@ class InferenceSession:
         if self.memory_budget is not None and self.memory()["total_bytes"] > self.memory_budget:
             recording.forget()      # over the budget: this layer is called every run
             self._code.keep_first(programs)
+
+    def _chain_launches(self):
+        """Chain the recorded launches of each launch span into one launch (replay_chain)."""
+        code = {buf.address: key for key, buf in self._code.programs.items()}
+        runs = chains_of(self.launch_spans, self.steps, self._recordings, code.get)
+        write = word_writer([b for r in self._recordings.values() for b in r.buffers()])
+        for names, launches in runs:
+            if self.memory_budget is not None and self.memory()["total_bytes"] + \
+                    4 * table_words(launches) > self.memory_budget:
+                continue            # over the budget: these layers launch one by one
+            chained = Chain(self.device, self._code, launches, write, names)
+            chained.link()
+            self._chains.append(chained)
 
     def _choose_per_layer(self, image_input, tolerance, calibration, progress):
         """precision="auto": try each fp16 layer against a float32 session; rebuild with the
@@ -385,8 +414,12 @@ class InferenceSession:
         return layer_runs(self._last_segments)
 
     def _invoke(self, node, call):
-        with scratch(self._scratch[node.name]):
-            return call()
+        with scratch(self._scratch[node.name]) as lent:
+            result = call()
+        recording = self._recordings.get(node.name)
+        if recording is not None and lent is not None and lent[1]:
+            recording.used_workspace = True
+        return result
 
     def _output(self, name, values):
         y = values[name] if name in values else np.array(self._view(name))
@@ -412,7 +445,8 @@ class InferenceSession:
         weights = 0 if self._weights is None else self._weights.nbytes
         arena = 0 if self._arena is None else int(self._arena.nbytes)
         recorded = sum(r.nbytes for r in self._recordings.values()) + \
-            (0 if self._code is None else self._code.nbytes)
+            (0 if self._code is None else self._code.nbytes) + \
+            sum(int(c.table.nbytes) for c in self._chains)
         return {"arena_bytes": arena, "weight_bytes": weights, "recorded_bytes": recorded,
                 "total_bytes": arena + weights + recorded,
                 "peak_live_activation_bytes": self.plan.peak_live_bytes}
@@ -425,6 +459,9 @@ class InferenceSession:
             self.device = None
 
     def _free_layers(self):
+        for chained in self._chains:
+            chained.free()
+        self._chains = []
         for recording in self._recordings.values():
             recording.free()
         self._recordings = {}
