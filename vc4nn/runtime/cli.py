@@ -25,6 +25,7 @@ import numpy as np
 from ..cli_common import add_device_arguments, open_device_of, output_file, positive_int
 from ..errors import Vc4nnError
 from .precision import PRECISIONS
+from .launch_groups import add_grouping_argument
 
 COMMANDS = ("classify", "profile", "bench", "accuracy", "ops", "export-mobilenet-v2", "demo")
 
@@ -39,6 +40,7 @@ def _device_args(parser):
     parser.add_argument("--memory-budget", type=float, default=24.0, metavar="MB",
                         help="device memory (10^6 bytes) the session may hold with its recorded "
                              "launches; 0: no limit (default 24)")
+    add_grouping_argument(parser)
 
 
 def _open(args, image_input=None):
@@ -49,7 +51,8 @@ def _open(args, image_input=None):
                                 image_input=image_input,
                                 progress=False if args.quiet else None,
                                 memory_budget=args.memory_budget * 1e6 or None,
-                                precision=args.precision), device
+                                precision=args.precision,
+                                group_launches=args.group_launches), device
     except BaseException:
         device.close()
         raise

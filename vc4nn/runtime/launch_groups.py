@@ -39,3 +39,11 @@ def launch_spans(graph, plan_for, max_arena_bytes):
         else:
             start = index
     return spans, plan
+
+
+def add_grouping_argument(parser):
+    """The CLI's switch for ``InferenceSession(group_launches=)``."""
+    parser.add_argument("--no-group-launches", dest="group_launches", action="store_false",
+                        help="launch every layer on its own (default: consecutive layers share "
+                             "a launch where the memory plan allows it; per-layer times then "
+                             "go to the first layer of each launch)")
