@@ -58,6 +58,12 @@ def _open(args, image_input=None):
         raise
 
 
+def _grouping_text(records):
+    grouped = sum(1 for r in records if r.launched_with)
+    return (f"{len(records)} layers in {len(records) - grouped} launch groups "
+            f"({grouped} layers chained into the launch of the layer before them)")
+
+
 def _time_text(records, device):
     from .profile import summarize
     total = summarize(records)
@@ -133,12 +139,16 @@ def profile_main(argv):
               f"{'bound':7s} store")
         for r in records:
             ms = "-" if r.seconds is None else f"{r.seconds * 1e3:.3f}"
+            ms = "^" if r.launched_with else ms         # its time is in the launch above
             gf = "-" if r.gflops is None else f"{r.gflops:.2f}"
             why = f"  ({r.choice})" if r.choice else ""
             print(f"{r.name[:32]:32s} {r.op:16s} {'x'.join(map(str, r.shape)):>14s} {ms:>8s} "
                   f"{gf:>7s}  {r.bound:7s} {r.storage}{why}")
         print(f"total: {_time_text(records, device)}{_board_text(device)}; "
               f"{total['flops'] / 1e6:.1f} MFLOP")
+        if any(r.launched_with for r in records):
+            print(f"{_grouping_text(records)}; ^: ran in the launch of the layer above, whose "
+                  f"time includes it (--no-group-launches: a launch and a time per layer)")
         print(f"GPU memory: {memory['total_bytes'] / 2**20:.2f} MiB (activation arena "
               f"{memory['arena_bytes'] / 2**20:.2f} MiB, weights "
               f"{memory['weight_bytes'] / 2**20:.2f} MiB, recorded launches "

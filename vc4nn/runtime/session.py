@@ -435,8 +435,9 @@ class InferenceSession:
                 i = self.get_inputs()[0]
                 input_feed = {i.name: np.zeros(i.shape, i.type)}
             self.run(None, input_feed)
+        leaders = {name: c.names[0] for c in self._chains for name in c.names[1:]}
         return [layer_record(node, self.graph, result, host, self.storage.layer(node),
-                             self.storage.notes.get(node.name, ""))
+                             self.storage.notes.get(node.name, ""), leaders.get(node.name, ""))
                 for node, result, host in self.last_runs]
 
     # -- memory ------------------------------------------------------------------------------
