@@ -60,8 +60,7 @@ def _open(args, image_input=None):
 
 def _grouping_text(records):
     grouped = sum(1 for r in records if r.launched_with)
-    return (f"{len(records)} layers in {len(records) - grouped} launch groups "
-            f"({grouped} layers chained into the launch of the layer before them)")
+    return f"{grouped} of the {len(records)} layers chained into the launch of the layer before"
 
 
 def _time_text(records, device):

@@ -3,7 +3,9 @@
 Times are the device's: cycle-model estimates in the emulator (``estimated`` True, at the board's
 V3D clock), measured on a Pi. "bound" is "memory" when the cycle model says the QPUs spent most
 of the layer stalled on memory (TMU, VPM/DMA), else "compute"; where no stall figures exist (a
-real Pi) it compares the layer's flops per byte with the machine balance.
+real Pi) it compares the layer's flops per byte with the machine balance. A layer that ran in
+another layer's launch (a launch group, ``launched_with``) has no time, launch or bound of its
+own: that launch's record holds them.
 """
 
 import dataclasses
@@ -74,7 +76,8 @@ def layer_record(node, graph, result, host_seconds, storage="fp32", choice="",
     return LayerRecord(node.name, node.op, tuple(graph.shapes[node.outputs[0]]), flops, nbytes,
                        seconds, bool(getattr(result, "estimated", True)),
                        getattr(result, "cycles", None), int(getattr(result, "launches", 1)),
-                       host_seconds, gflops, _bound(result, flops, nbytes), storage, choice,
+                       host_seconds, gflops,
+                       "-" if launched_with else _bound(result, flops, nbytes), storage, choice,
                        launched_with)
 
 
