@@ -75,6 +75,14 @@ def test_layers_chained_in_one_launch_match_numpy_and_the_launches_apart():
         saved = sum(r.seconds for r in apart) - result.seconds
         assert 2.5 * overhead < saved < 3 * overhead
         chained.free()
+        # A launch whose first layer (the pool) uses fewer QPUs than the next: the others start
+        # in the pass program.
+        bufs["z"][...] = 0
+        tail = Chained(device, calls[2:])
+        assert tail.launches[0][0] < tail.chain.num_qpus
+        tail.run()
+        np.testing.assert_array_equal(np.array(bufs["z"]), together)
+        tail.free()
         for p in prepared:
             p.free()
         for buf in bufs.values():
