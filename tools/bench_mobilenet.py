@@ -28,7 +28,7 @@ import onnx  # noqa: E402
 
 import vc4nn  # noqa: E402
 from vc4nn.runtime.bench import PI_ZERO_HOST_FACTOR, bench  # noqa: E402
-from vc4nn.runtime.launch_groups import add_grouping_argument  # noqa: E402
+from vc4nn.runtime.launch_fusion import add_grouping_argument  # noqa: E402
 from vc4nn.runtime.loader import load_graph  # noqa: E402
 from vc4nn.runtime.planner import plan_memory  # noqa: E402
 

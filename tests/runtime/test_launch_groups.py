@@ -1,4 +1,4 @@
-"""Several layers in one launch through the runtime (launch_groups.py, replay_chain.py): small
+"""Several layers in one launch through the runtime (launch_fusion.py, replay_chain.py): small
 v1/v2-style models, fp32 and fp16, ONNX and TFLite, mailbox and direct launches, against
 onnxruntime (or the builder's float64 reference), grouped against ungrouped."""
 
@@ -10,7 +10,7 @@ import pytest
 import vc4nn
 from vc4nn.runtime import InferenceSession
 from vc4nn.runtime.errors import InputError
-from vc4nn.runtime.launch_groups import launch_spans
+from vc4nn.runtime.launch_fusion import launch_spans
 from vc4nn.runtime.planner import HOST_OPS, plan_memory
 from vc4nn.runtime.random_mobilenets import mobilenet_v1, mobilenet_v2
 

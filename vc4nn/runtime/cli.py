@@ -25,7 +25,7 @@ import numpy as np
 from ..cli_common import add_device_arguments, open_device_of, output_file, positive_int
 from ..errors import Vc4nnError
 from .precision import PRECISIONS
-from .launch_groups import add_grouping_argument
+from .launch_fusion import add_grouping_argument
 
 COMMANDS = ("classify", "profile", "bench", "accuracy", "ops", "export-mobilenet-v2", "demo")
 

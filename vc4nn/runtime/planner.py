@@ -54,7 +54,7 @@ def plan_memory(graph, storage_shapes=None, itemsize=4, itemsizes=None, launch_s
     """Offsets for the device values of ``graph`` (optimized IR). ``storage_shapes`` overrides
     the bytes of some values (the padded input buffer of a folded stem); ``itemsizes`` the
     element size of some (fp16 storage: 2). ``launch_spans``: (first, last) steps that run in
-    one launch; a value read inside one stays alive to its end (launch_groups.py)."""
+    one launch; a value read inside one stays alive to its end (launch_fusion.py)."""
     itemsizes = itemsizes or {}
     storage_shapes = storage_shapes or {}
     storage = {}

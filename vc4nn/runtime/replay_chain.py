@@ -11,7 +11,7 @@ A ``Chain`` of launches L0..Ln runs as one launch on N QPUs (the most any of the
   QPU's record for the joint after it; ``unlink()`` writes 0 back: the launches run one by
   one again, as recorded.
 
-Which launches may share one: the spans of ``launch_groups.py`` (their memory planned for it),
+Which launches may share one: the spans of ``launch_fusion.py`` (their memory planned for it),
 cut where a launch's program does not end with the chain tail, a QPU's stream is not its own,
 or a layer took a workspace (``chains_of``).
 """

@@ -32,7 +32,7 @@ from .handoff import transposed_handoffs
 from .planner import plan_memory
 from .profile import layer_record
 from . import program_cache
-from .launch_groups import launch_spans
+from .launch_fusion import launch_spans
 from .replay import CodePool, LaunchGroup, Recording, layer_runs, schedule
 from .replay_chain import Chain, chains_of, table_words, word_writer
 from .session_args import check_output_names, check_session_options
@@ -63,7 +63,7 @@ class InferenceSession:
     vc4nn.device.LAUNCH_PATHS; None: the backend's default); with a ``device`` it must match
     the device's (a device's launch path is chosen when it is opened).
     group_launches: run consecutive recorded layers in one launch where the memory plan allows
-    it without growing the activation arena (``launch_groups.py``, ``replay_chain.py``; needs
+    it without growing the activation arena (``launch_fusion.py``, ``replay_chain.py``; needs
     ``replay``); False launches every layer on its own.
     """
 
