@@ -2,7 +2,7 @@
 launch groups (vc4nn/runtime/replay_chain.py), for tests of the chain itself."""
 
 from vc4nn.runtime.replay import CodePool, Recording
-from vc4nn.runtime.replay_chain import Chain, chainable, word_writer
+from vc4nn.runtime.replay_chain import Chain, WordWriter, chainable
 
 
 class Chained:
@@ -17,8 +17,9 @@ class Chained:
             recording.pack(self.pool)
             self.recordings.append(recording)
         code = {buf.address: key for key, buf in self.pool.programs.items()}
-        self.launches = [part for r in self.recordings for part in chainable(r, code.get)]
-        write = word_writer([b for r in self.recordings for b in r.buffers()])
+        write = WordWriter([b for r in self.recordings for b in r.buffers()])
+        self.launches = [part for r in self.recordings
+                         for part in chainable(r, code.get, write)]
         self.chain = Chain(device, self.pool, self.launches, write)
         self.chain.link()
 

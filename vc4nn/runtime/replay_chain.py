@@ -12,8 +12,8 @@ A ``Chain`` of launches L0..Ln runs as one launch on N QPUs (the most any of the
   one again, as recorded.
 
 Which launches may share one: the spans of ``launch_fusion.py`` (their memory planned for it),
-cut where a launch's program does not end with the chain tail, a QPU's stream is not its own,
-or a layer took a workspace (``chains_of``).
+cut where a launch's program does not end with the chain tail, a QPU's stream is not its own
+or not in the recording's buffers, or a layer took a workspace (``chains_of``).
 """
 
 import numpy as np
@@ -81,9 +81,10 @@ def table_words(launches):
     return n * (CONTROL_ENTRY_WORDS + (len(launches) - 1) * tail.RECORD_WORDS + len(launches))
 
 
-def chainable(recording, code_of):
+def chainable(recording, code_of, writer):
     """[(num_qpus, entries, chain word addresses, timeout)] of a packed recording's launches,
-    or None if one of them cannot chain. ``code_of(address)``: the code bytes there."""
+    or None if one of them cannot chain. ``code_of(address)``: the code bytes there;
+    ``writer``: a WordWriter over the buffers the chain words may be in."""
     out = []
     for (num_qpus, _, timeout), lengths, entries in zip(recording.launches,
                                                          recording.stream_words,
@@ -91,13 +92,13 @@ def chainable(recording, code_of):
         if lengths is None or not all(tail.chains(code_of(code)) for _, code in entries):
             return None
         tails = [uniforms + 4 * (length - 1) for (uniforms, _), length in zip(entries, lengths)]
-        if len(set(tails)) != len(tails):
-            return None                 # QPUs sharing a stream share its chain word
+        if len(set(tails)) != len(tails) or not all(map(writer.holds, tails)):
+            return None                 # QPUs sharing a stream would share its chain word
         out.append((num_qpus, entries, tails, timeout))
     return out
 
 
-def chains_of(spans, steps, recordings, code_of):
+def chains_of(spans, steps, recordings, code_of, writer):
     """The runs of launches to chain: per span of steps, [(layer names, launches)] of two or
     more launches each, cut where a layer cannot chain and after a layer that took a workspace
     (its bytes are free for the layers after it)."""
@@ -111,7 +112,7 @@ def chains_of(spans, steps, recordings, code_of):
             if recording is None or not recording.launches:
                 names, launches = _close(runs, names, launches)    # called every run
                 continue
-            parts = chainable(recording, code_of)
+            parts = chainable(recording, code_of, writer)
             if parts is None:
                 names, launches = _close(runs, names, launches)
                 continue
@@ -129,17 +130,21 @@ def _close(runs, names, launches):
     return [], []
 
 
-def word_writer(buffers):
-    """``write(address, word)`` into whichever of the device ``buffers`` holds ``address``."""
-    spans = sorted((int(b.address), int(b.address) + int(b.nbytes), b) for b in buffers
-                   if getattr(b, "nbytes", 0))
+class WordWriter:
+    """Writes 32-bit words into whichever of the device ``buffers`` holds the address."""
 
-    def write(address, word):
-        for start, end, buf in spans:
-            if start <= address < end:
-                at = address - start
-                np.asarray(buf).reshape(-1).view(np.uint8)[at:at + 4] = \
-                    np.array([word], "<u4").view(np.uint8)
-                return
-        raise LookupError(f"no recorded buffer holds the chain word at {address:#x}")
-    return write
+    def __init__(self, buffers):
+        self.spans = sorted((int(b.address), int(b.address) + int(b.nbytes), b)
+                            for b in buffers if getattr(b, "nbytes", 0))
+
+    def find(self, address):
+        for start, end, buf in self.spans:
+            if start <= address <= end - 4:
+                return np.asarray(buf).reshape(-1).view(np.uint8)[address - start:][:4]
+        return None
+
+    def holds(self, address):
+        return self.find(address) is not None
+
+    def __call__(self, address, word):
+        self.find(address)[:] = np.array([word], "<u4").view(np.uint8)

@@ -34,7 +34,7 @@ from .profile import layer_record
 from . import program_cache
 from .launch_fusion import launch_spans
 from .replay import CodePool, LaunchGroup, Recording, layer_runs, schedule
-from .replay_chain import Chain, chains_of, table_words, word_writer
+from .replay_chain import Chain, WordWriter, chains_of, table_words
 from .session_args import check_output_names, check_session_options
 
 NodeArg = collections.namedtuple("NodeArg", "name shape type")
@@ -235,8 +235,8 @@ class InferenceSession:
     def _chain_launches(self):
         """Chain the recorded launches of each launch span into one launch (replay_chain)."""
         code = {buf.address: key for key, buf in self._code.programs.items()}
-        runs = chains_of(self.launch_spans, self.steps, self._recordings, code.get)
-        write = word_writer([b for r in self._recordings.values() for b in r.buffers()])
+        write = WordWriter([b for r in self._recordings.values() for b in r.buffers()])
+        runs = chains_of(self.launch_spans, self.steps, self._recordings, code.get, write)
         for names, launches in runs:
             if self.memory_budget is not None and self.memory()["total_bytes"] + \
                     4 * table_words(launches) > self.memory_budget:
