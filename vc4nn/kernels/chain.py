@@ -123,7 +123,7 @@ def pass_program():
 
 @functools.lru_cache(maxsize=1)
 def tail_code():
-    """The tail's code words: a program whose code ends with them ends with ``end``."""
+    """The tail's code bytes (the pass program is the tail alone)."""
     return pass_program().to_bytes()
 
 
