@@ -14,14 +14,23 @@ long as the arena stays within ``max_arena_bytes`` (by default the arena of the 
 spans: launches fused for no extra memory).
 """
 
-from .planner import HOST_OPS, VIEW_OPS
+from .planner import HOST_OPS, VIEW_OPS, plan_memory
+
+
+def planned_launches(graph, storage_shapes, itemsizes, fuse=True):
+    """(launch spans, the memory plan made for them) of ``graph``; no spans unless ``fuse``."""
+    def plan_for(spans):
+        return plan_memory(graph, storage_shapes, itemsizes=itemsizes, launch_spans=spans)
+    if not fuse:
+        return [], plan_for(())
+    return launch_spans(graph, plan_for, plan_for(()).arena_bytes)
 
 
 def launch_spans(graph, plan_for, max_arena_bytes):
     """[(first, last) step] of the launch groups of more than one layer, and the plan made
     with them. ``plan_for(spans)`` plans memory with those spans."""
     steps = [n for n in graph.nodes if n.op not in HOST_OPS]
-    spans, plan = [], plan_for(())
+    spans, plan = [], plan_for(())        # (the base plan twice: cheap next to a session load)
     start = None                    # first step of the span being grown
     for index, node in enumerate(steps):
         if node.op in VIEW_OPS:

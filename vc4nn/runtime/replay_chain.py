@@ -71,6 +71,11 @@ class Chain:
         for address, _ in self._links:
             self.write(address, tail.END)
 
+    @property
+    def nbytes(self):
+        """Device bytes of the table (its allocation's)."""
+        return int(getattr(self.table.allocation, "size", self.table.nbytes))
+
     def free(self):
         self.device.free(self.table)
 
@@ -148,3 +153,19 @@ class WordWriter:
 
     def __call__(self, address, word):
         self.find(address)[:] = np.array([word], "<u4").view(np.uint8)
+
+
+def link_spans(device, code_pool, spans, steps, recordings, chains, fits=lambda: True):
+    """Append to ``chains`` the linked Chains of the launch ``spans`` over ``steps`` [(node,
+    call)], from their packed ``recordings`` (programs in ``code_pool``). A chain after which
+    ``fits()`` is False (a memory budget) is dropped: its layers launch one by one."""
+    code = {buf.address: key for key, buf in code_pool.programs.items()}
+    write = WordWriter([b for r in recordings.values() for b in r.buffers()])
+    for names, launches in chains_of(spans, steps, recordings, code.get, write):
+        programs = len(code_pool.programs)
+        chains.append(Chain(device, code_pool, launches, write, names))
+        if fits():
+            chains[-1].link()
+        else:
+            chains.pop().free()
+            code_pool.keep_first(programs)      # the pass program, if this chain added it

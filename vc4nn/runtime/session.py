@@ -29,12 +29,11 @@ from ..nn.layer_call import WeightArena, WeightLayouts, scratch
 from .loader import load_graph
 from . import precision as precision_choice
 from .handoff import transposed_handoffs
-from .planner import plan_memory
 from .profile import layer_record
 from . import program_cache
-from .launch_fusion import launch_spans
+from .launch_fusion import planned_launches
 from .replay import CodePool, LaunchGroup, Recording, layer_runs, schedule
-from .replay_chain import Chain, WordWriter, chains_of, table_words
+from .replay_chain import link_spans
 from .session_args import check_output_names, check_session_options
 
 NodeArg = collections.namedtuple("NodeArg", "name shape type")
@@ -164,13 +163,9 @@ class InferenceSession:
         if self._stem is not None:
             t, b, l, r = self._stem.attrs["pads"]
             storage_shapes[input_name] = (h + t + b, w + l + r, c)
-        itemsizes = self.storage.itemsizes()
-        self.plan = plan_memory(g, storage_shapes, itemsizes=itemsizes)
-        self.launch_spans = []
-        if self.group_launches:
-            self.launch_spans, self.plan = launch_spans(
-                g, lambda spans: plan_memory(g, storage_shapes, itemsizes=itemsizes,
-                                             launch_spans=spans), self.plan.arena_bytes)
+        # Launch groups (launch_fusion.py): spans of layers planned to share one launch
+        self.launch_spans, self.plan = planned_launches(
+            g, storage_shapes, self.storage.itemsizes(), self.group_launches)
         # Depthwise results handed channel-major to the pointwise layer reading them (handoff.py)
         self.channel_major = transposed_handoffs(g, self.storage, self.num_qpus, self.device)
         nodes = [n for n in g.nodes if n.op != "softmax"]
@@ -186,7 +181,8 @@ class InferenceSession:
         self._lend_workspaces(nodes)
         if self.replay:
             self._record_all(progress)
-            self._chain_launches()
+            link_spans(self.device, self._code, self.launch_spans, self.steps,
+                       self._recordings, self._chains, self._within_budget)
         self._schedules = {shown: schedule(self.steps, self._recordings, per_layer=shown,
                                            chains=self._chains)
                            for shown in (False, True)}
@@ -228,22 +224,12 @@ class InferenceSession:
             self._invoke(node, call)
         programs = len(self._code.programs)
         recording.pack(self._code)
-        if self.memory_budget is not None and self.memory()["total_bytes"] > self.memory_budget:
+        if not self._within_budget():
             recording.forget()      # over the budget: this layer is called every run
             self._code.keep_first(programs)
 
-    def _chain_launches(self):
-        """Chain the recorded launches of each launch span into one launch (replay_chain)."""
-        code = {buf.address: key for key, buf in self._code.programs.items()}
-        write = WordWriter([b for r in self._recordings.values() for b in r.buffers()])
-        runs = chains_of(self.launch_spans, self.steps, self._recordings, code.get, write)
-        for names, launches in runs:
-            if self.memory_budget is not None and self.memory()["total_bytes"] + \
-                    4 * table_words(launches) > self.memory_budget:
-                continue            # over the budget: these layers launch one by one
-            chained = Chain(self.device, self._code, launches, write, names)
-            chained.link()
-            self._chains.append(chained)
+    def _within_budget(self):
+        return self.memory_budget is None or self.memory()["total_bytes"] <= self.memory_budget
 
     def _choose_per_layer(self, image_input, tolerance, calibration, progress):
         """precision="auto": try each fp16 layer against a float32 session; rebuild with the
@@ -447,7 +433,7 @@ class InferenceSession:
         arena = 0 if self._arena is None else int(self._arena.nbytes)
         recorded = sum(r.nbytes for r in self._recordings.values()) + \
             (0 if self._code is None else self._code.nbytes) + \
-            sum(int(c.table.nbytes) for c in self._chains)
+            sum(c.nbytes for c in self._chains)
         return {"arena_bytes": arena, "weight_bytes": weights, "recorded_bytes": recorded,
                 "total_bytes": arena + weights + recorded,
                 "peak_live_activation_bytes": self.plan.peak_live_bytes}
