@@ -2,6 +2,8 @@
 v1/v2-style models, fp32 and fp16, ONNX and TFLite, mailbox and direct launches, against
 onnxruntime (or the builder's float64 reference), grouped against ungrouped."""
 
+import json
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -122,3 +124,21 @@ def test_group_launches_must_be_a_bool(tmp_path):
     onnx.save(MODELS["v1"](), path)
     with pytest.raises(InputError, match="group_launches must be True or False"):
         InferenceSession(path, group_launches="no")
+
+
+def test_the_cli_shows_the_launch_groups_and_switches_them_off(tmp_path, capsys):
+    from vc4nn.cli import main
+    path = str(tmp_path / "v1.onnx")
+    onnx.save(MODELS["v1"](), path)
+    totals = {}
+    for flags in ([], ["--no-group-launches"]):
+        assert main(["profile", path, "--quiet", "--json"] + flags) == 0
+        report = json.loads(capsys.readouterr().out)
+        chained = [r["name"] for r in report["layers"] if r["launched_with"]]
+        totals[bool(flags)] = (report["total"]["launches"], len(chained))
+    assert totals[True] == (29, 0)                  # conv, 13 dw, 13 pw, pool, fc
+    launches, chained = totals[False]
+    assert launches == 29 - chained and chained >= 10
+    assert main(["bench", path, "--quiet"]) == 0
+    assert f"{launches} launches (mailbox path; {chained} layers ran in the launch of the " \
+        f"layer before them)" in capsys.readouterr().out
