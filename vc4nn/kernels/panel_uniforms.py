@@ -8,6 +8,7 @@ arithmetic for B.
 from asm import vdr_setup, vdw_setup, vpm_write_setup
 
 from . import dma
+from . import chain
 from .common import LANES, WORD, ceil_div
 from .panel_act_halves import scaled_offset
 from .panel_gather_b import panel_words, row_addresses, stepped, write_offset
@@ -163,4 +164,4 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
                         words += load_words(plan, b_addr, loads_after[index], index + 1, slot)
                     index += 1
         streams.append(words)
-    return streams
+    return chain.with_tail(streams)

@@ -34,6 +34,7 @@ import functools
 from asm import element_number, kernel, null, r0, r2, r3, uniform, vpm_read_setup, vr_wait, vw_wait
 
 from .common import LANES, WORD, ceil_div, lane_addresses, zero
+from . import chain
 from .panel_barrier import boundary, issue_loads
 from .panel_gather_b import pop_rows, request_rows, start_panel, stepped
 from .panel_kloop import gather_kind, gathers_ahead, k_kinds, k_step, request_a, steady_kinds
@@ -103,7 +104,7 @@ def panel_kernel(a, plan):
         a.read(vr_wait)             # the extra load after the last chunk (see uniform_streams)
     a.read(vw_wait)                 # the last store of C (store_row does not wait for its own)
     a.label("exit")
-    a.exit()
+    chain.end(a)
     for emit in masters:
         emit()
 

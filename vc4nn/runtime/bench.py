@@ -92,7 +92,8 @@ def bench(sess, runs=None):
     runs = runs or (1 if estimated else 20)
     timed += [_timed_run(sess, feed) for _ in range(runs - 1)]
     walls, outside = [t[0] for t in timed], [t[1] for t in timed]
-    total = summarize(sess.profile())                      # the last timed run's layers
+    records = sess.profile()                               # the last timed run's layers
+    total = summarize(records)
     host = host_work(sess, feed, timed[-1][2])
     gpu = total["device_seconds"]
     path = sess.device.launch_path
@@ -106,8 +107,11 @@ def bench(sess, runs=None):
               "load_cpu_seconds": getattr(sess, "load_cpu_seconds", None),
               "program_cache": getattr(sess, "program_cache_stats", None),
               "memory": sess.memory()}
+    chained = report["chained_layers"] = sum(1 for r in records if r.launched_with)
+    grouping = f"; {chained} layers ran in the launch of the layer before them" if chained \
+        else ""
     lines = [f"{sess.path}: {total['layers']} layers, {total['launches']} launches "
-             f"({path} path), {total['flops'] / 1e6:.1f} MFLOP"]
+             f"({path} path{grouping}), {total['flops'] / 1e6:.1f} MFLOP"]
     if report["load_seconds"] is not None:
         cache = report["program_cache"]
         lines.append(f"load: {report['load_seconds']:.2f} s wall, "
