@@ -77,12 +77,13 @@ def launch_probe(device, num_qpus, repeats=20):
 
 
 def _timed_run(sess, feed):
-    """(wall seconds, of them outside the launches, the launches' RunResults) of one run."""
+    """(wall seconds, of them outside the launches, the launches' RunResults, CPU seconds of
+    this process) of one run."""
     with launch_timer(sess.device) as (spent, results):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         sess.run(None, feed)
-        wall = time.perf_counter() - start
-    return wall, wall - spent[0], results
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return wall, wall - spent[0], results, cpu
 
 
 def bench(sess, runs=None):
@@ -146,6 +147,8 @@ def bench(sess, runs=None):
                   f"estimate)",
                   f"end to end on a Pi Zero: about {report['total_seconds_estimate'] * 1e3:.1f} "
                   f"ms (estimate)"]
+        cpu = report["emulation_cpu_seconds"] = statistics.median(t[3] for t in timed)
+        lines.append(f"emulating one inference took {cpu:.1f} s of CPU here")
     else:
         report["wall_seconds_median"] = statistics.median(walls)
         lines += [f"measured over {runs} runs ({path} launches): "
