@@ -342,3 +342,44 @@ def test_balanced_passes(device, h, w, cin, cout, num_qpus, vectors, rows):
         y = pointwise(x, wt, b, "relu", device=device, num_qpus=num_qpus,
                       tiling={"panel_vectors": vectors, "balance_passes": balance})
         assert_close(y, *dense(x, wt, b, None, "relu"), cin)
+
+
+# The pixels past R x QPUs spread over the QPUs one vector each (PanelPlan.spread_rows,
+# vc4nn/kernels/panel_spread.py): 7x7 on 12 QPUs as 4 pixels and one of pixel 48's 8 vectors
+# (the default there), with channel-major x and two panels; 25 = 2 x 12 + 1; 9 = 2 x 4 + 1 with
+# 2-vector panels (two QPUs compute a piece again, storing nothing); 14 = 12 + 2 pixels of 6
+# vectors (two-k gathers, two k-rows of registers for the spread group's setups, odd K);
+# each against the plain passes on the same shape.
+@pytest.mark.parametrize("h,w,cin,cout,num_qpus,vectors,layout,activation,bias", [
+    (7, 7, 40, 128, 12, 8, "hwc", "relu6", True),
+    (7, 7, 33, 256, 12, 8, "chw", None, False),
+    (5, 5, 26, 256, 12, 8, "hwc", "relu", True),
+    (3, 3, 19, 64, 4, 2, "hwc", "relu6", True),
+    (2, 7, 35, 96, 12, 6, "hwc", None, True),
+])
+def test_spread_rows(device, h, w, cin, cout, num_qpus, vectors, layout, activation, bias):
+    x, wt, b, _ = tensors(h * w + cin, h, w, cin, cout, bias, False)
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    for spread in (True, False):
+        tiling = {"panel_vectors": vectors, "gather_weights": True, "spread_rows": spread}
+        plan = kernel.PointwisePlan(h, w, cin, cout, num_qpus, bias, False, activation,
+                                    input_layout=layout, **tiling)
+        assert plan.spreads is spread
+        assert plan.panel.passes == 1 or not spread
+        y = pointwise(xin, wt, b, activation, device=device, num_qpus=num_qpus,
+                      tiling=tiling, x_layout=layout)
+        assert_close(y, *dense(x, wt, b, None, activation), cin)
+
+
+def test_spread_rows_default_and_limits():
+    """By default wherever the panel allows it (pw12, pw13: 7x7 on 12 QPUs); refused with a
+    residual, fewer pixels than QPUs, pixels left over that make more vectors than QPUs, or
+    DMA'd weights."""
+    assert kernel.PointwisePlan(7, 7, 1024, 1024, 12, True, input_layout="chw").spreads
+    assert kernel.PointwisePlan(7, 7, 512, 1024, 12, True, False, "relu6").spreads
+    assert not kernel.PointwisePlan(14, 14, 512, 512, 12, True).spreads     # 196 = 16 x 12 + 4
+    assert not kernel.PointwisePlan(7, 7, 512, 1024, 12, True, True).spreads   # a residual
+    for shape, tiling in [((1, 5, 64, 128, 12), {}), ((2, 7, 64, 128, 12), {}),
+                          ((7, 7, 64, 128, 12), {"gather_weights": False})]:
+        with pytest.raises(ValueError, match="spread_rows"):
+            kernel.PointwisePlan(*shape, spread_rows=True, **tiling).panel

@@ -87,6 +87,10 @@ class PanelPlan:
     # The last pass with fewer rows per QPU when its rows are fewer (``last_rows``); its code is
     # generated once more. Off by default (SGEMM's programs stay as they were).
     balance_passes: bool = False
+    # One pass of R = M // QPUs rows per QPU, and the E = M - R x QPUs rows left over spread
+    # over the QPUs one vector each (vc4nn/kernels/panel_spread.py): 7x7 = 49 pixels on 12 QPUs
+    # as 4 rows + one vector of pixel 48, instead of 5 rows on 10 QPUs.
+    spread_rows: bool = False
 
     def __post_init__(self):
         if not 1 <= self.max_rows <= MAX_ROWS:
@@ -106,6 +110,8 @@ class PanelPlan:
             raise ValueError("a panel plan with an epilogue takes alpha = 1 and beta = 0")
         if self.b_gather:
             self._check_b_gather()
+        if self.spread_rows:
+            self._check_spread()
         if (self.c_halves or self.r_halves) and not (self.alpha_one and self.beta_zero):
             raise ValueError("fp16 C or residual needs alpha = 1 and beta = 0")
         if self.b_halves and self.panel_vectors % 2 and self.n > self.panel_vectors * LANES:
@@ -124,6 +130,24 @@ class PanelPlan:
                              f"vectors per chunk do not split into 1 or 2 vectors of one "
                              f"k-row for each of {self.qpus} QPUs")
 
+    def _check_spread(self):
+        per_qpu, extra = divmod(self.m, self.num_qpus)
+        why = None
+        if not (self.b_gather and self.alpha_one and self.beta_zero):
+            why = "it needs gathered B and alpha = 1, beta = 0"
+        elif self.b_halves or self.a_halves or self.c_halves or self.epilogue.residual:
+            why = "it takes float32 A, B and C and no residual"
+        elif self.edge:
+            why = f"N = {self.n} leaves an edge panel"
+        elif not per_qpu or not extra or extra * self.panel_vectors > self.num_qpus:
+            why = (f"M = {self.m} on {self.num_qpus} QPUs leaves {extra} rows of "
+                   f"{self.panel_vectors} vectors, not 1..{self.num_qpus} vectors")
+        elif per_qpu + 1 > self.max_rows or \
+                per_qpu * self.panel_vectors + 1 > self.accumulator_budget:
+            why = f"{per_qpu} rows per QPU and a spread vector do not fit"
+        if why:
+            raise ValueError(f"spread_rows: {why}")
+
     @property
     def b_rows(self):
         """b_gather: rows of 16 columns of B each QPU gathers per chunk."""
@@ -134,6 +158,8 @@ class PanelPlan:
     def rows(self):
         """R: as many as fit (8, or fewer accumulators of wider panels) unless fewer balance the
         QPUs better in the last pass."""
+        if self.spread_rows:        # (at least 1: _check_spread refuses fewer rows than QPUs)
+            return max(1, self.m // self.num_qpus)
         most = min(self.max_rows, self.accumulator_budget // self.panel_vectors)
         passes = ceil_div(self.m, most * self.num_qpus)
         return ceil_div(self.m, self.num_qpus * passes)
@@ -142,7 +168,7 @@ class PanelPlan:
     def last_rows(self):
         """Rows per QPU of the last pass: ``rows``, or with ``balance_passes`` as few as hold
         the rows the passes before leave (196 pixels on 12 QPUs: 6, 6 and 5)."""
-        if not self.balance_passes:
+        if not self.balance_passes or self.spread_rows:
             return self.rows
         before = (self.passes - 1) * self.qpus * self.rows
         return ceil_div(self.m - before, self.qpus)
@@ -175,7 +201,7 @@ class PanelPlan:
 
     @property
     def passes(self):
-        return ceil_div(self.blocks, self.qpus)
+        return 1 if self.spread_rows else ceil_div(self.blocks, self.qpus)
 
     # -- k: chunks of Kc k-rows, one k-row loaded by each of the first Kc QPUs ----------------
     @property
@@ -303,7 +329,8 @@ def issue_estimate(plan):
     total = 0
     for _, rows in plan.pass_blocks():
         for variant, _ in plan.panel_starts():
-            k_loop = plan.k * (rows * (variant.vectors + 1) + per_k_gather)
+            spread = 2 * plan.spread_rows         # a spread vector: broadcast, multiply-add
+            k_loop = plan.k * (rows * (variant.vectors + 1) + spread + per_k_gather)
             total += k_loop + plan.chunks * BOUNDARY_COST + PANEL_COST + 6 * rows * variant.vectors
     return total
 

@@ -38,6 +38,8 @@ def bookkeeping_names(plan):
     if plan.b_gather:                   # see panel_gather_b; no partial vector, no vdw_part
         names.remove("vdw_part")
         names += ["b_step", "b_write"]
+    if plan.spread_rows:                # see panel_spread: read with a vpm read (regfile A)
+        names += [f"x_read{i}" for i in range(plan.chunk_rows)] + ["x_col"]
     return names + ["a_step"]
 
 
@@ -49,7 +51,9 @@ def free_registers(plan):
 
 def a_side_names(plan):
     return A_SIDE_BOOKKEEPING + (("halves",) if plan.b_halves else ()) + \
-        (("b_next",) if plan.b_gather else ())
+        (("b_next",) if plan.b_gather else ()) + \
+        (("x_off",) + tuple(f"x_next{row}" for row in range(2, plan.chunk_rows))
+         if plan.spread_rows else ())
 
 
 @functools.lru_cache(maxsize=64)
@@ -65,15 +69,19 @@ def registers(plan):
 def accumulators(plan, vectors, rows):
     """acc[g][j]: row g (of ``rows``) of the QPU's block, vector j of the panel. Column V-1 on
     regfile A (see above); the others alternate sides, which lets any of them pair with a vpm
-    read."""
+    read. With ``spread_rows`` one more row of one vector follows: the QPU's spread vector
+    (panel_spread)."""
     _, a_free, b_free = registers(plan)
     a_free, b_free = list(a_free), list(b_free)
     acc = [[None] * vectors for _ in range(rows)]
-    for g in range(rows):
-        acc[g][vectors - 1] = a_free.pop(0)
+    if plan.spread_rows:
+        acc.append([None])
+    for g, row in enumerate(acc):
+        row[-1] = a_free.pop(0)
+    acc, spread = (acc[:-1], acc[-1:]) if plan.spread_rows else (acc, [])
     pool = [reg for pair in zip(a_free, b_free) for reg in pair]
     pool += a_free[len(b_free):] + b_free[len(a_free):]
     for g in range(rows):
         for j in range(vectors - 1):
             acc[g][j] = pool.pop(0)
-    return acc
+    return acc + spread

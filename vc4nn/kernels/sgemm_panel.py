@@ -39,6 +39,7 @@ from .panel_gather_b import pop_rows, request_rows, start_panel, stepped
 from .panel_kloop import gather_kind, gathers_ahead, k_kinds, k_step, request_a, steady_kinds
 from .panel_plan import MAX_ROWS, ROLE_LOADER
 from .panel_registers import accumulators, registers
+from .panel_spread import fix_lane, read_header
 from .panel_store import start_at_bias, store
 
 # The panel kernel's public names, wherever they live (vc4nn/linalg.py, kernels/pointwise.py).
@@ -73,6 +74,8 @@ def panel_kernel(a, plan):
         a.mov(regs["residual"], uniform)
     if plan.b_gather:
         a.mov(regs["b_write"], uniform)
+    if plan.spread_rows:
+        read_header(a, plan)
     # The boundary before each chunk toggles the buffer first: start on buffer 1's setup.
     vectors = plan.panel_vectors
     a.ldi(regs["buffer"], vpm_read_setup(vectors, plan.buffer_rows))
@@ -112,6 +115,8 @@ def one_pass(a, plan, rows, masters):
     """One pass: ``rows`` rows of A per QPU against every panel of B."""
     regs = registers(plan)[0]
     lane_addresses(a, regs["a_row"], plan.a_lane, r3, group=MAX_ROWS)     # reads 2 uniforms
+    if plan.spread_rows:
+        fix_lane(a, plan)
     a.mov(regs["store"], uniform)
     a.mov(regs["c_panel"], uniform)
     if plan.epilogue.bias:
