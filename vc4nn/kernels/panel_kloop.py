@@ -168,15 +168,17 @@ def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
     prev = acc[-1][-1]
     for g in range(rows):
         rotate = (LANES - MAX_ROWS * kind.half - g) % LANES or None    # element g -> 0
-        if plan.spread_rows and g + 1 == rows and not last_row:
-            # The spread vector's group (panel_spread) is one multiply-add: its rotation queues
-            # the next k-row's group 0, early enough for the VPM's read latency, and the
-            # multiply-add adds the product before it.
+        if acc.piece and g + 1 == rows and not last_row:
+            # The piece's group (panel_spread) is short: its rotation queues the next k-row's
+            # group 0, early enough for the VPM's read latency, and its first multiply-add adds
+            # the product before it.
             steps.append((lambda sig, rotate=rotate: next_row_setup(a, plan, row + 1, sig)
                           .v8min(r5rep, r1, r1, rotate=rotate), True))
             last_rotation = len(steps) - 1
             steps.append((lambda sig, prev=prev:
                           a.fadd(prev, prev, r0, sig=sig).fmul(r0, r5, vpm), False))
+            steps += [(lambda sig, reg=reg: a.fadd(reg, reg, r0, sig=sig).fmul(r0, r5, vpm),
+                       False) for reg in acc[g][:-1]]
             prev = acc[g][-1]
             continue
         steps.append((lambda sig, prev=prev, rotate=rotate:
@@ -184,7 +186,7 @@ def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
         last_rotation = len(steps) - 1
         for j in range(len(acc[g])):
             if j == 0 and g + 1 < rows:     # queue the next group's reads
-                steps.append(setup(row, plan.spread_rows and g + 2 == rows))
+                steps.append(setup(row, acc.piece and g + 2 == rows))
             elif j == 0 and not last_row:   # last group: queue the next k-row's group 0
                 steps.append(setup(row + 1))
             elif j == 0:

@@ -31,10 +31,10 @@ def start_at_bias(a, plan, variant, acc):
     else:
         a.add(base, r3, regs["c_panel"])
     vectors = variant.vectors
-    # (spread_rows: the spread vector's bias is one gather more, panel_spread)
-    rows = acc[:len(acc) - plan.spread_rows]
+    # (a piece, panel_spread: its vectors of the bias are gathers of their own)
+    rows = acc[:-1] if acc.piece else acc
     targets = [[row[i] for row in rows] for i in range(vectors)] + \
-        ([[acc[-1][0]]] if plan.spread_rows else [])
+        ([[reg] for reg in acc[-1]] if acc.piece else [])
     for i in range(len(targets) + GATHER_DEPTH):
         if i >= GATHER_DEPTH:
             a.nop(sig="ldtmu0")
@@ -43,7 +43,7 @@ def start_at_bias(a, plan, variant, acc):
         if i < vectors:
             request_vector(a, variant, i, base, i * LANES * WORD)
         elif i < len(targets):
-            request_piece(a, plan, base)
+            request_piece(a, plan, base, i - vectors)
 
 
 def store(a, plan, variant, acc):
@@ -64,8 +64,8 @@ def store(a, plan, variant, acc):
         a.ldi(r3, column_offset(variant, 0, plan.c_bytes))
         a.add(address, regs["c_panel"], r3)
         prepare_activation(a, plan.epilogue)
-        if plan.spread_rows:
-            store_piece(a, plan, acc[-1][0])
+        if acc.piece:
+            store_piece(a, plan, acc[-1])
             acc = acc[:-1]
         for g, row in enumerate(acc):
             if g:               # rows past the valid ones: done (g == store, since we go up by 1)

@@ -22,11 +22,10 @@ from .panel_plan import ROLE_LOADER, ROLE_MASTER, ROW_BYTES
 #   [role, staging write setup, VDW setup full vector, VDW setup partial vector] [alpha] [beta]
 #   [residual: its address - C's address (scaled to the residual's element size,
 #             panel_act_halves.scaled_offset)] [b_gather: b_write, panel_gather_b]
-#   [spread_rows: the spread vector's read setups, column and store offset, panel_spread]
 #   loaders: the DMA pieces of chunk 0, each [vdr setup, address]; (b_gather) every QPU: the
 #             addresses of its rows of chunk 0 (panel_gather_b)
-#   per pass: [A address of the block's first row, rows valid - 1, (spread_rows) the spread
-#             row's lane offset, rows to store (0: a pass
+#   per pass: [(spread_rows, the last pass) its piece's words, panel_spread] [A address of
+#             the block's first row, rows valid - 1, (the piece's) lane offset, rows to store (0: a pass
 #             this QPU only helps with), C address of the block's row 0, (bias) the bias's
 #             address - that C address (scaled to float32 elements)]
 #      per panel: [A's gather step in bytes (negative: k runs backwards), bytes to its first
@@ -137,21 +136,21 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
         if plan.epilogue.residual:
             words.append(scaled_offset(residual, c_addr, plan.c_bytes, plan.r_bytes))
         if plan.b_gather:
-            words += [write_offset(plan, q)]
-            if plan.spread_rows:
-                words += spread.header_words(plan, q)
-            words += row_addresses(plan, b_addr, chunks[0], q)
+            words += [write_offset(plan, q)] + row_addresses(plan, b_addr, chunks[0], q)
         elif loader:
             words += load_words(plan, b_addr, chunks[0], 0, slot)
         panels = iter(panel_sequence(plan))
         index = 0
-        for first, rows in plan.pass_blocks():
+        for pass_index, (first, rows) in enumerate(plan.pass_blocks()):
             m0 = first + q * rows
             store = m0 < plan.m
             if not store:               # past the end: repeat the last block
                 m0 = first + (ceil_div(plan.m - first, rows) - 1) * rows
+            piece = plan.spread_rows and pass_index + 1 == plan.passes
+            if piece:
+                words += spread.header_words(plan, q)
             words += [a_addr + m0 * plan.a_lane, min(rows, plan.m - m0) - 1]
-            if plan.spread_rows:
+            if piece:
                 words.append(spread.lane_word(plan, q, m0))
             words += [min(rows, plan.m - m0) if store else 0,
                       c_addr + m0 * plan.n * plan.c_bytes]
