@@ -41,8 +41,8 @@ def piece(plan, q):
     width, vectors = plan.piece_vectors, plan.panel_vectors
     start = min(index * width, vectors - width)
     stores = max(0, min((index + 1) * width, vectors) - index * width)
-    if row >= extra:                # a piece again, not stored
-        row, stores = extra - 1, 0
+    if row >= extra:                # a piece of its own last row again, not stored: its
+        return first + (q + 1) * rows - 1, start, 0     # gathers touch no other line
     return first + rows * plan.num_qpus + row, start, stores
 
 
