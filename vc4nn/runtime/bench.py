@@ -158,7 +158,8 @@ def bench(sess, runs=None):
     lines.append(f"GPU memory: {mem['total_bytes'] / 2**20:.2f} MiB (arena "
                  f"{mem['arena_bytes'] / 2**20:.2f} MiB, weights "
                  f"{mem['weight_bytes'] / 2**20:.2f} MiB, recorded launches "
-                 f"{mem['recorded_bytes'] / 2**20:.2f} MiB)")
+                 f"{mem['recorded_bytes'] / 2**20:.2f} MiB, zero rows "
+                 f"{mem['zero_bytes'] / 2**20:.2f} MiB)")
     report["lines"] = lines
     return report
 

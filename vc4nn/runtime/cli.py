@@ -135,14 +135,14 @@ def profile_main(argv):
                          indent=1))
     else:
         print(f"{'layer':32s} {'op':16s} {'output':>14s} {'ms':>8s} {'GFLOPS':>7s}  "
-              f"{'bound':7s} store")
+              f"{'bound':7s} result/weights")
         for r in records:
             ms = "-" if r.seconds is None else f"{r.seconds * 1e3:.3f}"
             ms = "^" if r.launched_with else ms         # its time is in the launch above
             gf = "-" if r.gflops is None else f"{r.gflops:.2f}"
             why = f"  ({r.choice})" if r.choice else ""
             print(f"{r.name[:32]:32s} {r.op:16s} {'x'.join(map(str, r.shape)):>14s} {ms:>8s} "
-                  f"{gf:>7s}  {r.bound:7s} {r.storage}{why}")
+                  f"{gf:>7s}  {r.bound:7s} {r.storage}/{r.weights}{why}")
         print(f"total: {_time_text(records, device)}{_board_text(device)}; "
               f"{total['flops'] / 1e6:.1f} MFLOP")
         if any(r.launched_with for r in records):
@@ -151,7 +151,8 @@ def profile_main(argv):
         print(f"GPU memory: {memory['total_bytes'] / 2**20:.2f} MiB (activation arena "
               f"{memory['arena_bytes'] / 2**20:.2f} MiB, weights "
               f"{memory['weight_bytes'] / 2**20:.2f} MiB, recorded launches "
-              f"{memory['recorded_bytes'] / 2**20:.2f} MiB)")
+              f"{memory['recorded_bytes'] / 2**20:.2f} MiB, zero rows "
+              f"{memory['zero_bytes'] / 2**20:.2f} MiB)")
     if args.png:
         _chart(records, args.png, args.model)
     return 0

@@ -89,8 +89,9 @@ def plan_memory(graph, storage_shapes=None, itemsize=4, itemsizes=None, launch_s
     for owner in set(storage.values()):
         shape = storage_shapes.get(owner, graph.shapes[owner])
         sizes[owner] = _align(int(np.prod(shape)) * itemsizes.get(owner, itemsize))
-    offsets = _first_fit(sizes, first, last)
-    arena = max((offsets[v] + sizes[v] for v in offsets), default=0)
+    offsets = min((_first_fit(sizes, first, last, order) for order in FIT_ORDERS),
+                  key=lambda placed: _end(placed, sizes))
+    arena = _end(offsets, sizes)
     peak = max((sum(sizes[v] for v in sizes if first[v] <= t <= last[v])
                 for t in range(-1, len(steps) + 1)), default=0)
     weights = sum(graph.constants[name].size * itemsize for node in steps
@@ -99,10 +100,21 @@ def plan_memory(graph, storage_shapes=None, itemsize=4, itemsizes=None, launch_s
                       {v: (first[v], last[v]) for v in sizes})
 
 
-def _first_fit(sizes, first, last) -> Dict[str, int]:
+# The orders first fit places values in; the plan takes the smallest arena of them. Largest
+# first packs MobileNet v1/v2 at 224 into their peak; in order of first use does better where
+# a large value comes late (0.25/32 in float32: 24 KB, its peak, against 28 KB largest first).
+FIT_ORDERS = (lambda sizes, first, v: (-sizes[v], first[v], v),
+              lambda sizes, first, v: (first[v], -sizes[v], v))
+
+
+def _end(offsets, sizes):
+    return max((offsets[v] + sizes[v] for v in offsets), default=0)
+
+
+def _first_fit(sizes, first, last, order) -> Dict[str, int]:
     placed: List[Tuple[int, int, str]] = []          # (offset, end, value)
     offsets = {}
-    for value in sorted(sizes, key=lambda v: (-sizes[v], first[v], v)):
+    for value in sorted(sizes, key=lambda v: order(sizes, first, v)):
         overlapping = sorted((o, e) for o, e, other in placed
                              if first[other] <= last[value] and first[value] <= last[other])
         offset = 0

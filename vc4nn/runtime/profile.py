@@ -34,10 +34,11 @@ class LayerRecord:
     #                               None: launched in one device call with other layers
     gflops: Optional[float]
     bound: str
-    storage: str = "fp32"         # of the layer's weights and result (precision="fp16"/"auto")
+    storage: str = "fp32"         # of the layer's result (precision="fp16"/"auto")
     choice: str = ""              # why precision="auto" chose it
     launched_with: str = ""       # the layer whose launch this one ran in (launches 0; its
     #                               time is in that layer's), "" if it has a launch of its own
+    weights: str = "-"            # storage of its weights as its kernel reads them ("-": none)
 
     def as_dict(self):
         d = dataclasses.asdict(self)
@@ -69,7 +70,7 @@ def layer_work(node, graph):
 
 
 def layer_record(node, graph, result, host_seconds, storage="fp32", choice="",
-                 launched_with=""):
+                 launched_with="", weights="-"):
     flops, nbytes = layer_work(node, graph)
     seconds = getattr(result, "seconds", None)
     gflops = flops / seconds / 1e9 if seconds else None
@@ -78,7 +79,7 @@ def layer_record(node, graph, result, host_seconds, storage="fp32", choice="",
                        getattr(result, "cycles", None), int(getattr(result, "launches", 1)),
                        host_seconds, gflops,
                        "-" if launched_with else _bound(result, flops, nbytes), storage, choice,
-                       launched_with)
+                       launched_with, weights)
 
 
 def _bound(result, flops, nbytes):
