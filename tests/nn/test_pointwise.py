@@ -336,9 +336,57 @@ def test_gathered_weights_limits():
 def test_balanced_passes(device, h, w, cin, cout, num_qpus, vectors, rows):
     x, wt, b, r = tensors(h + cin, h, w, cin, cout, True, False)
     for balance in (True, False):
-        plan = kernel.PointwisePlan(h, w, cin, cout, num_qpus, True, False, "relu",
-                                    panel_vectors=vectors, balance_passes=balance)
+        tiling = {"panel_vectors": vectors, "balance_passes": balance, "spread_rows": False}
+        plan = kernel.PointwisePlan(h, w, cin, cout, num_qpus, True, False, "relu", **tiling)
         assert (plan.panel.rows, plan.panel.last_rows) == (rows if balance else rows[:1] * 2)
-        y = pointwise(x, wt, b, "relu", device=device, num_qpus=num_qpus,
-                      tiling={"panel_vectors": vectors, "balance_passes": balance})
+        y = pointwise(x, wt, b, "relu", device=device, num_qpus=num_qpus, tiling=tiling)
         assert_close(y, *dense(x, wt, b, None, "relu"), cin)
+
+
+# The last pass's pixels past L x QPUs spread over the QPUs in pieces (PanelPlan.spread_rows,
+# vc4nn/kernels/panel_spread.py): 7x7 on 12 QPUs as 4 pixels and one of pixel 48's 8 vectors
+# (the default there), with channel-major x and two panels; 25 = 2 x 12 + 1; 9 = 2 x 4 + 1 with
+# 2-vector panels (two QPUs compute a piece again, storing nothing); 14 = 12 + 2 pixels of 6
+# vectors (two-k gathers, two k-rows of registers for the piece's setups, odd K); 14x14 in
+# passes of 6, 6 and 4 pixels and pieces of 3 vectors (the row's last stores 2, its first
+# vector computed again); 150 = 60 + 60 + 24 + 6 pixels in pieces of 4 vectors; each against
+# the plain passes on the same shape.
+@pytest.mark.parametrize("h,w,cin,cout,num_qpus,vectors,layout,activation,bias", [
+    (7, 7, 40, 128, 12, 8, "hwc", "relu6", True),
+    (7, 7, 33, 256, 12, 8, "chw", None, False),
+    (5, 5, 26, 256, 12, 8, "hwc", "relu", True),
+    (3, 3, 19, 64, 4, 2, "hwc", "relu6", True),
+    (2, 7, 35, 96, 12, 6, "hwc", None, True),
+    (14, 14, 27, 128, 12, 8, "chw", "relu6", True),
+    (1, 150, 48, 256, 12, 8, "hwc", None, True),
+])
+def test_spread_rows(device, h, w, cin, cout, num_qpus, vectors, layout, activation, bias):
+    x, wt, b, _ = tensors(h * w + cin, h, w, cin, cout, bias, False)
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    for spread in (True, False):
+        tiling = {"panel_vectors": vectors, "gather_weights": True, "spread_rows": spread}
+        plan = kernel.PointwisePlan(h, w, cin, cout, num_qpus, bias, False, activation,
+                                    input_layout=layout, **tiling)
+        assert plan.spreads is spread
+        y = pointwise(xin, wt, b, activation, device=device, num_qpus=num_qpus,
+                      tiling=tiling, x_layout=layout)
+        assert_close(y, *dense(x, wt, b, None, activation), cin)
+
+
+def test_spread_rows_default_and_limits():
+    """By default wherever the panel allows it (pw6-pw13: 14x14 and 7x7 on 12 QPUs); refused
+    with a residual, fewer pixels than QPUs in the last pass, none left over, too few registers
+    for the last pass's rows and piece (28x28: 5 rows of 8 vectors and a piece of 3), or DMA'd
+    weights."""
+    assert kernel.PointwisePlan(7, 7, 1024, 1024, 12, True, input_layout="chw").spreads
+    assert kernel.PointwisePlan(7, 7, 512, 1024, 12, True, False, "relu6").spreads
+    plan = kernel.PointwisePlan(14, 14, 512, 512, 12, True, input_layout="chw").panel
+    assert plan.spread_rows and [rows for _, rows in plan.pass_blocks()] == [6, 6, 4]
+    assert plan.piece_vectors == 3
+    assert not kernel.PointwisePlan(7, 7, 512, 1024, 12, True, True).spreads   # a residual
+    assert not kernel.PointwisePlan(28, 28, 256, 256, 12, True, input_layout="chw").spreads
+    for shape, tiling in [((1, 5, 64, 128, 12), {}), ((2, 12, 64, 128, 12), {}),
+                          ((28, 28, 256, 256, 12), {"input_layout": "chw"}),
+                          ((7, 7, 64, 128, 12), {"gather_weights": False})]:
+        with pytest.raises(ValueError, match="spread_rows"):
+            kernel.PointwisePlan(*shape, spread_rows=True, **tiling).panel

@@ -9,6 +9,7 @@ import pytest
 
 import vc4nn
 import vc4nn.nn
+from vc4nn.kernels import chain
 from vc4nn.runtime import InferenceSession
 from vc4nn.runtime import random_mobilenets as onnx_models
 
@@ -91,6 +92,11 @@ def test_memory_budget_limits_recorded_launches(tmp_path, device):
         kept = [r for r in sess._recordings.values() if r.launches]
         assert 0 < len(kept) < len(sess._recordings)
         assert sess.memory()["total_bytes"] <= budget
+        # the device holds only programs a kept launch runs (and the chains' pass program)
+        run = {code for r in kept for launch in r.entries for _, code in launch}
+        passes = {buf.address for key, buf in sess._code.programs.items()
+                  if key == chain.tail_code()}
+        assert {buf.address for buf in sess._code.programs.values()} == run | passes
     np.testing.assert_array_equal(first, expected)
     np.testing.assert_array_equal(second, expected)
 
@@ -111,7 +117,7 @@ def test_weights_in_one_allocation_and_layers_recorded_at_load(tmp_path, device)
     try:
         with InferenceSession(path, device=device, replay=False) as sess:
             assert len(device._allocations) == 2          # activation arena + weight arena
-        with InferenceSession(path, device=device) as sess:
+        with InferenceSession(path, device=device, group_launches=False) as sess:
             assert launched == []
             weights = sess._weights.buffer.allocation
             prepared = [arg for _, call in sess.steps if call is not None
@@ -145,7 +151,8 @@ def test_a_run_launches_every_recorded_layer_in_one_device_call(tmp_path, device
     device.execute_control_lists = lambda pairs, timeout: \
         calls.append(len(pairs)) or sequence(pairs, timeout)
     try:
-        with InferenceSession(path, device=device, progress=False) as sess:
+        with InferenceSession(path, device=device, progress=False,
+                              group_launches=False) as sess:
             (together,) = sess.run(None, {"input": x})
             grouped = sess.profile()
             sess.progress = True

@@ -95,7 +95,8 @@ def test_bench_layers_kind_subsets_and_stalls():
     out = run_tool("bench_layers.py", "--net", "v1", "--alpha", "0.25", "--size", "128",
                    "--kind", "gemm", "--only", "pw1,pool,dw1", "--quick", "--pixels", "16",
                    "--boards", "pi_zero", "--stalls")
-    assert re.search(r"pw1 +pointwise +64x64x8->16 +1x16x8->16 x256 ", out)
+    # (read channel-major: its depthwise writer hands it over, vc4nn/nn/handoff.py)
+    assert re.search(r"pw1 +pointwise +64x64x8->16 +1x16x8->16 x256, chw in ", out)
     assert re.search(r"pool +global_avg_pool ", out) and "dw1" not in out
     header = next(line for line in out.splitlines() if line.startswith("net "))
     assert header.split()[-10:] == ["issue", "dma", "vpm", "unifo", "tmu", "semap", "mutex",

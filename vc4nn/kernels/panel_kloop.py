@@ -13,6 +13,7 @@ from .panel_act_halves import copy_steps
 from .panel_gather_b import pop_steps
 from .panel_plan import MAX_ROWS, TMU_REQUESTS
 from .panel_registers import registers
+from .panel_spread import next_row_setup, read_setup
 
 
 # A is gathered two k at a time when a chunk holds an even number of k-rows: lanes 0-7 hold
@@ -124,11 +125,14 @@ def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
     counter is stepped in a free ADD slot (count_row) and its branch goes 3 instructions
     before the end of the last k-row (the delay slots are multiply-adds)."""
     regs = registers(plan)[0]
-    rows, vectors = len(acc), variant.vectors
+    rows = len(acc)
     count_here = loop and row == count_row(plan)
 
-    def setup(for_row):
-        """(emit(sig), small) of an instruction that queues reads of ``for_row`` and multiplies."""
+    def setup(for_row, piece=False):
+        """(emit(sig), small) of an instruction that queues reads of ``for_row`` (``piece``:
+        the spread vector's, panel_spread) and multiplies."""
+        if piece:
+            return lambda sig: read_setup(a, plan, for_row, sig).fmul(r0, r5, vpm), False
         offset = for_row * plan.panel_vectors - plan.row_base
         if not offset:
             return lambda sig: a.mov(vr_setup, r3, sig=sig).fmul(r0, r5, vpm), False
@@ -164,12 +168,25 @@ def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
     prev = acc[-1][-1]
     for g in range(rows):
         rotate = (LANES - MAX_ROWS * kind.half - g) % LANES or None    # element g -> 0
+        if acc.piece and g + 1 == rows and not last_row:
+            # The piece's group (panel_spread) is short: its rotation queues the next k-row's
+            # group 0, early enough for the VPM's read latency, and its first multiply-add adds
+            # the product before it.
+            steps.append((lambda sig, rotate=rotate: next_row_setup(a, plan, row + 1, sig)
+                          .v8min(r5rep, r1, r1, rotate=rotate), True))
+            last_rotation = len(steps) - 1
+            steps.append((lambda sig, prev=prev:
+                          a.fadd(prev, prev, r0, sig=sig).fmul(r0, r5, vpm), False))
+            steps += [(lambda sig, reg=reg: a.fadd(reg, reg, r0, sig=sig).fmul(r0, r5, vpm),
+                       False) for reg in acc[g][:-1]]
+            prev = acc[g][-1]
+            continue
         steps.append((lambda sig, prev=prev, rotate=rotate:
                       a.fadd(prev, prev, r0, sig=sig).v8min(r5rep, r1, r1, rotate=rotate), True))
         last_rotation = len(steps) - 1
-        for j in range(vectors):
+        for j in range(len(acc[g])):
             if j == 0 and g + 1 < rows:     # queue the next group's reads
-                steps.append(setup(row))
+                steps.append(setup(row, acc.piece and g + 2 == rows))
             elif j == 0 and not last_row:   # last group: queue the next k-row's group 0
                 steps.append(setup(row + 1))
             elif j == 0:

@@ -14,7 +14,7 @@ from asm import isa
 from .. import hardware
 from .common import LANES, WORD, ceil_div
 from .epilogue import Epilogue
-from .panel_registers import free_registers
+from .panel_registers import free_registers, piece_registers
 
 
 # By default a panel is 6 vectors (96 columns): 8 rows x 6 vectors = 48 accumulators per QPU,
@@ -87,6 +87,10 @@ class PanelPlan:
     # The last pass with fewer rows per QPU when its rows are fewer (``last_rows``); its code is
     # generated once more. Off by default (SGEMM's programs stay as they were).
     balance_passes: bool = False
+    # The last pass with L = (its rows) // QPUs rows per QPU, and the E rows left over spread
+    # over the QPUs, a piece of W vectors each (vc4nn/kernels/panel_spread.py): 7x7 = 49
+    # pixels on 12 QPUs as 4 rows + one vector of pixel 48, instead of 5 rows on 10 QPUs.
+    spread_rows: bool = False
 
     def __post_init__(self):
         if not 1 <= self.max_rows <= MAX_ROWS:
@@ -106,6 +110,8 @@ class PanelPlan:
             raise ValueError("a panel plan with an epilogue takes alpha = 1 and beta = 0")
         if self.b_gather:
             self._check_b_gather()
+        if self.spread_rows:
+            self._check_spread()
         if (self.c_halves or self.r_halves) and not (self.alpha_one and self.beta_zero):
             raise ValueError("fp16 C or residual needs alpha = 1 and beta = 0")
         if self.b_halves and self.panel_vectors % 2 and self.n > self.panel_vectors * LANES:
@@ -123,6 +129,41 @@ class PanelPlan:
             raise ValueError(f"b_gather: {self.chunk_rows} k-rows x {self.panel_vectors} "
                              f"vectors per chunk do not split into 1 or 2 vectors of one "
                              f"k-row for each of {self.qpus} QPUs")
+
+    def _check_spread(self):
+        why = None
+        if not (self.b_gather and self.alpha_one and self.beta_zero):
+            why = "it needs gathered B and alpha = 1, beta = 0"
+        elif self.b_halves or self.a_halves or self.c_halves or self.epilogue.residual:
+            why = "it takes float32 A, B and C and no residual"
+        elif self.edge:
+            why = f"N = {self.n} leaves an edge panel"
+        else:
+            rows, extra = self._spread_split()
+            if not rows or not extra:
+                why = (f"M = {self.m} on {self.num_qpus} QPUs leaves {extra} rows past "
+                       f"{rows} per QPU in the last pass")
+            elif rows + 1 > self.max_rows or \
+                    rows * self.panel_vectors + self.piece_vectors > self.accumulator_budget:
+                why = f"{rows} rows per QPU and a piece of {self.piece_vectors} vectors do not fit"
+        if why:
+            raise ValueError(f"spread_rows: {why}")
+        piece_registers(self)               # (raises if the piece's own registers do not fit)
+
+    def _spread_split(self):
+        """(rows per QPU of the last pass, rows left over for the pieces) with spread_rows."""
+        left = self.m - (self.passes - 1) * self.num_qpus * self.rows
+        return divmod(left, self.num_qpus)
+
+    @property
+    def pieces_per_row(self):
+        """spread_rows: QPUs per row left over (each takes a piece of it)."""
+        return self.num_qpus // self._spread_split()[1]
+
+    @property
+    def piece_vectors(self):
+        """spread_rows: W, the vectors of a piece (the row's last piece may store fewer)."""
+        return ceil_div(self.panel_vectors, self.pieces_per_row)
 
     @property
     def b_rows(self):
@@ -142,6 +183,8 @@ class PanelPlan:
     def last_rows(self):
         """Rows per QPU of the last pass: ``rows``, or with ``balance_passes`` as few as hold
         the rows the passes before leave (196 pixels on 12 QPUs: 6, 6 and 5)."""
+        if self.spread_rows:
+            return max(1, self._spread_split()[0])     # (_check_spread refuses 0)
         if not self.balance_passes:
             return self.rows
         before = (self.passes - 1) * self.qpus * self.rows
@@ -301,9 +344,11 @@ def issue_estimate(plan):
     panel PANEL_COST plus its stores. For choosing a panel width, not for reporting."""
     per_k_gather = 2 / plan.gather_k
     total = 0
-    for _, rows in plan.pass_blocks():
+    for index, (_, rows) in enumerate(plan.pass_blocks()):
+        # the last pass's piece (spread_rows): a broadcast and its multiply-adds
+        piece = plan.piece_vectors + 1 if plan.spread_rows and index + 1 == plan.passes else 0
         for variant, _ in plan.panel_starts():
-            k_loop = plan.k * (rows * (variant.vectors + 1) + per_k_gather)
+            k_loop = plan.k * (rows * (variant.vectors + 1) + piece + per_k_gather)
             total += k_loop + plan.chunks * BOUNDARY_COST + PANEL_COST + 6 * rows * variant.vectors
     return total
 

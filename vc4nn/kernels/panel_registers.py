@@ -99,18 +99,53 @@ def registers(plan):
     return regs, tuple(a_free), tuple(b_free)
 
 
-def accumulators(plan, vectors, rows):
+class Accumulators(list):
+    """The accumulators of a pass: acc[g][j] (a list of rows). ``piece``: the last row is the
+    pass's spread piece (panel_spread), a row of W vectors."""
+
+    piece = False
+
+
+def accumulators(plan, vectors, rows, piece=False):
     """acc[g][j]: row g (of ``rows``) of the QPU's block, vector j of the panel. Column V-1 on
     regfile A (see above); the others alternate sides, which lets any of them pair with a vpm
-    read."""
+    read. ``piece``: one more row of ``plan.piece_vectors`` follows, the QPU's spread piece
+    (panel_spread)."""
     _, a_free, b_free = registers(plan)
     a_free, b_free = list(a_free), list(b_free)
-    acc = [[None] * vectors for _ in range(rows)]
-    for g in range(rows):
-        acc[g][vectors - 1] = a_free.pop(0)
+    acc = Accumulators([None] * vectors for _ in range(rows))
+    if piece:
+        acc.append([None] * plan.piece_vectors)
+        acc.piece = True
+    for row in acc:
+        row[-1] = a_free.pop(0)
     pool = [reg for pair in zip(a_free, b_free) for reg in pair]
     pool += a_free[len(b_free):] + b_free[len(a_free):]
-    for g in range(rows):
-        for j in range(vectors - 1):
-            acc[g][j] = pool.pop(0)
+    for row in acc:
+        for j in range(len(row) - 1):
+            row[j] = pool.pop(0)
     return acc
+
+
+@functools.lru_cache(maxsize=64)
+def piece_registers(plan):
+    """The last pass's registers for its piece (spread_rows, panel_spread): name -> register,
+    taken from the accumulators the earlier passes use and the last one leaves free (loaded at
+    its start). x_off and x_count are added to a regfile-B register or compared with a small
+    immediate, x_next<i> read next to a rotation (a small immediate): regfile A."""
+    acc = accumulators(plan, plan.panel_vectors, plan.last_rows, True)
+    used = {reg for row in acc for reg in row}
+    _, a_free, b_free = registers(plan)
+    a_left = [reg for reg in a_free if reg not in used]
+    pool = [reg for reg in b_free if reg not in used]
+    regs = {}
+    for name in ["x_off", "x_count"] + [f"x_next{row}" for row in range(2, plan.chunk_rows)]:
+        if not a_left:
+            raise ValueError("spread_rows: too few registers left for the piece")
+        regs[name] = a_left.pop()
+    pool += a_left
+    for name in [f"x_read{row}" for row in range(plan.chunk_rows)] + ["x_col"]:
+        if not pool:
+            raise ValueError("spread_rows: too few registers left for the piece")
+        regs[name] = pool.pop()
+    return regs

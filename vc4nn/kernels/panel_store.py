@@ -15,6 +15,7 @@ from .halves import HALF_LOW, gathered_half
 from .panel_act_halves import pack_register, scaled_address
 from .panel_plan import HALF
 from .panel_registers import registers
+from .panel_spread import request_piece, store_piece
 
 
 def start_at_bias(a, plan, variant, acc):
@@ -30,13 +31,19 @@ def start_at_bias(a, plan, variant, acc):
     else:
         a.add(base, r3, regs["c_panel"])
     vectors = variant.vectors
-    for i in range(vectors + GATHER_DEPTH):
+    # (a piece, panel_spread: its vectors of the bias are gathers of their own)
+    rows = acc[:-1] if acc.piece else acc
+    targets = [[row[i] for row in rows] for i in range(vectors)] + \
+        ([[reg] for reg in acc[-1]] if acc.piece else [])
+    for i in range(len(targets) + GATHER_DEPTH):
         if i >= GATHER_DEPTH:
             a.nop(sig="ldtmu0")
-            for row in acc:
-                a.mov(row[i - GATHER_DEPTH], r4)
+            for reg in targets[i - GATHER_DEPTH]:
+                a.mov(reg, r4)
         if i < vectors:
             request_vector(a, variant, i, base, i * LANES * WORD)
+        elif i < len(targets):
+            request_piece(a, plan, base, i - vectors)
 
 
 def store(a, plan, variant, acc):
@@ -57,6 +64,9 @@ def store(a, plan, variant, acc):
         a.ldi(r3, column_offset(variant, 0, plan.c_bytes))
         a.add(address, regs["c_panel"], r3)
         prepare_activation(a, plan.epilogue)
+        if acc.piece:
+            store_piece(a, plan, acc[-1])
+            acc = acc[:-1]
         for g, row in enumerate(acc):
             if g:               # rows past the valid ones: done (g == store, since we go up by 1)
                 a.sub(null, regs["store"], g, sf=True)

@@ -8,6 +8,8 @@ arithmetic for B.
 from asm import vdr_setup, vdw_setup, vpm_read_setup, vpm_write_setup
 
 from . import dma
+from . import chain
+from . import panel_spread as spread
 from .common import LANES, WORD, ceil_div
 from .panel_act_halves import scaled_offset
 from .panel_gather_b import panel_words, row_addresses, stepped, write_offset
@@ -27,7 +29,8 @@ MASK = 0xFFFFFFFF
 #   loaders: [(stepped loads, fp16 B) widen_offset] the DMA pieces of chunk 0, each [vdr setup,
 #             address]; (b_gather) every QPU: the addresses of its rows of chunk 0
 #             (panel_gather_b)
-#   per pass: [A address of the block's first row, rows valid - 1, rows to store (0: a pass
+#   per pass: [(spread_rows, the last pass) its piece's words, panel_spread] [A address of
+#             the block's first row, rows valid - 1, (the piece's) lane offset, rows to store (0: a pass
 #             this QPU only helps with), C address of the block's row 0, (bias) the bias's
 #             address - that C address (scaled to float32 elements)]
 #      per panel: [A's gather step in bytes (negative: k runs backwards), bytes to its first
@@ -229,13 +232,18 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
             words += load_words(plan, b_addr, chunks[0], 0, slot)
         panels = iter(panel_sequence(plan))
         index = 0
-        for first, rows in plan.pass_blocks():
+        for pass_index, (first, rows) in enumerate(plan.pass_blocks()):
             m0 = first + q * rows
             store = m0 < plan.m
             if not store:               # past the end: repeat the last block
                 m0 = first + (ceil_div(plan.m - first, rows) - 1) * rows
-            words += [a_addr + m0 * plan.a_lane,
-                      min(rows, plan.m - m0) - 1, min(rows, plan.m - m0) if store else 0,
+            piece = plan.spread_rows and pass_index + 1 == plan.passes
+            if piece:
+                words += spread.header_words(plan, q)
+            words += [a_addr + m0 * plan.a_lane, min(rows, plan.m - m0) - 1]
+            if piece:
+                words.append(spread.lane_word(plan, q, m0))
+            words += [min(rows, plan.m - m0) if store else 0,
                       c_addr + m0 * plan.n * plan.c_bytes]
             if plan.epilogue.bias:
                 words.append(scaled_offset(bias, c_addr + m0 * plan.n * plan.c_bytes,
@@ -256,4 +264,4 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
                         words += load
                     index += 1
         streams.append(words)
-    return streams
+    return chain.with_tail(streams)

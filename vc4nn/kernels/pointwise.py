@@ -45,7 +45,10 @@ class PointwisePlan:
     instead of DMA loaders; None: wherever the panel allows it (``gathers``).
     ``balance_passes``: the last pass with as few rows per QPU as its pixels need
     (``PanelPlan.last_rows``; 14x14x512->512: 6, 6, 5 pixels per QPU, panel launch 5.80 ->
-    5.57 ms, pi_zero). The panel kernel's own tiling (rows per QPU, chunk rows, passes) is
+    5.57 ms, pi_zero). ``spread_rows``: one pass of H*W // QPUs pixels per QPU, the pixels
+    left over spread one vector per QPU (``PanelPlan.spread_rows``, panel_spread.py; 7x7 on
+    12 QPUs: 4 pixels and a vector of pixel 48 each); None: wherever the panel allows it
+    (``spreads``). The panel kernel's own tiling (rows per QPU, chunk rows, passes) is
     derived in ``panel``.
     """
 
@@ -69,6 +72,7 @@ class PointwisePlan:
     input_layout: str = "hwc"
     gather_weights: typing.Optional[bool] = None
     balance_passes: bool = True
+    spread_rows: typing.Optional[bool] = None
 
     def __post_init__(self):
         for name in ("x_storage", "y_storage", "r_storage", "w_storage"):
@@ -101,15 +105,25 @@ class PointwisePlan:
                   self.residual and self.r_storage == "fp16")
         if gather is None:
             gather = self.gather_weights
+        panel = None
         if gather is None:          # the default (``gathers``)
             try:
                 panel = sgemm_panel.PanelPlan(*fields, True, self.balance_passes)
-                if panel.chunks >= MIN_GATHER_CHUNKS:
-                    return panel
             except ValueError:
                 pass
-            gather = False
-        return sgemm_panel.PanelPlan(*fields, gather, self.balance_passes)
+            if panel is None or panel.chunks < MIN_GATHER_CHUNKS:
+                panel = None
+                gather = False
+        if panel is None:
+            panel = sgemm_panel.PanelPlan(*fields, gather, self.balance_passes)
+        if self.spread_rows is False or max_rows < sgemm_panel.MAX_ROWS:
+            return panel
+        if self.spread_rows:        # forced: the panel plan says why it cannot
+            return dataclasses.replace(panel, spread_rows=True)
+        try:                        # the default (``spreads``)
+            return dataclasses.replace(panel, spread_rows=True)
+        except ValueError:
+            return panel
 
     @property
     def x_bytes(self):
@@ -123,8 +137,14 @@ class PointwisePlan:
         rows per QPU and fewer k-rows per chunk (PanelPlan); edge panels waste lanes."""
         if self.panel_vectors:
             return self.panel_vectors
-        return min(PANEL_WIDTHS, key=lambda vectors: sgemm_panel.issue_estimate(
-            self._panel(*self._route(vectors), vectors)))
+        estimates = {}
+        for vectors in PANEL_WIDTHS:
+            try:
+                estimates[vectors] = sgemm_panel.issue_estimate(
+                    self._panel(*self._route(vectors), vectors))
+            except ValueError:      # a forced option this width cannot take
+                continue
+        return min(estimates, key=estimates.get) if estimates else PANEL_WIDTHS[0]
 
     @property
     def route(self):
@@ -176,6 +196,13 @@ class PointwisePlan:
         1.231 -> 1.175 ms; but 112x112x16->96 (4 chunks) 7.56 -> 7.64, where the stores
         bound it and the gathers only add instructions."""
         return self.panel.b_gather
+
+    @property
+    def spreads(self):
+        """Whether the leftover pixels are spread over the QPUs (``spread_rows``). By default
+        wherever the panel allows it: one pass with 1..QPUs / V vectors left over, the weights
+        gathered, float32, no residual (7x7 on 12 QPUs with 8-vector panels)."""
+        return self.panel.spread_rows
 
     @property
     def transposed(self):

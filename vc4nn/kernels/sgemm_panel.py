@@ -26,7 +26,8 @@ QPU waits for another's store.
 
 The kernel is this module; its parts, each a module of one job: the plan (panel_plan.py), the
 uniform streams (panel_uniforms.py), the registers (panel_registers.py), the chunk boundary
-(panel_barrier.py), the k loop (panel_kloop.py), the bias start and the stores (panel_store.py).
+(panel_barrier.py), the k loop (panel_kloop.py), the bias start and the stores (panel_store.py),
+the last pass's leftover rows in pieces (panel_spread.py).
 """
 
 import functools
@@ -34,11 +35,13 @@ import functools
 from asm import element_number, kernel, null, r0, r2, r3, uniform, vpm_read_setup, vr_wait, vw_wait
 
 from .common import LANES, WORD, ceil_div, lane_addresses, zero
+from . import chain
 from .panel_barrier import boundary, issue_loads
 from .panel_gather_b import pop_rows, request_rows, start_panel, stepped
 from .panel_kloop import gather_kind, gathers_ahead, k_kinds, k_step, request_a, steady_kinds
 from .panel_plan import MAX_ROWS
 from .panel_registers import accumulators, registers, stepped_loads
+from .panel_spread import fix_lane, read_header
 from .panel_store import start_at_bias, store
 
 # The panel kernel's public names, wherever they live (vc4nn/linalg.py, kernels/pointwise.py).
@@ -84,7 +87,7 @@ def panel_kernel(a, plan):
         with a.scope("first_load"):
             issue_loads(a, plan)
     # The passes: all of ``rows`` rows per QPU, or (``last_rows``) the last one of fewer.
-    looped = plan.passes - (plan.last_rows != plan.rows)
+    looped = plan.passes - (plan.last_rows != plan.rows or plan.spread_rows)
     if looped:
         a.ldi(regs["passes_left"], looped)
         a.label("pass")
@@ -97,20 +100,25 @@ def panel_kernel(a, plan):
         a.nop()
     if looped < plan.passes:
         with a.scope("last_pass"):
-            one_pass(a, plan, plan.last_rows, masters)
+            one_pass(a, plan, plan.last_rows, masters, plan.spread_rows)
     if not plan.b_gather:
         a.read(vr_wait)             # the extra load after the last chunk (see uniform_streams)
     a.read(vw_wait)                 # the last store of C (store_row does not wait for its own)
     a.label("exit")
-    a.exit()
+    chain.end(a)
     for emit in masters:
         emit()
 
 
-def one_pass(a, plan, rows, masters):
-    """One pass: ``rows`` rows of A per QPU against every panel of B."""
+def one_pass(a, plan, rows, masters, piece=False):
+    """One pass: ``rows`` rows of A per QPU against every panel of B (``piece``: and the
+    QPU's piece of the rows left over, panel_spread)."""
     regs = registers(plan)[0]
+    if piece:
+        read_header(a, plan)
     lane_addresses(a, regs["a_row"], plan.a_lane, r3, group=MAX_ROWS)     # reads 2 uniforms
+    if piece:
+        fix_lane(a, plan)
     a.mov(regs["store"], uniform)
     a.mov(regs["c_panel"], uniform)
     if plan.epilogue.bias:
@@ -120,7 +128,7 @@ def one_pass(a, plan, rows, masters):
         a.ldi(regs["panels_left"], plan.full_panels)
         a.label("panel")
         with a.scope("full"):
-            panel(a, plan, plan.variants[0], masters, rows)
+            panel(a, plan, plan.variants[0], masters, rows, piece)
         a.ldi(r3, panel_bytes)
         a.add(regs["c_panel"], regs["c_panel"], r3)
         a.sub(regs["panels_left"], regs["panels_left"], 1, sf=True)
@@ -132,13 +140,14 @@ def one_pass(a, plan, rows, masters):
         a.ldi(r3, (plan.edge.start - plan.full_panels * plan.panel_vectors * LANES) * plan.c_bytes)
         a.add(regs["c_panel"], regs["c_panel"], r3)
         with a.scope("edge"):
-            panel(a, plan, plan.edge, masters, rows)
+            panel(a, plan, plan.edge, masters, rows, piece)
 
 
-def panel(a, plan, variant, masters, rows):
-    """One panel of C (``rows`` rows x the variant's vectors): its chunks, then the store."""
+def panel(a, plan, variant, masters, rows, piece=False):
+    """One panel of C (``rows`` rows x the variant's vectors, and ``piece``): its chunks, then
+    the store."""
     regs = registers(plan)[0]
-    acc = accumulators(plan, variant.vectors, rows)
+    acc = accumulators(plan, variant.vectors, rows, piece)
     if plan.epilogue.bias:
         start_at_bias(a, plan, variant, acc)
     else:

@@ -30,7 +30,7 @@ def scratch(region):
     global _scratch
     before, _scratch = _scratch, None if region is None else [region, 0]
     try:
-        yield
+        yield _scratch          # [region, bytes the block's calls took] (None: none lent)
     finally:
         _scratch = before
 

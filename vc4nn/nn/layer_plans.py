@@ -52,7 +52,8 @@ def resolved_tiling(plan):
     if isinstance(plan, pointwise_kernel.PointwisePlan):
         transposed, rows = plan.route
         return {"transpose_input": transposed, "max_rows": rows, "panel_vectors": plan.vectors,
-                "gather_weights": plan.gathers, "balance_passes": plan.balance_passes}
+                "gather_weights": plan.gathers, "balance_passes": plan.balance_passes,
+                "spread_rows": plan.spreads}
     if isinstance(plan, conv2d_kernel.Conv2dPlan):
         return {"taps_per_pass": plan.pass_taps}
     plan = plan.with_defaults()

@@ -50,10 +50,11 @@ def _align(n):
     return -(-n // ALIGN) * ALIGN
 
 
-def plan_memory(graph, storage_shapes=None, itemsize=4, itemsizes=None):
+def plan_memory(graph, storage_shapes=None, itemsize=4, itemsizes=None, launch_spans=()):
     """Offsets for the device values of ``graph`` (optimized IR). ``storage_shapes`` overrides
     the bytes of some values (the padded input buffer of a folded stem); ``itemsizes`` the
-    element size of some (fp16 storage: 2)."""
+    element size of some (fp16 storage: 2). ``launch_spans``: (first, last) steps that run in
+    one launch; a value read inside one stays alive to its end (launch_fusion.py)."""
     itemsizes = itemsizes or {}
     storage_shapes = storage_shapes or {}
     storage = {}
@@ -75,6 +76,11 @@ def plan_memory(graph, storage_shapes=None, itemsize=4, itemsizes=None):
         owner = storage[node.outputs[0]]
         first.setdefault(owner, index)
         last[owner] = max(last.get(owner, index), index)
+    for start, end in launch_spans:
+        for node in steps[start:end + 1]:
+            for name in node.inputs:
+                if name in storage:
+                    last[storage[name]] = max(last[storage[name]], end)
     host_readers = [n for n in graph.nodes if n.op in HOST_OPS]
     for name in list(graph.outputs) + [n.inputs[0] for n in host_readers]:
         if name in storage:

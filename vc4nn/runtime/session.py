@@ -29,10 +29,11 @@ from ..nn.layer_call import SharedZeros, WeightArena, WeightLayouts, scratch, sh
 from .loader import load_graph
 from . import precision as precision_choice, precision_auto
 from .handoff import transposed_handoffs
-from .planner import plan_memory
 from .profile import layer_record
 from . import program_cache
+from .launch_fusion import planned_launches
 from .replay import CodePool, LaunchGroup, Recording, layer_runs, schedule
+from .replay_chain import link_spans
 from .session_args import check_output_names, check_session_options
 
 NodeArg = collections.namedtuple("NodeArg", "name shape type")
@@ -60,14 +61,18 @@ class InferenceSession:
     launch: the launch path of the device the session opens itself ("mailbox" or "direct",
     vc4nn.device.LAUNCH_PATHS; None: the backend's default); with a ``device`` it must match
     the device's (a device's launch path is chosen when it is opened).
+    group_launches: run consecutive recorded layers in one launch where the memory plan allows
+    it without growing the activation arena (``launch_fusion.py``, ``replay_chain.py``; needs
+    ``replay``); False launches every layer on its own.
     """
 
     def __init__(self, path, device=None, num_qpus=12, image_input=None, progress=None,
                  replay=True, memory_budget=DEFAULT_MEMORY_BUDGET, precision="fp32",
-                 tolerance=precision_choice.DEFAULT_TOLERANCE, calibration=None, launch=None):
+                 tolerance=precision_choice.DEFAULT_TOLERANCE, calibration=None, launch=None,
+                 group_launches=True):
         start, cpu_start = time.perf_counter(), time.process_time()
         check_session_options(path, device, image_input, progress, replay, memory_budget,
-                              calibration)
+                              calibration, group_launches)
         self.path = str(path)
         self.precision = precision_choice.check_precision(precision, tolerance)
         self.closed = False
@@ -75,8 +80,10 @@ class InferenceSession:
         self.num_qpus = qpu_count(num_qpus)
         self.progress = progress
         self.replay = replay
+        self.group_launches = group_launches and replay
         self.memory_budget = memory_budget
         self._recordings = {}
+        self._chains = []                   # replay_chain.Chain of the launch groups
         self._normalization = self._pick_normalization(image_input)
         self._stem = self._foldable_stem()
         self._own_device = device is None
@@ -157,7 +164,9 @@ class InferenceSession:
         if self._stem is not None:
             t, b, l, r = self._stem.attrs["pads"]
             storage_shapes[input_name] = (h + t + b, w + l + r, c)
-        self.plan = plan_memory(g, storage_shapes, itemsizes=self.storage.itemsizes())
+        # Launch groups (launch_fusion.py): spans of layers planned to share one launch
+        self.launch_spans, self.plan = planned_launches(
+            g, storage_shapes, self.storage.itemsizes(), self.group_launches)
         # Depthwise results handed channel-major to the pointwise layer reading them (handoff.py)
         self.channel_major = transposed_handoffs(g, self.storage, self.num_qpus, self.device)
         nodes = [n for n in g.nodes if n.op != "softmax"]
@@ -174,7 +183,10 @@ class InferenceSession:
         self._lend_workspaces(nodes)
         if self.replay:
             self._record_all(progress)
-        self._schedules = {shown: schedule(self.steps, self._recordings, per_layer=shown)
+            link_spans(self.device, self._code, self.launch_spans, self.steps,
+                       self._recordings, self._chains, self._within_budget)
+        self._schedules = {shown: schedule(self.steps, self._recordings, per_layer=shown,
+                                           chains=self._chains)
                            for shown in (False, True)}
 
     def _place_weights(self, nodes, bar):
@@ -212,6 +224,7 @@ class InferenceSession:
             for node, call in self.steps:
                 if node.name in stale:
                     self._recordings.pop(node.name).forget()
+                    self._code.keep_used(self._recordings.values())
                     self._record(node, call)
         if store is not None:
             self.program_cache_stats = {"hits": store.hits, "misses": store.misses,
@@ -227,9 +240,12 @@ class InferenceSession:
             self._invoke(node, call)
         programs = len(self._code.programs)
         recording.pack(self._code)
-        if self.memory_budget is not None and self.memory()["total_bytes"] > self.memory_budget:
+        if not self._within_budget():
             recording.forget()      # over the budget: this layer is called every run
             self._code.keep_first(programs)
+
+    def _within_budget(self):
+        return self.memory_budget is None or self.memory()["total_bytes"] <= self.memory_budget
 
     def _choose_per_layer(self, image_input, tolerance, calibration, progress):
         """precision="auto": try each fp16 layer in each storage its kernels take against a
@@ -417,8 +433,12 @@ class InferenceSession:
         return layer_runs(self._last_segments)
 
     def _invoke(self, node, call):
-        with scratch(self._scratch[node.name]), shared_zeros(self._zeros):
-            return call()
+        with scratch(self._scratch[node.name]) as lent, shared_zeros(self._zeros):
+            result = call()
+        recording = self._recordings.get(node.name)
+        if recording is not None and lent is not None and lent[1]:
+            recording.used_workspace = True
+        return result
 
     def _output(self, name, values):
         y = values[name] if name in values else np.array(self._view(name))
@@ -434,8 +454,10 @@ class InferenceSession:
                 i = self.get_inputs()[0]
                 input_feed = {i.name: np.zeros(i.shape, i.type)}
             self.run(None, input_feed)
+        leaders = {name: c.names[0] for c in self._chains for name in c.names[1:]}
         return [layer_record(node, self.graph, result, host, self.storage.layer(node),
-                             self.storage.notes.get(node.name, ""), self._weight_storage(node))
+                             self.storage.notes.get(node.name, ""), leaders.get(node.name, ""),
+                             self._weight_storage(node))
                 for node, result, host in self.last_runs]
 
     def _weight_storage(self, node):
@@ -452,7 +474,8 @@ class InferenceSession:
         weights = 0 if self._weights is None else self._weights.nbytes
         arena = 0 if self._arena is None else int(self._arena.nbytes)
         recorded = sum(r.nbytes for r in self._recordings.values()) + \
-            (0 if self._code is None else self._code.nbytes)
+            (0 if self._code is None else self._code.nbytes) + \
+            sum(c.nbytes for c in self._chains)
         zeros = 0 if self._zeros is None else self._zeros.nbytes
         return {"arena_bytes": arena, "weight_bytes": weights, "recorded_bytes": recorded,
                 "zero_bytes": zeros, "total_bytes": arena + weights + recorded + zeros,
@@ -466,6 +489,9 @@ class InferenceSession:
             self.device = None
 
     def _free_layers(self):
+        for chained in self._chains:
+            chained.free()
+        self._chains = []
         for recording in self._recordings.values():
             recording.free()
         self._recordings = {}
