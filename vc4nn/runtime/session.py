@@ -16,19 +16,19 @@ where the original sees 0).
 
 import collections
 import math
-import functools
 import time
 
 import numpy as np
 
 from ..device import qpu_count
 from ..errors import DeviceError
-from .errors import InputError, UnsupportedModelError
+from .errors import InputError
 from .image import Normalization, normalization_for
 from ..nn.layer_call import SharedZeros, WeightArena, WeightLayouts, scratch, shared_zeros
 from .loader import load_graph
 from . import precision as precision_choice, precision_auto
 from .handoff import transposed_handoffs
+from .layer_binding import layer_call
 from .profile import layer_record
 from . import program_cache
 from .launch_fusion import planned_launches
@@ -194,9 +194,9 @@ class InferenceSession:
         layout is made, so a first pass makes them in host memory."""
         sizing = WeightLayouts()
         for node in nodes:
-            self._bind(node, sizing)
+            layer_call(self, node, sizing)
         self._weights = WeightArena(self.device, sizing.nbytes)
-        self.steps = [(node, self._bind(node, self._weights)) for node in bar]
+        self.steps = [(node, layer_call(self, node, self._weights)) for node in bar]
 
     def _lend_workspaces(self, nodes):
         """A layer's workspace (the pointwise transpose) shares the activation arena with the
@@ -308,63 +308,6 @@ class InferenceSession:
         values they hand over: precision "auto" compares one with another)."""
         view = self._view(name)
         return view.transpose(1, 2, 0) if name in self.channel_major else view
-
-    def _prepare(self, placement, fn, *args):
-        return fn(*args, device=self.device, placement=placement)
-
-    def _bind(self, node, placement):
-        """The layer call of ``node``, its weights laid out into ``placement``."""
-        nn, g, a = self.nn, self.graph, node.attrs
-        common = dict(device=self.device, num_qpus=self.num_qpus, return_run=True)
-        if node.op == "reshape":
-            return None
-        out = self._view(node.outputs[0])
-        x = self._view(node.inputs[0])
-        storage = self.storage.weights(node)
-        w = precision_choice.weights_for(
-            g.const(node.inputs[1]) if len(node.inputs) > 1 else None, storage)
-        bias = precision_choice.weights_for(
-            g.const(node.inputs[2]) if len(node.inputs) > 2 else None, storage)
-        if node.op in ("conv2d", "depthwise", "avg_pool"):
-            stride = _square(g, node, a["stride"], "stride")
-            padding = tuple(a["pads"])
-        if node.op == "conv2d":
-            if node is self._stem:          # only a frame's normalisation makes a stem
-                x, padding = self._input_view, (0, 0, 0, 0)
-                w, bias = _fold_normalization(w, bias, self._normalization)
-            prepared = self._prepare(placement, nn.prepare_conv2d, w, bias)
-            return functools.partial(nn.conv2d, x, prepared, stride=stride, padding=padding,
-                                     activation=a.get("activation"), out=out, **common)
-        if node.op == "depthwise":
-            prepared = self._prepare(placement, nn.prepare_depthwise, w, bias)
-            return functools.partial(nn.depthwise, x, prepared, stride=stride, padding=padding,
-                                     activation=a.get("activation"), out=out,
-                                     out_layout=self._layout(node.outputs[0]), **common)
-        if node.op == "pointwise":
-            prepared = self._prepare(placement, nn.prepare_pointwise, w, bias)
-            residual = self._view(node.inputs[3]) if len(node.inputs) > 3 else None
-            return functools.partial(nn.pointwise, x, prepared, activation=a.get("activation"),
-                                     residual=residual, out=out,
-                                     x_layout=self._layout(node.inputs[0]), **common)
-        if node.op == "fully_connected":
-            prepared = self._prepare(placement, nn.prepare_fully_connected, w, bias)
-            return functools.partial(nn.fully_connected, x.reshape(-1), prepared,
-                                     activation=a.get("activation"), out=out.reshape(-1),
-                                     **common)
-        if node.op == "add":
-            return functools.partial(nn.add, x, self._view(node.inputs[1]),
-                                     activation=a.get("activation"), out=out, **common)
-        if node.op == "global_avg_pool":
-            return functools.partial(nn.global_avg_pool, x, out=out.reshape(-1), **common)
-        if node.op == "avg_pool":
-            if a.get("count_include_pad") and any(padding):
-                raise UnsupportedModelError("AveragePool counting padded zeros "
-                                            "(count_include_pad=1) is not supported",
-                                            g.path, node.name)
-            size = _square(g, node, a["size"], "window")
-            return functools.partial(nn.avg_pool, x, size, stride, padding=padding, out=out,
-                                     **common)
-        raise UnsupportedModelError(f"no kernel for IR op {node.op}", g.path, node.name)
 
     # -- run ---------------------------------------------------------------------------------
     def _write_input(self, feed):
@@ -524,24 +467,6 @@ def _copy_into(view, x):
             view[..., channel] = x[..., channel]
     else:
         view[...] = x
-
-
-def _square(graph, node, pair, what):
-    if pair[0] != pair[1]:
-        raise UnsupportedModelError(f"{node.source_op or node.op}: {what} {tuple(pair)} is not "
-                                    f"square; the kernels take one value", graph.path, node.name)
-    return int(pair[0])
-
-
-def _fold_normalization(w, bias, norm):
-    """Weights and bias of conv((pixel - mean) / std) as a conv of the pixels."""
-    w = w.astype(np.float64)
-    mean = np.asarray(norm.mean, np.float64)
-    std = np.asarray(norm.std, np.float64)
-    folded = w / std[None, None, :, None]
-    b = (np.zeros(w.shape[3]) if bias is None else bias.astype(np.float64)) \
-        - np.einsum("ijco,c->o", folded, mean)
-    return folded.astype(np.float32), b.astype(np.float32)
 
 
 def _shows_progress(progress):
