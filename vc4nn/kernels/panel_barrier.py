@@ -156,7 +156,8 @@ def relay(a, plan, variant, number, back, first=()):
     a.label(f"relay{number}")
     for op in first:
         op()
-    if plan.b_halves:       # its own ARRIVED is out already, but the master waits for its DONE
+    if plan.b_halves and not plan.b_gather:     # (its own ARRIVED is out already, but the
+        # master waits for its DONE; gathered halves are widened by every QPU, panel_gather_b)
         widen(a, plan, variant)
     early = [lambda: a.mov(vr_setup, uniform), lambda: a.mov(r5rep, uniform)]
     late = [lambda: a.mov(vr_addr, r5)] + load_ops(a, plan)[2:]
