@@ -20,6 +20,13 @@ chunk's row r is VPM row r of its buffer), L consecutive vectors of one k-row:
   r4), pop them and write them: the setup is the next buffer's read setup (``buffer`` xor
   ``toggle``) plus ``b_write``, this QPU's offset from a read setup to its rows' write setup.
 
+fp16 B (``b_halves``, channel-pair words: word i of a 32-column block holds column i in bits
+15:0 and column i + 16 in bits 31:16, panel_halves): a QPU's two rows of a chunk are one such
+block, so it asks for one gather (a 64-byte line, half the bytes of float32), pops it into the
+regfile-A register ``halves`` and writes the two float32 rows through the unpack of its read
+(16a, 16b). The widening is spread over every QPU and sits in the k loop, where the DMA path's
+loaders widen their k-rows in their barrier code, on every chunk's critical path.
+
 The rows of chunk c+1 are written after this QPU passed barrier c, when nobody reads the buffer
 of chunk c-1 any more, and before it arrives at barrier c+1, so the barrier keeps its meaning
 (vc4nn/kernels/panel_barrier.py). Nothing of B is in flight during the bias start and the
