@@ -196,3 +196,21 @@ def test_fp16_weights_gathered(device, h, w, cin, cout, bias, residual, activati
         y = pointwise(x, wt, b, activation, r, device=device, num_qpus=12, tiling=options,
                       dtype=DTYPES[ys])
         check(y, *dense(x, wt, b, r, activation), cin)
+
+
+@pytest.mark.parametrize("h, w, cin, cout", [(7, 7, 40, 256), (2, 7, 35, 96)], ids=str)
+def test_fp16_weights_spread_rows(device, h, w, cin, cout):
+    """Gathered fp16 weights with the last pass's leftover pixels in pieces (panel_spread):
+    7x7 (one vector of pixel 48 per QPU, two panels) and 14 = 12 + 2 pixels of 6 vectors."""
+    from vc4nn.kernels.pointwise import PointwisePlan
+    rng = np.random.default_rng(cin + cout)
+    x = rng.standard_normal((h, w, cin)).astype(np.float32)
+    wt = normal_halves(rng, (cin, cout))
+    b = rng.standard_normal(cout).astype(np.float32)
+    for spread in (True, False):
+        plan = PointwisePlan(h, w, cin, cout, 12, True, False, "relu6", w_storage="fp16",
+                             gather_weights=True, spread_rows=spread)
+        assert plan.spreads is spread and plan.gathers
+        y = pointwise(x, wt, b, "relu6", device=device, num_qpus=12,
+                      tiling={"gather_weights": True, "spread_rows": spread})
+        assert_close(y, *dense(x, wt, b, None, "relu6"), cin)
