@@ -12,16 +12,9 @@ import keyword
 import os
 import re
 
-from . import isa, registers
-from .errors import ParseError, SourceLocation, close_names
+from . import isa, lexer, registers
+from .errors import ParseError, SourceLocation
 from .kernel import Assembler
-
-_TOKEN = re.compile(r"""
-    (?P<space>\s+)
-  | (?P<number>0[xX][0-9a-fA-F]+|0[bB][01]+|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)
-  | (?P<word>[A-Za-z_.][\w.$/]*)
-  | (?P<punct>[,;:\[\]+\-=])
-""", re.VERBOSE)
 
 _LABEL_NAME = re.compile(r"[A-Za-z_][\w.$/]*")
 _ROTATE = re.compile(r"^rot(r5|\d+)$")
@@ -39,145 +32,6 @@ def is_label_name(name):
 
 def _method(op_name):
     return op_name + "_" if keyword.iskeyword(op_name) else op_name
-
-
-class _Token:
-    __slots__ = ("kind", "text", "column")
-
-    def __init__(self, kind, text, column):
-        self.kind, self.text, self.column = kind, text, column
-
-    def describe(self):
-        return "end of line" if self.kind == "end" else repr(self.text)
-
-
-def _suggest(name, known):
-    close = close_names(name, known)
-    return f"; did you mean {' or '.join(close)}?" if close else ""
-
-
-class _Tokens:
-    """The tokens of one statement part, with a cursor."""
-
-    def __init__(self, tokens, location, end_column):
-        self.tokens, self.location, self.index = tokens, location, 0
-        self.end = _Token("end", "", end_column)
-
-    def peek(self, ahead=0):
-        i = self.index + ahead
-        return self.tokens[i] if i < len(self.tokens) else self.end
-
-    def next(self):
-        token = self.peek()
-        self.index += 1
-        return token
-
-    def accept(self, text):
-        if self.peek().kind in ("punct", "word") and self.peek().text == text:
-            return self.next()
-        return None
-
-    def error(self, message, token=None):
-        token = token or self.peek()
-        return ParseError(f"column {token.column}: {message}", self.location)
-
-    def expected(self, what, token=None):
-        token = token or self.peek()
-        return self.error(f"expected {what}, found {token.describe()}", token)
-
-    def expect(self, text, what=None):
-        if not self.accept(text):
-            raise self.expected(what or repr(text))
-
-    def at_end(self):
-        return self.peek().kind == "end"
-
-    def finish(self):
-        if not self.at_end():
-            raise self.expected("end of statement")
-
-
-def _tokenize(text, location):
-    tokens, pos = [], 0
-    while pos < len(text):
-        match = _TOKEN.match(text, pos)
-        if match is None:
-            raise ParseError(f"column {pos + 1}: unexpected character {text[pos]!r}", location)
-        if match.lastgroup != "space":
-            tokens.append(_Token(match.lastgroup, match.group(), pos + 1))
-        pos = match.end()
-    return tokens
-
-
-# ---------------------------------------------------------------------------------------------
-# Operands.
-# ---------------------------------------------------------------------------------------------
-
-
-# Longer than any 64-bit value in binary (0b + 64 digits): a longer literal is a typo or junk,
-# and huge ints cannot even be printed in an error message (Python's int-to-str limit).
-MAX_NUMBER_CHARS = 66
-
-
-def _number(tokens, what="a number"):
-    sign = -1 if tokens.accept("-") else 1
-    if sign == 1:
-        tokens.accept("+")
-    token = tokens.peek()
-    if token.kind != "number":
-        raise tokens.expected(what)
-    tokens.next()
-    text = token.text
-    if len(text) > MAX_NUMBER_CHARS:
-        raise tokens.error(f"number {text[:12]}... of {len(text)} characters is too long "
-                           f"(at most {MAX_NUMBER_CHARS}; no operand needs more than 64 bits)",
-                           token)
-    try:
-        if text[:2].lower() in ("0x", "0b") or not re.search(r"[.eE]", text):
-            return sign * int(text, 0)
-        return sign * float(text)
-    except ValueError:
-        raise tokens.error(f"{text!r} is not a number (write hex as 0x...)", token) from None
-
-
-def _register(tokens, token, modifiers):
-    """Register named by ``token`` plus its ``.modifier``: unpack (sources) or pack
-    (destinations, returned separately). ``modifiers``: "unpack" or "pack"."""
-    name, _, modifier = token.text.partition(".")
-    if name not in registers.REGISTERS:
-        raise tokens.error(f"unknown register {name!r}{_suggest(name, registers.REGISTERS)}", token)
-    register = registers.REGISTERS[name]
-    if not modifier:
-        return register, None
-    if modifiers == "unpack":
-        if modifier not in isa.UNPACK:
-            raise tokens.error(f"unknown unpack mode {modifier!r} (known: {', '.join(isa.UNPACK)})", token)
-        return register.unpack(modifier), None
-    known = {**isa.PACK_A, **isa.PACK_MUL}
-    if modifier not in known:
-        raise tokens.error(f"unknown pack mode {modifier!r} (known: {', '.join(known)})", token)
-    return register, modifier
-
-
-def _destination(tokens):
-    token = tokens.peek()
-    if token.kind != "word":
-        raise tokens.expected("a destination register")
-    return _register(tokens, tokens.next(), "pack")
-
-
-def _source(tokens):
-    token = tokens.peek()
-    if token.kind == "word":
-        return _register(tokens, tokens.next(), "unpack")[0]
-    return _number(tokens, "a register or a number")
-
-
-def _comma_list(tokens, item):
-    values = [item(tokens)]
-    while tokens.accept(","):
-        values.append(item(tokens))
-    return values
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,7 +98,7 @@ def _alu_part(tokens, alu):
         if name in other:
             hint = (f"; {name} is a MUL op: write `nop ; {name} ...`" if alu == "add"
                     else f"; {name} is an ADD op and goes first")
-        raise tokens.error(f"unknown {alu.upper()} op {name!r}{hint or _suggest(name, list(ops) + ['mov'])}",
+        raise tokens.error(f"unknown {alu.upper()} op {name!r}{hint or lexer.suggest(name, list(ops) + ['mov'])}",
                            token)
     if name == "nop":
         _modifiers(tokens, token, name, modifiers, ())
@@ -252,12 +106,12 @@ def _alu_part(tokens, alu):
         return None
     allowed = (_CONDITION, _SF, _ROTATION) if alu == "mul" else (_CONDITION, _SF)
     kwargs = _modifiers(tokens, token, name, modifiers, allowed)
-    dst, pack = _destination(tokens)
+    dst, pack = lexer.destination(tokens)
     if pack:
         kwargs["pack"] = pack
     sources = []
     while tokens.accept(","):
-        sources.append(_source(tokens))
+        sources.append(lexer.source(tokens))
     tokens.finish()
     # Chained onto the ADD half (or a nop), ops of both ALUs (mov, v8adds, v8subs) go to MUL.
     return _method(name), [dst] + sources, kwargs
@@ -271,11 +125,11 @@ def _extras(parts, allow_alu_extras):
         if modifiers:
             raise tokens.error(f"{name} takes no modifiers", token)
         if name == _WAIVE:
-            waive.extend(_comma_list(tokens, _rule_name))
+            waive.extend(lexer.comma_list(tokens, _rule_name))
         elif not allow_alu_extras:
             raise tokens.expected("`waive RULE` (this instruction has no signal or read ports)", token)
         elif name == _READ:
-            reads.extend(_comma_list(tokens, _source))
+            reads.extend(lexer.comma_list(tokens, lexer.source))
         elif name in isa.USER_SIGNALS and sig is None:
             sig = name
         elif name in isa.ADD_OPS or name in isa.MUL_OPS or name == "mov":
@@ -335,13 +189,13 @@ def _load_statement(tokens, name, modifiers, token):
     items = []
     while True:
         if tokens.peek().kind == "word":
-            items.append(("dst", tokens.peek(), _destination(tokens)))
+            items.append(("dst", tokens.peek(), lexer.destination(tokens)))
         elif name == "ldi" and tokens.accept("["):
-            values = _comma_list(tokens, _number)
+            values = lexer.comma_list(tokens, lexer.number)
             tokens.expect("]", "']' closing the per-element values")
             items.append(("value", None, values))
         else:
-            items.append(("value", None, _number(tokens, "a destination or a value")))
+            items.append(("value", None, lexer.number(tokens, "a destination or a value")))
         if not tokens.accept(","):
             break
     tokens.finish()
@@ -372,23 +226,23 @@ def _branch_statement(tokens, modifiers, token):
     kwargs = _modifiers(tokens, token, "branch", modifiers, (_BRANCH_CONDITION, _ABSOLUTE, _SF))
     where = tokens.peek()
     if kwargs.get("absolute"):
-        target = _number(tokens, "an absolute address")
+        target = lexer.number(tokens, "an absolute address")
     elif where.kind == "word" and where.text == "pc":
         tokens.next()
         offset = 0
         if tokens.peek().text in ("+", "-") and tokens.peek(1).kind == "number":
-            offset = _number(tokens)
+            offset = lexer.number(tokens)
         target = _Target(offset=offset)
     elif where.kind == "word":
         target = _Target(label=tokens.next().text)
     else:
         raise tokens.expected("a label or pc+OFFSET (an absolute address needs branch.abs)")
     if tokens.accept("+"):
-        kwargs["reg"] = _source(tokens)
+        kwargs["reg"] = lexer.source(tokens)
     if tokens.accept(","):
         tokens.expect("link", "'link=REGISTER'")
         tokens.expect("=", "'=' after link")
-        kwargs["link"], pack = _destination(tokens)
+        kwargs["link"], pack = lexer.destination(tokens)
         if pack:
             raise tokens.error("a branch link cannot be packed")
     tokens.finish()
@@ -405,7 +259,7 @@ def _single_statement(parts):
         method, args, kwargs = _branch_statement(tokens, modifiers, token)
     else:
         _modifiers(tokens, token, name, modifiers, ())
-        method, args, kwargs = "raw", [_number(tokens, "a 64-bit instruction word")], {}
+        method, args, kwargs = "raw", [lexer.number(tokens, "a 64-bit instruction word")], {}
         tokens.finish()
     return [(method, args, {**kwargs, "waive": waive})]
 
@@ -413,7 +267,7 @@ def _single_statement(parts):
 def parse_line(text, location):
     """One line -> (label names, calls or None). ``location`` is the line's SourceLocation."""
     code = text.split("#", 1)[0]
-    tokens = _tokenize(code, location)
+    tokens = lexer.tokenize(code, location)
     labels = []
     while len(tokens) >= 2 and tokens[0].kind == "word" and tokens[1].text == ":":
         if not is_label_name(tokens[0].text):
@@ -424,12 +278,12 @@ def parse_line(text, location):
     if not tokens:
         return labels, None
     parts, current = [], []
-    for token in tokens + [_Token("punct", ";", len(code) + 1)]:
+    for token in tokens + [lexer.Token("punct", ";", len(code) + 1)]:
         if token.text == ";" and token.kind == "punct":
             if not current:
                 raise ParseError(f"column {token.column}: expected an instruction part before ';'",
                                  location)
-            parts.append(_Tokens(current, location, token.column))
+            parts.append(lexer.Tokens(current, location, token.column))
             current = []
         else:
             current.append(token)
@@ -453,11 +307,11 @@ def _field_values(tokens):
         if token.kind != "word":
             raise tokens.expected("a field name (asm.isa: waddr_mul, cond_mul, ...)", token)
         tokens.expect("=", f"'=' after {token.text}")
-        value = _number(tokens, f"the value of {token.text}")
+        value = lexer.number(tokens, f"the value of {token.text}")
         if token.text in values:
             raise tokens.error(f"field {token.text} given twice", token)
         values[token.text] = value
-    _comma_list(tokens, field)
+    lexer.comma_list(tokens, field)
     tokens.finish()
     return values
 

@@ -8,6 +8,7 @@
     python tools/bench_mobilenet.py --model v2 --width 0.35 --size 32   # tiny MobileNetV2-style
     python tools/bench_mobilenet.py --model FILE.onnx        # any file
     python tools/bench_mobilenet.py --model v1 --precision auto   # fp16 storage where it pays
+    python tools/bench_mobilenet.py --model v1 --no-group-launches  # every layer its own launch
 
 In the emulator every GPU time is a cycle-model ESTIMATE at the board's V3D clock (default
 pi_zero); the Pi Zero host figure scales this machine's measured host work by an assumed factor
@@ -27,6 +28,7 @@ import onnx  # noqa: E402
 
 import vc4nn  # noqa: E402
 from vc4nn.runtime.bench import PI_ZERO_HOST_FACTOR, bench  # noqa: E402
+from vc4nn.runtime.launch_fusion import add_grouping_argument  # noqa: E402
 from vc4nn.runtime.loader import load_graph  # noqa: E402
 from vc4nn.runtime.planner import plan_memory  # noqa: E402
 
@@ -61,7 +63,8 @@ def bench_one(path, args, launch):
     with vc4nn.open_device(args.device, **options) as device, \
             vc4nn.InferenceSession(path, device=device, num_qpus=args.qpus,
                                    memory_budget=args.memory_budget * 1e6 or None,
-                                   precision=args.precision) as sess:
+                                   precision=args.precision,
+                                   group_launches=args.group_launches) as sess:
         report = bench(sess)
         fp16 = sum(s == "fp16" for s in sess.storage.layers.values())
     report["board"] = args.board
@@ -118,6 +121,7 @@ def main(argv=None):
                    help="device memory the session may hold with recorded launches; 0: no limit")
     p.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "auto"),
                    help="storage of weights and activations (InferenceSession precision=)")
+    add_grouping_argument(p)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:

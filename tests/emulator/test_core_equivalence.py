@@ -249,6 +249,32 @@ def test_nn_layers(layer):
     assert observation["outcome"][0] == "returned" and observation["launches"]
 
 
+def _chained_scenario(stale):
+    """Three layers in one launch (vc4nn/kernels/chain.py): barriers on the semaphores, unif_addr
+    writes and register branches between programs; ``stale`` rewrites what the first read, so
+    the third reads a stale TMU line (an error both cores must raise alike)."""
+    from .chained_launch import Chained
+
+    def scenario(device):
+        rng = np.random.default_rng(6)
+        a, b, c, d = (device.array(_rand(rng, 4, 5, 16)) for _ in range(4))
+        second = a if stale else c
+        calls = [lambda: nn.add(a, b, out=c, device=device, num_qpus=12),
+                 lambda: nn.global_avg_pool(c, out=d.reshape(-1)[:16], device=device),
+                 lambda: nn.add(c, c, "relu", out=second, device=device, num_qpus=5),
+                 lambda: nn.add(a, b, out=d, device=device, num_qpus=3)]
+        chained = Chained(device, calls)
+        chained.run()
+        return np.asarray(d).tobytes()
+    return scenario
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_layers_chained_in_one_launch(stale):
+    observation = assert_equivalent(_chained_scenario(stale))
+    assert (observation["outcome"][0] == "returned") is not stale
+
+
 # --- examples -------------------------------------------------------------------------------
 
 def _example_module(name):

@@ -17,9 +17,11 @@ _EXTRAS = {
     "test_accuracy.py": ("onnx",),
     "test_cli_runtime.py": ("onnx",),
     "test_handoff.py": ("onnx", "onnxruntime"),
+    "test_memory_accounting.py": ("onnx",),
     "test_memory_plan.py": ("onnx",),
     "test_onnx_graph.py": ("onnx", "onnxruntime"),
     "test_precision.py": ("onnx", "onnxruntime", "tflite", "flatbuffers"),
+    "test_precision_auto.py": ("onnx", "onnxruntime"),
     "test_pth_export.py": ("onnxruntime",),
     "test_session_device.py": ("onnx", "onnxruntime", "tflite", "flatbuffers"),
     "test_session_fake_nn.py": ("onnx", "onnxruntime", "tflite", "flatbuffers"),
@@ -68,3 +70,17 @@ CAT_CLASSES = range(281, 286)      # tabby, tiger cat, Persian, Siamese, Egyptia
 
 def top(scores, k=5):
     return list(np.argsort(-np.asarray(scores).reshape(-1), kind="stable")[:k])
+
+
+def rel_error(got, expected):
+    return np.max(np.abs(got - expected)) / np.max(np.abs(expected))
+
+
+@pytest.fixture(scope="session")
+def tiny_v1(tmp_path_factory):
+    """MobileNet v1 0.25/32 (random weights, 10 classes) as an ONNX file."""
+    import onnx
+    from vc4nn.runtime import random_mobilenets
+    path = str(tmp_path_factory.mktemp("v1") / "m.onnx")
+    onnx.save(random_mobilenets.mobilenet_v1(32, 0.25), path)
+    return path

@@ -78,6 +78,8 @@ def test_bench_per_launch_path(fake_layers, model_path, capsys):
         assert report["host_seconds_pi_zero_estimate"] == pytest.approx(
             (report["host_seconds_this_machine"] + report["backend_host_seconds_this_machine"])
             * PI_ZERO_HOST_FACTOR)
+        assert report["emulation_cpu_seconds"] > 0        # the emulated run's CPU, reported
+        assert any("s of CPU here" in line for line in report["lines"])
     assert probes["mailbox"] - probes["direct"] == pytest.approx(80e-6)
     assert main(["bench", model_path, "--quiet", "--launch", "direct"]) == 0
     out = capsys.readouterr().out

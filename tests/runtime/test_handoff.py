@@ -51,7 +51,7 @@ def runs_with_and_without_handoff(path, x, device, monkeypatch, tolerance, **opt
         with monkeypatch.context() as m:
             if not handoff:
                 m.setattr(session_module, "transposed_handoffs", lambda *args: set())
-            with InferenceSession(path, device=device, **options) as sess:
+            with InferenceSession(path, device=device, group_launches=False, **options) as sess:
                 for _ in range(2):
                     (got,) = sess.run(None, {"input": x})
                     err = np.max(np.abs(got - expected)) / np.max(np.abs(expected))

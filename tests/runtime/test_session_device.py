@@ -111,7 +111,7 @@ def test_weights_in_one_allocation_and_layers_recorded_at_load(tmp_path, device)
     try:
         with InferenceSession(path, device=device, replay=False) as sess:
             assert len(device._allocations) == 2          # activation arena + weight arena
-        with InferenceSession(path, device=device) as sess:
+        with InferenceSession(path, device=device, group_launches=False) as sess:
             assert launched == []
             weights = sess._weights.buffer.allocation
             prepared = [arg for _, call in sess.steps if call is not None
@@ -145,7 +145,8 @@ def test_a_run_launches_every_recorded_layer_in_one_device_call(tmp_path, device
     device.execute_control_lists = lambda pairs, timeout: \
         calls.append(len(pairs)) or sequence(pairs, timeout)
     try:
-        with InferenceSession(path, device=device, progress=False) as sess:
+        with InferenceSession(path, device=device, progress=False,
+                              group_launches=False) as sess:
             (together,) = sess.run(None, {"input": x})
             grouped = sess.profile()
             sess.progress = True

@@ -26,6 +26,7 @@ from asm import vdw_setup, vdw_stride, element_number, kernel, null, r0, r1, r2,
     unif_addr, uniform, vpm, vpm_write_setup, vw_addr, vw_setup, vw_wait
 
 from asm import isa
+from . import chain
 
 from . import dma
 from .common import LANES, WORD, each_record
@@ -157,7 +158,7 @@ class Conv2dPlan(SpatialShape):
                               vdw_stride((self.cout - n) * self.out_bytes),
                               y_addr + ((i * self.out_w + j0) * self.cout + c0) * self.out_bytes]
             out.append(words + [0])
-        return out
+        return chain.with_tail(out)
 
     @property
     def zero_words(self):
@@ -324,7 +325,7 @@ def conv2d_kernel(a, plan):
     each_record(a, lambda: group(a, plan))
     with a.scope("close"):
         owner_or_not(a, plan, close_slot, leave_slot)
-    a.exit()
+    chain.end(a)
 
 
 def owner_or_not(a, plan, owner, other):

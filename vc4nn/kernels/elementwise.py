@@ -29,6 +29,7 @@ from asm import element_number, kernel, null, r0, r1, r3, r4, r5, ra, rb, tmu0_s
     vdw_setup, vdw_stride, vpm, vpm_write_setup, vw_addr, vw_setup, vw_wait
 
 from . import dma
+from . import chain
 from .common import GATHER_DEPTH, LANES, each_record
 from .epilogue import Epilogue, activate, prepare_activation
 from .halves import HALF_LOW, flag_half, gathered_half
@@ -112,7 +113,7 @@ class AddPlan:
             elif self.tail:
                 words.append(0)
             streams.append(words)
-        return streams
+        return chain.with_tail(streams)
 
 
 def staging_y(q):
@@ -209,4 +210,4 @@ def add_kernel(a, plan):
         block(a, plan, plan.tail)
         a.label("end")
     a.read(vw_wait)
-    a.exit()
+    chain.end(a)

@@ -45,6 +45,7 @@ from asm import element_number, kernel, r0, r1, r2, r3, r4, r5, r5rep, ra, rb, t
     vdw_setup, vpm, vpm_write_setup, vw_addr, vw_setup, vw_wait
 
 from ..errors import DeviceError
+from . import chain
 from .common import GATHER_DEPTH, LANES, ceil_div, each_record
 from .epilogue import Epilogue, activate, prepare_activation
 from .halves import HALF_HIGH, HALF_LOW, channel_pair_words, flag_half, gathered_half
@@ -160,7 +161,7 @@ class FullyConnectedPlan:
                     else:
                         words += [vdw_setup(1, LANES, q), scratch]
             streams.append(words + [0])
-        return streams
+        return chain.with_tail(streams)
 
 
 def prepare(plan, w, bias=None):
@@ -291,4 +292,4 @@ def gemv_kernel(a, plan):
     a.ldi(XSTEP, LANES * plan.element_bytes)
     each_record(a, lambda: group(a, plan))
     a.read(vw_wait)
-    a.exit()
+    chain.end(a)

@@ -27,6 +27,7 @@ from asm import kernel, r1, r2, r3, r4, ra, rb, tmu0_s, uniform, vdw_setup, vpm,
     vpm_write_setup, vw_addr, vw_setup, vw_wait
 
 from . import dma
+from . import chain
 from .common import GATHER_DEPTH, LANES, each_record, lane_addresses, ops_then_branch
 from .halves import HALF_LOW, flag_half, gathered_half
 from .spatial import STORAGE_BITS, check_storage
@@ -91,7 +92,7 @@ class GlobalPoolPlan:
                 words += [1, x + c0 * self.in_bytes, valid - 1, y + c0 * bits // 8,
                           vdw_setup(1, valid, q, size=bits)]
             streams.append(words + [0])
-        return streams
+        return chain.with_tail(streams)
 
 
 @functools.lru_cache(maxsize=64)
@@ -180,4 +181,4 @@ def global_pool_kernel(a, plan):
     a.ldi(TWO, 2)
     each_record(a, lambda: block(a, plan))
     a.read(vw_wait)
-    a.exit()
+    chain.end(a)

@@ -2,13 +2,15 @@
 
 import functools
 
-from asm import isa, null, r3, r5, r5rep, uniform, vr_addr, vr_setup, vr_wait
+from asm import isa, null, r1, r3, r5, r5rep, uniform, vr_addr, vr_setup, vr_wait, vw_setup
 
 from .common import ops_then_branch
 from .panel_gather_b import request_ops
-from .panel_halves import widen
-from .panel_registers import registers
-from .panel_uniforms import pieces_per_load
+from .panel_halves import widen, word_rows
+from .panel_plan import ROLE_LOADER
+from .panel_registers import registers, stepped_loads
+from .panel_uniforms import (load_step, next_setup_offset, pieces_per_load, relay_role,
+                              widen_offset)
 from .sgemm import SEMA_DONE, SEMA_GO
 
 
@@ -17,16 +19,35 @@ SEMA_RELAY, SEMA_ARRIVED = SEMA_GO + 1, SEMA_GO + 2
 
 
 def issue_loads(a, plan):
-    """Loaders (flags: Z clear) start the DMA pieces of one chunk, read from the uniform stream.
-    The flags must hold ``role``'s test."""
-    a.branch("skip", cond="all_zs")
-    a.nop()
-    a.nop()
-    a.nop()
-    for _ in range(pieces_per_load(plan)):
+    """Loaders start the DMA pieces of chunk 0, read from the uniform stream (stepped loads:
+    after widen_x, and the address kept in load_next)."""
+    regs = registers(plan)[0]
+    steps = stepped_loads(plan)
+    if steps:           # the loaders are the relays: neither N (the master) nor Z (a leaf)
+        a.mov(null, regs["role"], sf=True)
+        skip_unless(a, "all_ns")
+    else:
+        a.and_(null, regs["role"], ROLE_LOADER, sf=True)
+    skip_unless(a, "all_zs")
+    if steps:
+        if plan.b_halves:
+            a.mov(regs["widen_x"], uniform)
         a.mov(vr_setup, uniform)
-        a.mov(vr_addr, uniform)
+        a.mov(r1, uniform)
+        a.mov(regs["load_next"], r1).mov(vr_addr, r1)
+    else:
+        for _ in range(pieces_per_load(plan)):
+            a.mov(vr_setup, uniform)
+            a.mov(vr_addr, uniform)
     a.label("skip")
+
+
+def skip_unless(a, cond):
+    """Branch to "skip" on ``cond`` (the flags of the instruction before)."""
+    a.branch("skip", cond=cond)
+    a.nop()
+    a.nop()
+    a.nop()
 
 
 def boundary(a, plan, variant, masters, stepped=True):
@@ -86,7 +107,7 @@ def boundary(a, plan, variant, masters, stepped=True):
         back = a.label("back")
     masters.append(functools.partial(master, a, plan, variant, number, back, ops[1:]))
     if relays(plan):
-        masters.append(functools.partial(relay, a, plan, variant, number, back, rest))
+        masters.append(functools.partial(relay, a, plan, variant, number, back, rest, stepped))
 
 
 def relays(plan):
@@ -139,7 +160,54 @@ def master(a, plan, variant, number, back, first=()):
                     + [lambda: a.sema_release(SEMA_GO)] * go + loads, back)
 
 
-def relay(a, plan, variant, number, back, first=()):
+def stepped_widen_setups(a, plan, variant):
+    """The widening's VPM read and write setups from ``buffer`` + widen_x and r3 - role
+    (panel_uniforms.widen_offset, relay_role), which hold for the first variant; a narrower
+    panel's differ by constants, added on the way (r1 is free at a chunk boundary)."""
+    regs = registers(plan)[0]
+    first = plan.variants[0]
+    slot = 0        # the differences between variants do not depend on the slot
+    read = (widen_offset(plan, variant, slot) - widen_offset(plan, first, slot)) & 0xFFFFFFFF
+    write = (relay_role(plan, first, slot) - relay_role(plan, variant, slot)) & 0xFFFFFFFF
+    if read:
+        a.ldi(r1, read)
+        a.add(r1, r1, regs["widen_x"])
+        a.add(vr_setup, regs["buffer"], r1)
+    else:
+        a.add(vr_setup, regs["buffer"], regs["widen_x"])
+    if write:
+        a.ldi(r1, write)
+        a.add(r1, r3, r1)
+        a.sub(vw_setup, r1, regs["role"])
+    else:
+        a.sub(vw_setup, r3, regs["role"])
+
+
+def step_ops(a, plan):
+    """A stepped load: my k-row of the next chunk lies load_step bytes from the one I loaded
+    last, forwards or backwards as A's step (a_step: negative when k runs backwards)."""
+    regs = registers(plan)[0]
+    step = load_step(plan)
+    return [lambda: a.ldi(r1, step),
+            lambda: a.mov(null, regs["a_step"], sf=True),
+            lambda: a.ldi(r1, -step, cond="ns"),
+            lambda: a.add(r1, regs["load_next"], r1),
+            lambda: a.mov(regs["load_next"], r1).mov(vr_addr, r1)]
+
+
+def next_setup_ops(a, plan, variant):
+    """(fp16 B) The vdr setup of my k-row of the next chunk: 16 x (its buffer's read setup +
+    widen_x) + next_setup_offset. All but the last instruction fit the widening's free slots
+    of an 8-vector panel (r1 and r5 are free at a chunk boundary with stepped loads)."""
+    regs = registers(plan)[0]
+    return [lambda: a.ldi(r5rep, next_setup_offset(plan, variant)),
+            lambda: a.xor(r1, regs["buffer"], regs["toggle"]),
+            lambda: a.add(r1, r1, regs["widen_x"]),
+            lambda: a.shl(r1, r1, 4),
+            lambda: a.add(vr_setup, r1, r5)]
+
+
+def relay(a, plan, variant, number, back, first=(), stepped=True):
     """A relay's part of one boundary's barrier: arrivals, its "go", its leaves' "go", its loads.
 
     Nothing that can stall (a uniform read of the load words waits for a line fill, possibly
@@ -156,11 +224,22 @@ def relay(a, plan, variant, number, back, first=()):
     a.label(f"relay{number}")
     for op in first:
         op()
-    if plan.b_halves and not plan.b_gather:     # (its own ARRIVED is out already, but the
-        # master waits for its DONE; gathered halves are widened by every QPU, panel_gather_b)
-        widen(a, plan, variant)
+    steps = stepped_loads(plan)
     early = [lambda: a.mov(vr_setup, uniform), lambda: a.mov(r5rep, uniform)]
     late = [lambda: a.mov(vr_addr, r5)] + load_ops(a, plan)[2:]
+    if steps:           # the address: stepped in load_next, or from the stream into it
+        regs = registers(plan)[0]
+        early = early[:1] + ([] if stepped else [lambda: a.mov(regs["load_next"], uniform)])
+        late = step_ops(a, plan) if stepped else [lambda: a.mov(vr_addr, regs["load_next"])]
+    if plan.b_halves and not plan.b_gather:     # its own ARRIVED is out already, but the
+        # master waits for its DONE (gathered halves are widened by every QPU, panel_gather_b)
+        setups, fill = None, []
+        if steps:
+            setups = functools.partial(stepped_widen_setups, a, plan, variant)
+        if steps and stepped:       # the next setup too, mostly in the widening's free slots
+            fill = next_setup_ops(a, plan, variant)
+            early, late = [], fill[word_rows(variant.vectors):] + late
+        widen(a, plan, variant, setups, fill[:word_rows(variant.vectors)])
     if plan.b_gather:               # a relay only relays (panel_gather_b)
         early, late = [], []
     ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * arrived + early

@@ -56,18 +56,25 @@ def widen_words(plan, variant, slot, buffer):
             vpm_write_setup(slot_y(plan, slot, buffer))]
 
 
-def widen(a, plan, variant):
+def widen(a, plan, variant, setups=None, fill=()):
     """A loader's widening of its k-row of this chunk (after its DMA is done), run in its
     barrier code (panel_barrier.master / relay) before it counts arrivals: the barrier
-    cannot complete before every loader is through, and leaves pay nothing."""
+    cannot complete before every loader is through, and leaves pay nothing. ``setups``
+    emits the VPM read and write setups (default: from the uniform stream, widen_words);
+    ``fill``: emitters of instructions that use neither ``halves`` nor the VPM, in the word
+    rows' free slots (at most word_rows(variant.vectors))."""
     halves = registers(plan)[0]["halves"]
     vectors, rows = variant.vectors, word_rows(variant.vectors)
     a.read(vr_wait)
-    a.mov(vr_setup, uniform)
-    a.mov(vw_setup, uniform)
+    if setups is None:
+        a.mov(vr_setup, uniform)
+        a.mov(vw_setup, uniform)
+    else:
+        setups()
     a.mov(halves, vpm)
+    fill = list(fill)
     for h in range(rows):
-        a.nop()                             # halves is not readable in the next instruction
+        (fill.pop(0) if fill else a.nop)()  # halves is not readable in the next instruction
         low = a.fmax(vpm, halves.unpack(HALF_LOW), halves.unpack(HALF_LOW))
         high = low
         if 2 * h + 1 < vectors:

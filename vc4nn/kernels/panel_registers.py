@@ -24,6 +24,43 @@ A_SIDE_BOOKKEEPING = ("buffer", "chunks_left", "panels_left", "passes_left", "a_
 
 
 def bookkeeping_names(plan):
+    names = _plain_bookkeeping(plan)
+    if stepped_loads(plan):
+        names = _without_unused(plan, names) + load_names(plan)
+    return names
+
+
+def load_names(plan):
+    """The loaders' registers with stepped loads: the address of the k-row they loaded last
+    and (fp16 B) their widening's read setup less ``buffer`` (panel_uniforms)."""
+    return ["load_next"] + (["widen_x"] if plan.b_halves else [])
+
+
+def _without_unused(plan, names):
+    """vdw_part holds nothing without a partial vector."""
+    partial = any(variant.partial for variant in plan.variants)
+    return [name for name in names if partial or name != "vdw_part"]
+
+
+@functools.lru_cache(maxsize=64)
+def stepped_loads(plan):
+    """Whether the loaders step the address of their k-row from chunk to chunk in a register
+    (and, fp16 B, derive their widening's setups from ``buffer`` and r3) instead of reading it
+    from the uniform stream at every chunk (panel_uniforms): when B is DMA'd one piece per
+    k-row, the master does not load, and the registers the accumulators leave hold
+    ``load_names`` (with vdw_part's, which a plan without a partial vector does not use)."""
+    if plan.b_gather or plan.loader_slot(0) is not None:
+        return False
+    if not plan.b_halves and any(variant.narrow for variant in plan.variants):
+        return False
+    b_names = _without_unused(plan, _plain_bookkeeping(plan)) + load_names(plan)
+    a_free = len(ra) - len(a_side_names(plan))
+    b_free = len(rb) - len(b_names)
+    rows, vectors = plan.rows, max(variant.vectors for variant in plan.variants)
+    return b_free >= 0 and a_free >= rows and a_free + b_free >= rows * vectors
+
+
+def _plain_bookkeeping(plan):
     names = ["toggle", "c_panel", "stage_w", "vdw_full", "vdw_part"]
     if not plan.alpha_one:
         names.append("alpha")

@@ -5,15 +5,19 @@ load of B a loader issues: the host computes all addresses, so the kernel has no
 arithmetic for B.
 """
 
-from asm import vdr_setup, vdw_setup, vpm_write_setup
+from asm import vdr_setup, vdw_setup, vpm_read_setup, vpm_write_setup
 
 from . import dma
+from . import chain
 from . import panel_spread as spread
 from .common import LANES, WORD, ceil_div
 from .panel_act_halves import scaled_offset
 from .panel_gather_b import panel_words, row_addresses, stepped, write_offset
-from .panel_halves import column_bytes, halves_y, widen_words, word_rows
-from .panel_plan import ROLE_LOADER, ROLE_MASTER, ROW_BYTES
+from .panel_halves import column_bytes, halves_y, padded_columns, slot_y, widen_words, word_rows
+from .panel_plan import HALF, ROLE_LOADER, ROLE_MASTER, ROW_BYTES
+from .panel_registers import stepped_loads
+
+MASK = 0xFFFFFFFF
 
 
 # ---------------------------------------------------------------------------------------------
@@ -22,8 +26,9 @@ from .panel_plan import ROLE_LOADER, ROLE_MASTER, ROW_BYTES
 #   [role, staging write setup, VDW setup full vector, VDW setup partial vector] [alpha] [beta]
 #   [residual: its address - C's address (scaled to the residual's element size,
 #             panel_act_halves.scaled_offset)] [b_gather: b_write, panel_gather_b]
-#   loaders: the DMA pieces of chunk 0, each [vdr setup, address]; (b_gather) every QPU: the
-#             addresses of its rows of chunk 0 (panel_gather_b)
+#   loaders: [(stepped loads, fp16 B) widen_offset] the DMA pieces of chunk 0, each [vdr setup,
+#             address]; (b_gather) every QPU: the addresses of its rows of chunk 0
+#             (panel_gather_b)
 #   per pass: [(spread_rows, the last pass) its piece's words, panel_spread] [A address of
 #             the block's first row, rows valid - 1, (the piece's) lane offset, rows to store (0: a pass
 #             this QPU only helps with), C address of the block's row 0, (bias) the bias's
@@ -31,7 +36,10 @@ from .panel_plan import ROLE_LOADER, ROLE_MASTER, ROW_BYTES
 #      per panel: [A's gather step in bytes (negative: k runs backwards), bytes to its first
 #                 k, (two-k gathers) A's k step] [b_gather: b_next, b_step, panel_gather_b]
 #         per chunk: loaders: (fp16 B) the VPM read and write setups that widen my k-row of
-#                    the chunk (panel_halves), the DMA pieces of the chunk after it;
+#                    the chunk (panel_halves), the DMA pieces of the chunk after it; with
+#                    stepped loads only [vdr setup] (fp16 B: nothing), and [vdr setup,
+#                    address] on the panel's last two chunks (the rest comes from registers:
+#                    see stepped_loads);
 #                    (b_gather) every QPU, on a panel's last two chunks: the addresses of
 #                    its rows of the next chunk
 # ---------------------------------------------------------------------------------------------
@@ -52,6 +60,72 @@ def dma_pieces(plan, variant, slot, buffer):
 def pieces_per_load(plan):
     """DMA loads per k-row: the same for every chunk, since a narrow panel is the only panel."""
     return len(dma_pieces(plan, plan.variants[-1], 0, 0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Stepped loads (panel_registers.stepped_loads): a loader's k-row of the next chunk lies one
+# chunk (``load_step`` bytes) along the panel's direction from the one it loaded last, so the
+# address stays in a register (load_next) and only the chunks whose k-rows do not step (a
+# panel's last, whose k-rows past the end reload its last k-row, and the next panel's first)
+# read it from the stream. With fp16 B the widening's setups follow the chunk's buffer: its
+# read setup is ``buffer`` + widen_offset (register widen_x), its write setup r3 (``buffer`` +
+# row_base) - the relay's role word (relay_role), both the same for either buffer. A plan's
+# narrower panel adds the difference of its offsets to the first variant's (panel_barrier).
+# So does the vdr setup of the next chunk's k-row (next_setup_offset): with fp16 B a loader
+# reads nothing per chunk but on a panel's last two (4 words before).
+# ---------------------------------------------------------------------------------------------
+def load_step(plan):
+    """Bytes between a loader's k-rows of consecutive chunks of a panel (k running forwards)."""
+    row = padded_columns(plan.n) * HALF if plan.b_halves else plan.n * WORD
+    return plan.chunk_rows * row
+
+
+def _same_for_both_buffers(offset):
+    """offset(buffer) for buffers 0 and 1, checked equal."""
+    first, second = offset(0), offset(1)
+    assert first == second, "setup fields overflow between the chunk buffers"
+    return first
+
+
+def widen_offset(plan, variant, slot):
+    """The widening's VPM read setup of loader ``slot`` less ``buffer`` (a k-row 0 read setup
+    of ``variant``'s width): what widen_x holds for the first variant."""
+    return _same_for_both_buffers(lambda buf: (
+        vpm_read_setup(word_rows(variant.vectors), halves_y(plan, variant, slot, buf))
+        - vpm_read_setup(variant.vectors, buf * plan.buffer_rows)) & MASK)
+
+
+def relay_role(plan, variant, slot):
+    """r3 (``buffer`` + row_base) less the widening's VPM write setup of loader ``slot``: its
+    role word. Positive (bit 31 clear) and not 0, so the barrier still tells a relay by it."""
+    role = _same_for_both_buffers(lambda buf: (
+        vpm_read_setup(variant.vectors, buf * plan.buffer_rows) + plan.row_base
+        - vpm_write_setup(slot_y(plan, slot, buf))) & MASK)
+    assert role and not role & ROLE_MASTER
+    return role
+
+
+def next_setup_offset(plan, variant):
+    """(fp16 B) A loader's vdr setup for its k-row of the next chunk of a ``variant`` panel
+    less 16 x (the other buffer's k-row 0 read setup + widen_x): the vdr setup's VPM address is
+    16 x its row, the read setup's its row, so the difference is the same for every loader and
+    both buffers."""
+    first = plan.variants[0]
+    offsets = {(vdr - 16 * (vpm_read_setup(variant.vectors, other * plan.buffer_rows)
+                            + widen_offset(plan, first, slot))) & MASK
+               for slot in range(plan.chunk_rows) for other in (0, 1)
+               for (vdr, _), in [dma_pieces(plan, variant, slot, other)]}
+    assert len(offsets) == 1, "vdr setups do not follow the read setups"
+    return offsets.pop()
+
+
+def role_word(plan, q):
+    """QPU q's role: ROLE_MASTER for QPU 0, ROLE_LOADER for a loader (with stepped loads of
+    fp16 B a relay's relay_role instead)."""
+    slot = plan.loader_slot(q)
+    if slot is not None and stepped_loads(plan) and plan.b_halves:
+        return relay_role(plan, plan.variants[0], slot)
+    return (ROLE_MASTER if q == 0 else 0) | (ROLE_LOADER if slot is not None else 0)
 
 
 def panel_sequence(plan):
@@ -127,8 +201,8 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
             continue
         slot = plan.loader_slot(q)
         loader = slot is not None
-        role = (ROLE_MASTER if q == 0 else 0) | (ROLE_LOADER if loader else 0)
-        words = [1, role, *staging_words(plan, q, partial)]
+        steps = loader and stepped_loads(plan)
+        words = [1, role_word(plan, q), *staging_words(plan, q, partial)]
         if not plan.alpha_one:
             words.append(float(alpha))
         if not plan.beta_zero:
@@ -138,6 +212,8 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
         if plan.b_gather:
             words += [write_offset(plan, q)] + row_addresses(plan, b_addr, chunks[0], q)
         elif loader:
+            if steps and plan.b_halves:
+                words.append(widen_offset(plan, plan.variants[0], slot))
             words += load_words(plan, b_addr, chunks[0], 0, slot)
         panels = iter(panel_sequence(plan))
         index = 0
@@ -164,10 +240,13 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
                 for c in range(plan.chunks):
                     if plan.b_gather and not stepped(plan, c):
                         words += row_addresses(plan, b_addr, loads_after[index], q)
-                    if loader and plan.b_halves and not plan.b_gather:
+                    if loader and plan.b_halves and not steps and not plan.b_gather:
                         words += widen_words(plan, chunks[index][0], slot, index % 2)
                     if loader and not plan.b_gather:
-                        words += load_words(plan, b_addr, loads_after[index], index + 1, slot)
+                        load = load_words(plan, b_addr, loads_after[index], index + 1, slot)
+                        if steps and stepped(plan, c):      # fp16 B: the setup computed too
+                            load = [] if plan.b_halves else load[:1]
+                        words += load
                     index += 1
         streams.append(words)
-    return streams
+    return chain.with_tail(streams)

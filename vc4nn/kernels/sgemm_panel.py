@@ -35,11 +35,12 @@ import functools
 from asm import element_number, kernel, null, r0, r2, r3, uniform, vpm_read_setup, vr_wait, vw_wait
 
 from .common import LANES, WORD, ceil_div, lane_addresses, zero
+from . import chain
 from .panel_barrier import boundary, issue_loads
 from .panel_gather_b import pop_rows, request_rows, start_panel, stepped
 from .panel_kloop import gather_kind, gathers_ahead, k_kinds, k_step, request_a, steady_kinds
-from .panel_plan import MAX_ROWS, ROLE_LOADER
-from .panel_registers import accumulators, registers
+from .panel_plan import MAX_ROWS
+from .panel_registers import accumulators, registers, stepped_loads
 from .panel_spread import fix_lane, read_header
 from .panel_store import start_at_bias, store
 
@@ -83,7 +84,6 @@ def panel_kernel(a, plan):
         request_rows(a, plan, stepped=False)
         pop_rows(a, plan)
     else:
-        a.and_(null, regs["role"], ROLE_LOADER, sf=True)
         with a.scope("first_load"):
             issue_loads(a, plan)
     # The passes: all of ``rows`` rows per QPU, or (``last_rows``) the last one of fewer.
@@ -105,7 +105,7 @@ def panel_kernel(a, plan):
         a.read(vr_wait)             # the extra load after the last chunk (see uniform_streams)
     a.read(vw_wait)                 # the last store of C (store_row does not wait for its own)
     a.label("exit")
-    a.exit()
+    chain.end(a)
     for emit in masters:
         emit()
 
@@ -186,7 +186,7 @@ def panel(a, plan, variant, masters, rows, piece=False):
     # read setups of each k-row are small-immediate offsets from r3 (see k_step).
     steady = 0
     while steady < plan.chunks - 1 and chunk_kinds[steady] == steady_kinds(plan) and \
-            (not plan.b_gather or stepped(plan, steady)):
+            (not (plan.b_gather or stepped_loads(plan)) or stepped(plan, steady)):
         steady += 1
     if steady:
         a.ldi(regs["chunks_left"], steady)

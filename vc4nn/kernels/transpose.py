@@ -24,6 +24,7 @@ from asm import element_number, kernel, r0, r1, r3, r4, ra, rb, tmu0_s, uniform,
     vdw_stride, vpm, vpm_write_setup, vw_addr, vw_setup, vw_wait
 
 from ..errors import DeviceError
+from . import chain
 from .common import GATHER_DEPTH, LANES, MAX_VDW_STRIDE, WORD, each_record, lane_addresses
 from .spatial import STORAGE_BITS, check_storage
 
@@ -120,8 +121,8 @@ class TransposePlan:
 
     def uniform_streams(self, src, dst):
         every = blocks(self.rows, self.k)
-        return [records(self.rows, self.k, src, dst, every[q::self.qpus], self.element_bytes)
-                for q in range(self.qpus)]
+        return chain.with_tail(records(self.rows, self.k, src, dst, every[q::self.qpus],
+                                       self.element_bytes) for q in range(self.qpus))
 
 
 @functools.lru_cache(maxsize=8)
@@ -137,4 +138,4 @@ def transpose_kernel(a, size=WORD):
         a.and_(r0, element_number, 1)
         a.shl(SHIFTS, r0, 4)
     each_record(a, lambda: block(a, size))
-    a.exit()
+    chain.end(a)

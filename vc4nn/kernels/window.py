@@ -23,6 +23,7 @@ from asm import element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb, tmu0_s
     vr_setup, vr_wait, vw_setup, vw_wait
 
 from . import dma
+from . import chain
 from .common import each_record
 from .epilogue import activate
 from .halves import HALF_HIGH, HALF_LOW, gathered_half
@@ -327,7 +328,7 @@ def window_kernel(a, plan):
         a.ldi(SIX, 6.0)
     each_record(a, lambda: tile_setup(a, plan))
     a.read(vw_wait)
-    a.exit()
+    chain.end(a)
 
 
 @functools.lru_cache(maxsize=64)

@@ -33,6 +33,7 @@ from asm import isa, vdr_pitch, vdw_stride
 from asm.vpm import MAX_EXTENDED_PITCH
 
 from . import dma
+from . import chain
 from .common import LANES, MAX_VDW_STRIDE
 from .spatial import STORAGE_BITS, PlanError, SpatialShape, check_storage
 
@@ -349,7 +350,7 @@ class WindowPlan(SpatialShape):
                 words += self._tile_header(tile, q * per_qpu, weights_addr)
                 words += self._row_and_store_words(tile, x_addr, y_addr, zero_addr)
             streams.append(words + [0])
-        return streams
+        return chain.with_tail(streams)
 
     def _tile_header(self, tile, vpm_row, weights_addr):
         """[1, load setup base, load pitch, store setup base, store stride ("hwc" only: a

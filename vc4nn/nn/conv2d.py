@@ -93,7 +93,7 @@ def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None,
         with LayerCall(device, host_result=not isinstance(x, Buffer)) as call:
             x_buf = call.on_device(x)
             y = call.result_buffer(out, (oh, ow, cout), DTYPE_OF_STORAGE[out_storage])
-            zero = call.temporary(plan.zero_words)
+            zero = call.zeros(plan.zero_words)
             streams = uniform_streams(call, plan, x_buf, y, prepared.buffer, zero)
             run = device.execute(kernel.program_for(plan), plan.qpus, streams)
             return call.finish(y, out, run, return_run)

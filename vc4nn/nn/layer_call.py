@@ -30,9 +30,68 @@ def scratch(region):
     global _scratch
     before, _scratch = _scratch, None if region is None else [region, 0]
     try:
-        yield
+        yield _scratch          # [region, bytes the block's calls took] (None: none lent)
     finally:
         _scratch = before
+
+
+# Zero-filled device memory a caller lends to layer calls for the buffers their kernels only
+# read (see ``shared_zeros``): None, or a SharedZeros.
+_zeros = None
+
+
+@contextlib.contextmanager
+def shared_zeros(pool):
+    """Inside the block, layer calls take their read-only zero buffers (``LayerCall.zeros``)
+    from ``pool`` (a SharedZeros; None: their own allocations)."""
+    global _zeros
+    before, _zeros = _zeros, pool
+    try:
+        yield
+    finally:
+        _zeros = before
+
+
+class SharedZeros:
+    """Zeros on the device that every layer of a session reads in common: the zero rows the
+    sliding-window and conv2d kernels read in place of rows outside the image. No kernel writes
+    them, so one buffer serves every layer; a request larger than every buffer so far gets a
+    new one (the layers recorded earlier keep reading theirs), so the pool holds the largest
+    request when the largest layer comes first, as in MobileNet's stem."""
+
+    def __init__(self, device):
+        self.device = device
+        self.buffers = []           # uint8 device buffers, each zero-filled
+        self.taken = []             # the buffers handed out since the caller last emptied it
+
+    def take(self, nbytes):
+        """A uint8 buffer of at least ``nbytes`` zero bytes."""
+        fits = [buf for buf in self.buffers if buf.nbytes >= nbytes]
+        if not fits:
+            self.buffers.append(self.device.alloc(_aligned(max(nbytes, 1)), np.uint8))
+            fits = self.buffers[-1:]
+        self.taken.append(fits[0])
+        return fits[0]
+
+    def largest(self):
+        return max(self.buffers, key=lambda buf: buf.nbytes, default=None)
+
+    def keep_largest(self):
+        """Free every buffer but the largest (their readers must be called again)."""
+        keep = self.largest()
+        for buf in self.buffers:
+            if buf is not keep:
+                self.device.free(buf)
+        self.buffers = [] if keep is None else [keep]
+
+    @property
+    def nbytes(self):
+        return sum(int(buf.allocation.size) for buf in self.buffers)
+
+    def free(self):
+        buffers, self.buffers = self.buffers, []
+        for buf in buffers:
+            self.device.free(buf)
 
 
 class LayerCall:
@@ -66,6 +125,15 @@ class LayerCall:
         buf = self.device.alloc(shape, dtype)
         self.temporaries.append(buf)
         return buf
+
+    def zeros(self, shape, dtype=np.float32):
+        """A zero-filled buffer this call's kernels only read: from the ``shared_zeros`` pool
+        when one is lent (every layer reads the same bytes), else a temporary."""
+        if _zeros is None or _zeros.device is not self.device:
+            return self.temporary(shape, dtype)
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        return _zeros.take(nbytes)[:nbytes].view(dtype).reshape(shape)
 
     def workspace(self, shape, dtype=np.float32):
         """A buffer for this call that its kernels write before they read it (so not zeroed):

@@ -14,7 +14,7 @@ def run_window(plan, x, out, device, weights, return_run):
                                                  plan.channels),
                                DTYPE_OF_STORAGE[plan.out_storage])
         # A zero row stands in for input rows outside the image.
-        zero = call.temporary(plan.zero_words)
+        zero = call.zeros(plan.zero_words)
         streams = plan.uniform_streams(x_buf.address, y.address,
                                        0 if weights is None else weights.address,
                                        zero.address)

@@ -77,12 +77,13 @@ def launch_probe(device, num_qpus, repeats=20):
 
 
 def _timed_run(sess, feed):
-    """(wall seconds, of them outside the launches, the launches' RunResults) of one run."""
+    """(wall seconds, of them outside the launches, the launches' RunResults, CPU seconds of
+    this process) of one run."""
     with launch_timer(sess.device) as (spent, results):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         sess.run(None, feed)
-        wall = time.perf_counter() - start
-    return wall, wall - spent[0], results
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return wall, wall - spent[0], results, cpu
 
 
 def bench(sess, runs=None):
@@ -92,7 +93,8 @@ def bench(sess, runs=None):
     runs = runs or (1 if estimated else 20)
     timed += [_timed_run(sess, feed) for _ in range(runs - 1)]
     walls, outside = [t[0] for t in timed], [t[1] for t in timed]
-    total = summarize(sess.profile())                      # the last timed run's layers
+    records = sess.profile()                               # the last timed run's layers
+    total = summarize(records)
     host = host_work(sess, feed, timed[-1][2])
     gpu = total["device_seconds"]
     path = sess.device.launch_path
@@ -106,8 +108,11 @@ def bench(sess, runs=None):
               "load_cpu_seconds": getattr(sess, "load_cpu_seconds", None),
               "program_cache": getattr(sess, "program_cache_stats", None),
               "memory": sess.memory()}
+    chained = report["chained_layers"] = sum(1 for r in records if r.launched_with)
+    grouping = f"; {chained} layers ran in the launch of the layer before them" if chained \
+        else ""
     lines = [f"{sess.path}: {total['layers']} layers, {total['launches']} launches "
-             f"({path} path), {total['flops'] / 1e6:.1f} MFLOP"]
+             f"({path} path{grouping}), {total['flops'] / 1e6:.1f} MFLOP"]
     if report["load_seconds"] is not None:
         cache = report["program_cache"]
         lines.append(f"load: {report['load_seconds']:.2f} s wall, "
@@ -142,6 +147,8 @@ def bench(sess, runs=None):
                   f"estimate)",
                   f"end to end on a Pi Zero: about {report['total_seconds_estimate'] * 1e3:.1f} "
                   f"ms (estimate)"]
+        cpu = report["emulation_cpu_seconds"] = statistics.median(t[3] for t in timed)
+        lines.append(f"emulating one inference took {cpu:.1f} s of CPU here")
     else:
         report["wall_seconds_median"] = statistics.median(walls)
         lines += [f"measured over {runs} runs ({path} launches): "
@@ -151,7 +158,8 @@ def bench(sess, runs=None):
     lines.append(f"GPU memory: {mem['total_bytes'] / 2**20:.2f} MiB (arena "
                  f"{mem['arena_bytes'] / 2**20:.2f} MiB, weights "
                  f"{mem['weight_bytes'] / 2**20:.2f} MiB, recorded launches "
-                 f"{mem['recorded_bytes'] / 2**20:.2f} MiB)")
+                 f"{mem['recorded_bytes'] / 2**20:.2f} MiB, zero rows "
+                 f"{mem['zero_bytes'] / 2**20:.2f} MiB)")
     report["lines"] = lines
     return report
 

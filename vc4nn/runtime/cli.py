@@ -25,6 +25,7 @@ import numpy as np
 from ..cli_common import add_device_arguments, open_device_of, output_file, positive_int
 from ..errors import Vc4nnError
 from .precision import PRECISIONS
+from .launch_fusion import add_grouping_argument
 
 COMMANDS = ("classify", "profile", "bench", "accuracy", "ops", "export-mobilenet-v2", "demo")
 
@@ -39,6 +40,7 @@ def _device_args(parser):
     parser.add_argument("--memory-budget", type=float, default=24.0, metavar="MB",
                         help="device memory (10^6 bytes) the session may hold with its recorded "
                              "launches; 0: no limit (default 24)")
+    add_grouping_argument(parser)
 
 
 def _open(args, image_input=None):
@@ -49,10 +51,16 @@ def _open(args, image_input=None):
                                 image_input=image_input,
                                 progress=False if args.quiet else None,
                                 memory_budget=args.memory_budget * 1e6 or None,
-                                precision=args.precision), device
+                                precision=args.precision,
+                                group_launches=args.group_launches), device
     except BaseException:
         device.close()
         raise
+
+
+def _grouping_text(records):
+    grouped = sum(1 for r in records if r.launched_with)
+    return f"{grouped} of the {len(records)} layers chained into the launch of the layer before"
 
 
 def _time_text(records, device):
@@ -127,19 +135,24 @@ def profile_main(argv):
                          indent=1))
     else:
         print(f"{'layer':32s} {'op':16s} {'output':>14s} {'ms':>8s} {'GFLOPS':>7s}  "
-              f"{'bound':7s} store")
+              f"{'bound':7s} result/weights")
         for r in records:
             ms = "-" if r.seconds is None else f"{r.seconds * 1e3:.3f}"
+            ms = "^" if r.launched_with else ms         # its time is in the launch above
             gf = "-" if r.gflops is None else f"{r.gflops:.2f}"
             why = f"  ({r.choice})" if r.choice else ""
             print(f"{r.name[:32]:32s} {r.op:16s} {'x'.join(map(str, r.shape)):>14s} {ms:>8s} "
-                  f"{gf:>7s}  {r.bound:7s} {r.storage}{why}")
+                  f"{gf:>7s}  {r.bound:7s} {r.storage}/{r.weights}{why}")
         print(f"total: {_time_text(records, device)}{_board_text(device)}; "
               f"{total['flops'] / 1e6:.1f} MFLOP")
+        if any(r.launched_with for r in records):
+            print(f"{_grouping_text(records)}; ^: ran in the launch of the layer above, whose "
+                  f"time includes it (--no-group-launches: a launch and a time per layer)")
         print(f"GPU memory: {memory['total_bytes'] / 2**20:.2f} MiB (activation arena "
               f"{memory['arena_bytes'] / 2**20:.2f} MiB, weights "
               f"{memory['weight_bytes'] / 2**20:.2f} MiB, recorded launches "
-              f"{memory['recorded_bytes'] / 2**20:.2f} MiB)")
+              f"{memory['recorded_bytes'] / 2**20:.2f} MiB, zero rows "
+              f"{memory['zero_bytes'] / 2**20:.2f} MiB)")
     if args.png:
         _chart(records, args.png, args.model)
     return 0

@@ -6,17 +6,17 @@ results as IEEE halves (fp16 storage; the arithmetic stays float32 in every kern
   weights are halves where its kernel reads halves, and its result is stored as halves when its
   kernel can write them and every layer reading it can read them (otherwise float32: a layer
   without fp16 kernels never sees a half).
-- "auto": "fp16" first, then each fp16 layer is tried on calibration inputs against a float32
-  session: it stays fp16 only where the cycle model (or the Pi's clock) says it is faster and
-  its output's error, max |y16 - y32| / max |y32| with the same float32 input, is at most
-  ``tolerance``; else it runs float32.
+- "auto": each layer that "fp16" runs fp16 is tried on calibration inputs in every storage its
+  kernels take (precision_auto.py: halves for result and weights, halves for the result with
+  float32 weights, float32) and takes the fastest in the cycle model (or the Pi's clock) whose
+  output error, max |y - y32| / max |y32| on the same float32 input, is at most ``tolerance``.
 
 Weights that a TFLite file stores as fp16 (DEQUANTIZE of a float16 constant) arrive as float16
 and reach an fp16 layer as they are; a float32 layer widens them (exactly).
 """
 
 import dataclasses
-from typing import Dict
+from typing import Dict, FrozenSet
 
 import numpy as np
 
@@ -47,12 +47,14 @@ def check_precision(precision, tolerance):
 
 @dataclasses.dataclass
 class StoragePlan:
-    """layers: node name -> storage of its weights and its result ("fp32" / "fp16");
-    values: activation name -> storage in the arena; notes: node name -> why "auto" chose."""
+    """layers: node name -> storage of its result and (unless in fp32_weights) its weights
+    ("fp32" / "fp16"); values: activation name -> storage in the arena; notes: node name ->
+    why "auto" chose; fp32_weights: fp16 layers whose weights stay float32 (precision_auto)."""
 
     layers: Dict[str, str]
     values: Dict[str, str]
     notes: Dict[str, str] = dataclasses.field(default_factory=dict)
+    fp32_weights: FrozenSet[str] = frozenset()
 
     def dtype(self, value):
         return DTYPE_OF_STORAGE[self.values.get(value, "fp32")]
@@ -65,22 +67,26 @@ class StoragePlan:
 
     def weights(self, node):
         """Storage of the node's weights as handed to its prepare function."""
-        return "fp16" if self.layer(node) == "fp16" and node.op in FP16_WEIGHTS else "fp32"
+        halves = self.layer(node) == "fp16" and node.op in FP16_WEIGHTS and \
+            node.name not in self.fp32_weights
+        return "fp16" if halves else "fp32"
 
 
-def storage_plan(graph, fp16_layers):
-    """The StoragePlan with ``fp16_layers`` (node names) running fp16."""
+def readers(consumers, value):
+    """The layers reading ``value`` (``consumers``: graph.consumers()), through reshapes (views
+    of the same bytes)."""
+    out = []
+    for node in consumers.get(value, []):
+        out += readers(consumers, node.outputs[0]) if node.op in VIEW_OPS else [node]
+    return out
+
+
+def storage_plan(graph, fp16_layers, fp32_weights=()):
+    """The StoragePlan with ``fp16_layers`` (node names) running fp16, those of them in
+    ``fp32_weights`` with float32 weights."""
     layers = {n.name: "fp16" if n.name in fp16_layers and n.op in FP16_LAYERS else "fp32"
               for n in graph.nodes}
     consumers = graph.consumers()
-
-    def readers(value):
-        """The layers reading ``value``, through reshapes (views of the same bytes)."""
-        out = []
-        for node in consumers.get(value, []):
-            out += readers(node.outputs[0]) if node.op in VIEW_OPS else [node]
-        return out
-
     values = {i.name: "fp32" for i in graph.inputs}
     for node in graph.nodes:
         out = node.outputs[0]
@@ -88,9 +94,9 @@ def storage_plan(graph, fp16_layers):
             values[out] = values.get(node.inputs[0], "fp32")
             continue
         half = layers[node.name] == "fp16" and node.op in FP16_RESULT and all(
-            r.op in FP16_INPUT for r in readers(out))
+            r.op in FP16_INPUT for r in readers(consumers, out))
         values[out] = "fp16" if half else "fp32"
-    return StoragePlan(layers, values)
+    return StoragePlan(layers, values, fp32_weights=frozenset(fp32_weights) & set(layers))
 
 
 HALF_MAX = float(np.finfo(np.float16).max)
@@ -170,27 +176,3 @@ def trace(session, feed, names=None, with_inputs=True):
         if wanted:
             out[node.name] = (inputs, np.array(session.hwc_view(node.outputs[0])), run_time(run))
     return out
-
-
-def auto_choices(session, reference, feeds, tolerance):
-    """For each fp16 layer of ``session``: ("fp16" or "fp32", note), trying its bound call on the
-    float32 ``reference`` session's input of that layer, for every calibration feed."""
-    names = {n for n, s in session.storage.layers.items() if s == "fp16"}
-    traces = [trace(reference, feed, names) for feed in feeds]
-    choices = {}
-    for node, call in session.steps:
-        if node.name not in names:
-            continue
-        worst, faster = 0.0, True
-        for t in traces:
-            inputs, y32, time32 = t[node.name]
-            for name, x in inputs.items():
-                session.hwc_view(name)[...] = x
-            _, run = session._invoke(node, call)
-            worst = max(worst, relative_error(session.hwc_view(node.outputs[0]), y32))
-            faster = faster and run_time(run) < time32
-        keep = faster and worst <= tolerance
-        why = (f"error {worst:.1e} {'<=' if worst <= tolerance else '>'} {tolerance:g}, "
-               f"{'faster' if faster else 'not faster'} in fp16")
-        choices[node.name] = ("fp16" if keep else "fp32", why)
-    return choices

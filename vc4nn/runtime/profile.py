@@ -3,7 +3,9 @@
 Times are the device's: cycle-model estimates in the emulator (``estimated`` True, at the board's
 V3D clock), measured on a Pi. "bound" is "memory" when the cycle model says the QPUs spent most
 of the layer stalled on memory (TMU, VPM/DMA), else "compute"; where no stall figures exist (a
-real Pi) it compares the layer's flops per byte with the machine balance.
+real Pi) it compares the layer's flops per byte with the machine balance. A layer that ran in
+another layer's launch (a launch group, ``launched_with``) has no time, launch or bound of its
+own: that launch's record holds them.
 """
 
 import dataclasses
@@ -32,8 +34,11 @@ class LayerRecord:
     #                               None: launched in one device call with other layers
     gflops: Optional[float]
     bound: str
-    storage: str = "fp32"         # of the layer's weights and result (precision="fp16"/"auto")
+    storage: str = "fp32"         # of the layer's result (precision="fp16"/"auto")
     choice: str = ""              # why precision="auto" chose it
+    launched_with: str = ""       # the layer whose launch this one ran in (launches 0; its
+    #                               time is in that layer's), "" if it has a launch of its own
+    weights: str = "-"            # storage of its weights as its kernel reads them ("-": none)
 
     def as_dict(self):
         d = dataclasses.asdict(self)
@@ -64,14 +69,17 @@ def layer_work(node, graph):
     return flops, 4 * (n_in + n_out + weights)
 
 
-def layer_record(node, graph, result, host_seconds, storage="fp32", choice=""):
+def layer_record(node, graph, result, host_seconds, storage="fp32", choice="",
+                 launched_with="", weights="-"):
     flops, nbytes = layer_work(node, graph)
     seconds = getattr(result, "seconds", None)
     gflops = flops / seconds / 1e9 if seconds else None
     return LayerRecord(node.name, node.op, tuple(graph.shapes[node.outputs[0]]), flops, nbytes,
                        seconds, bool(getattr(result, "estimated", True)),
                        getattr(result, "cycles", None), int(getattr(result, "launches", 1)),
-                       host_seconds, gflops, _bound(result, flops, nbytes), storage, choice)
+                       host_seconds, gflops,
+                       "-" if launched_with else _bound(result, flops, nbytes), storage, choice,
+                       launched_with, weights)
 
 
 def _bound(result, flops, nbytes):

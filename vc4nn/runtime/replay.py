@@ -24,7 +24,8 @@ their launches (NN-CONTRACT.md), which is what makes a replay equal to the call.
 import contextlib
 import numpy as np
 
-from ..device import CONTROL_ENTRY_WORDS, RunResult
+from ..device import CONTROL_ENTRY_WORDS, Buffer, RunResult, per_qpu_uniforms, qpu_count, \
+    uniform_words
 from ..nn.layer_call import chain
 
 # A control list entry is (uniforms address, code address).
@@ -58,6 +59,15 @@ def launch_groups(launches):
             groups.append((timeout, []))
         groups[-1][1].append((num_qpus, control))
     return groups
+
+
+def stream_words(values, qpu):
+    """Words of one QPU's uniforms as Device.execute takes them (it places [0] for None)."""
+    if values is None:
+        return 1
+    if isinstance(values, Buffer):
+        return values.nbytes // 4
+    return len(uniform_words(values, qpu)) // 4
 
 
 def _align(n):
@@ -99,6 +109,10 @@ class Recording:
     def __init__(self, device):
         self.device = device
         self.launches = []          # (num_qpus, control list address, timeout)
+        self.stream_words = []      # per launch: each QPU's uniform stream length in words, or
+        #                             None (launched without Device.execute: not chainable)
+        self.entries = []           # after pack(): per launch [(uniforms, code address)]
+        self.used_workspace = False  # the call took a workspace from the lent scratch region
         self.kept = []
         self.placed = {}            # bus address -> buffer Device.execute placed (code, uniforms,
         self.packed = None          # control list); after pack(): the one allocation of them
@@ -108,10 +122,20 @@ class Recording:
         """Record the launches made inside the block; ``run=False`` records without running
         them (each launch reports an empty RunResult)."""
         device = self.device
-        launch, place = device._launch, device._place
+        launch, place, execute = device._launch, device._place, device.execute
+        lengths = []                # of the streams of the Device.execute call being made
+
+        def recorded_execute(program, num_qpus=1, uniforms=None, *args, **kwargs):
+            lengths[:] = [stream_words(values, q) for q, values in
+                          enumerate(per_qpu_uniforms(uniforms, qpu_count(num_qpus)))]
+            try:
+                return execute(program, num_qpus, uniforms, *args, **kwargs)
+            finally:
+                lengths.clear()
 
         def recorded_launch(num_qpus, control_address, timeout):
             self.launches.append((num_qpus, control_address, timeout))
+            self.stream_words.append(list(lengths) if len(lengths) == num_qpus else None)
             if run:
                 return launch(num_qpus, control_address, timeout)
             return RunResult(num_qpus=num_qpus, host_interrupts=0, qpus=[], seconds=None,
@@ -123,6 +147,7 @@ class Recording:
             return buf
 
         with patched(device, "_launch", recorded_launch), \
+                patched(device, "execute", recorded_execute), \
                 patched(device, "free", self.kept.append), \
                 patched(device, "_place", recorded_place):
             yield self
@@ -162,16 +187,22 @@ class Recording:
         for offset, data in blobs:
             packed[offset:offset + data.nbytes] = data
         base = packed.address
-        launches = []
+        launches, entries = [], []
         for (offset, words), (num_qpus, _, timeout) in zip(lists, self.launches):
             fixed = np.array([base + w if relative else w for w, relative in words], "<u4")
             packed[offset:offset + fixed.nbytes] = fixed.view(np.uint8)
             launches.append((num_qpus, base + offset, timeout))
+            entries.append([tuple(map(int, pair)) for pair in fixed.reshape(num_qpus, -1)])
         placed = {id(buf.allocation) for buf in self.placed.values()}
         self.kept = [buf for buf in self.kept if id(getattr(buf, "allocation", buf)) not in placed]
         for buf in self.placed.values():
             self.device.free(buf)
         self.placed, self.launches, self.packed = {}, launches, packed
+        self.entries = entries
+
+    def buffers(self):
+        """The device buffers holding this call's code, uniforms and control lists."""
+        return self.kept + ([] if self.packed is None else [self.packed])
 
     @property
     def nbytes(self):
@@ -188,7 +219,7 @@ class Recording:
     def forget(self):
         """Free what the call kept and drop its launches: the call is no longer replayable."""
         self.free()
-        self.launches = []
+        self.launches, self.stream_words, self.entries = [], [], []
 
 
 class LaunchGroup:
@@ -201,20 +232,32 @@ class LaunchGroup:
         self.timeout, self.pairs, self.layers = timeout, pairs, layers
 
 
-def schedule(steps, recordings, per_layer=False):
+def schedule(steps, recordings, per_layer=False, chains=()):
     """A run of ``steps`` [(node, call or None)] as segments, in order: a ``LaunchGroup`` (the
     recorded launches of one or more layers: one ``execute_control_lists`` call; one group per
     layer if ``per_layer``) or the (node, call) of a layer called every run (not recorded, or
-    its call launched nothing)."""
+    its call launched nothing). The layers of a chain (``replay_chain.Chain``) are its one
+    launch: the first layer counts it, the others 0 launches."""
+    chained = {}                    # layer name -> its chain's launches, [] after the first
+    for each in chains:
+        chained[each.names[0]] = [(each.pair[0], each.pair[1], each.timeout)]
+        chained.update((name, []) for name in each.names[1:])
     segments = []
     for node, call in steps:
         if call is None:
             continue
         recording = recordings.get(node.name)
-        if recording is None or not recording.launches:
+        if node.name in chained:
+            launches = chained[node.name]
+            if not launches:
+                segments[-1].layers.append((node, 0))
+                continue
+        elif recording is None or not recording.launches:
             segments.append((node, call))
             continue
-        for timeout, pairs in launch_groups(recording.launches):
+        else:
+            launches = recording.launches
+        for timeout, pairs in launch_groups(launches):
             last = segments[-1] if segments else None
             if per_layer or not isinstance(last, LaunchGroup) or last.timeout != timeout:
                 last = LaunchGroup(timeout, [], [])
@@ -235,6 +278,9 @@ def layer_runs(done):
             continue
         at = 0
         for node, count in segment.layers:
+            if not count:               # ran in the launch of the layer before it
+                runs.append((node, chained_run(result[at - 1]), None))
+                continue
             part = chain(result[at:at + count])
             at += count
             if runs and runs[-1][0] is node:            # a layer split across groups
@@ -242,3 +288,12 @@ def layer_runs(done):
             else:
                 runs.append((node, part, seconds if len(segment.layers) == 1 else None))
     return runs
+
+
+def chained_run(launch):
+    """The report of a layer that ran inside ``launch`` (chained to the layer before it): no
+    launch and no time of its own; the launch's report carries its work."""
+    return RunResult(num_qpus=launch.num_qpus, host_interrupts=0, qpus=[], cycles=0,
+                     seconds=None if launch.seconds is None else 0.0, board=launch.board,
+                     clock_hz=launch.clock_hz, estimated=launch.estimated, programs=0,
+                     launches=0)

@@ -25,14 +25,15 @@ from ..device import qpu_count
 from ..errors import DeviceError
 from .errors import InputError, UnsupportedModelError
 from .image import Normalization, normalization_for
-from ..nn.layer_call import WeightArena, WeightLayouts, scratch
+from ..nn.layer_call import SharedZeros, WeightArena, WeightLayouts, scratch, shared_zeros
 from .loader import load_graph
-from . import precision as precision_choice
+from . import precision as precision_choice, precision_auto
 from .handoff import transposed_handoffs
-from .planner import plan_memory
 from .profile import layer_record
 from . import program_cache
+from .launch_fusion import planned_launches
 from .replay import CodePool, LaunchGroup, Recording, layer_runs, schedule
+from .replay_chain import link_spans
 from .session_args import check_output_names, check_session_options
 
 NodeArg = collections.namedtuple("NodeArg", "name shape type")
@@ -60,14 +61,18 @@ class InferenceSession:
     launch: the launch path of the device the session opens itself ("mailbox" or "direct",
     vc4nn.device.LAUNCH_PATHS; None: the backend's default); with a ``device`` it must match
     the device's (a device's launch path is chosen when it is opened).
+    group_launches: run consecutive recorded layers in one launch where the memory plan allows
+    it without growing the activation arena (``launch_fusion.py``, ``replay_chain.py``; needs
+    ``replay``); False launches every layer on its own.
     """
 
     def __init__(self, path, device=None, num_qpus=12, image_input=None, progress=None,
                  replay=True, memory_budget=DEFAULT_MEMORY_BUDGET, precision="fp32",
-                 tolerance=precision_choice.DEFAULT_TOLERANCE, calibration=None, launch=None):
+                 tolerance=precision_choice.DEFAULT_TOLERANCE, calibration=None, launch=None,
+                 group_launches=True):
         start, cpu_start = time.perf_counter(), time.process_time()
         check_session_options(path, device, image_input, progress, replay, memory_budget,
-                              calibration)
+                              calibration, group_launches)
         self.path = str(path)
         self.precision = precision_choice.check_precision(precision, tolerance)
         self.closed = False
@@ -75,12 +80,15 @@ class InferenceSession:
         self.num_qpus = qpu_count(num_qpus)
         self.progress = progress
         self.replay = replay
+        self.group_launches = group_launches and replay
         self.memory_budget = memory_budget
         self._recordings = {}
+        self._chains = []                   # replay_chain.Chain of the launch groups
         self._normalization = self._pick_normalization(image_input)
         self._stem = self._foldable_stem()
         self._own_device = device is None
         self._weights, self._arena, self._code = None, None, None
+        self._zeros = None
         self.program_cache_stats = None     # {"hits", "misses", "folder"} of the load
         self._last_segments = []            # (segment, its result, wall seconds) of the last run
         if device is None:
@@ -93,9 +101,9 @@ class InferenceSession:
         self.device = device
         try:
             self.storage = precision_choice.initial_plan(self.graph, precision)
-            self._build(progress)
             if precision == "auto":
                 self._choose_per_layer(image_input, tolerance, calibration, progress)
+            self._build(progress)
         except BaseException:
             self.close()
             raise
@@ -156,12 +164,15 @@ class InferenceSession:
         if self._stem is not None:
             t, b, l, r = self._stem.attrs["pads"]
             storage_shapes[input_name] = (h + t + b, w + l + r, c)
-        self.plan = plan_memory(g, storage_shapes, itemsizes=self.storage.itemsizes())
+        # Launch groups (launch_fusion.py): spans of layers planned to share one launch
+        self.launch_spans, self.plan = planned_launches(
+            g, storage_shapes, self.storage.itemsizes(), self.group_launches)
         # Depthwise results handed channel-major to the pointwise layer reading them (handoff.py)
         self.channel_major = transposed_handoffs(g, self.storage, self.num_qpus, self.device)
         nodes = [n for n in g.nodes if n.op != "softmax"]
         bar = _progress(nodes, progress, "preparing layers")
         self._arena = self.device.alloc(max(self.plan.arena_bytes // 4, 1), np.float32)
+        self._zeros = SharedZeros(self.device)
         self._input_view = self._view(input_name, storage_shapes.get(input_name, (h, w, c)))
         if self._stem is not None:
             t, b, l, r = self._stem.attrs["pads"]
@@ -172,7 +183,10 @@ class InferenceSession:
         self._lend_workspaces(nodes)
         if self.replay:
             self._record_all(progress)
-        self._schedules = {shown: schedule(self.steps, self._recordings, per_layer=shown)
+            link_spans(self.device, self._code, self.launch_spans, self.steps,
+                       self._recordings, self._chains, self._within_budget)
+        self._schedules = {shown: schedule(self.steps, self._recordings, per_layer=shown,
+                                           chains=self._chains)
                            for shown in (False, True)}
 
     def _place_weights(self, nodes, bar):
@@ -195,9 +209,22 @@ class InferenceSession:
 
     def _record_all(self, progress):
         self._code = CodePool(self.device)
+        readers = {}                # node name -> the zero buffers its launches read
         with program_cache.active() as store:
             for node, call in _progress(self.steps, progress, "assembling layers"):
+                self._zeros.taken = []
                 self._record(node, call)
+                readers[node.name] = self._zeros.taken
+            # A layer recorded before a larger zero row was asked for reads a smaller one: record
+            # it again on the largest, so that the session holds one zero row.
+            largest = self._zeros.largest()
+            stale = {name for name, taken in readers.items()
+                     if any(buf is not largest for buf in taken)}
+            self._zeros.keep_largest()
+            for node, call in self.steps:
+                if node.name in stale:
+                    self._recordings.pop(node.name).forget()
+                    self._record(node, call)
         if store is not None:
             self.program_cache_stats = {"hits": store.hits, "misses": store.misses,
                                         "folder": store.folder}
@@ -212,31 +239,51 @@ class InferenceSession:
             self._invoke(node, call)
         programs = len(self._code.programs)
         recording.pack(self._code)
-        if self.memory_budget is not None and self.memory()["total_bytes"] > self.memory_budget:
+        if not self._within_budget():
             recording.forget()      # over the budget: this layer is called every run
             self._code.keep_first(programs)
 
+    def _within_budget(self):
+        return self.memory_budget is None or self.memory()["total_bytes"] <= self.memory_budget
+
     def _choose_per_layer(self, image_input, tolerance, calibration, progress):
-        """precision="auto": try each fp16 layer against a float32 session; rebuild with the
-        layers that keep fp16."""
+        """precision="auto": try each fp16 layer in each storage its kernels take against a
+        float32 session (precision_auto); the session is then built with the choices."""
         i = self.get_inputs()[0]
         if calibration is None:
             feeds = [precision_choice.synthetic_feed(i, seed) for seed in range(2)]
         else:
             feeds = [{i.name: x} for x in calibration]
+        auto, g = precision_auto, self.graph
+        names = {n for n, s in self.storage.layers.items() if s == "fp16"}
+        notes = self.storage.notes
         reference = InferenceSession(self.path, self.device, self.num_qpus, image_input,
                                      progress=False, replay=False, memory_budget=None)
         try:
-            choices = precision_choice.auto_choices(self, reference, feeds, tolerance)
+            traces = auto.reference_traces(reference, feeds, names)
         finally:
             reference.close()
-        notes = self.storage.notes
-        kept = {name for name, (storage, _) in choices.items() if storage == "fp16"}
-        if len(kept) < len(choices):
-            self._free_layers()
-            self.storage = precision_choice.storage_plan(self.graph, kept)
+        trials = {c: self._try(auto.trial_plan(g, names, c[1]), traces, names, progress)
+                  for c in auto.TRIALS}
+        choices = auto.choose(g, trials, traces, tolerance)
+        flipped = auto.flips(g, choices, trials, traces, tolerance)
+        if flipped:
+            group = auto.affected(g, flipped)
+            before = self._try(auto.chosen_plan(g, choices, notes), traces, group, progress)
+            with_flips = dict(choices, **{n: (c, "") for n, c in flipped.items()})
+            after = self._try(auto.chosen_plan(g, with_flips, notes), traces, group, progress)
+            choices = auto.keep_faster(g, choices, flipped, before, after)
+        self.storage = auto.chosen_plan(g, choices, notes)
+
+    def _try(self, storage, traces, names, progress):
+        """precision_auto.try_layers in this session built with ``storage`` (unrecorded)."""
+        replay, self.replay, self.storage = self.replay, False, storage
+        try:
             self._build(progress)
-        self.storage.notes = dict(notes, **{name: why for name, (_, why) in choices.items()})
+            return precision_auto.try_layers(self, traces, names)
+        finally:
+            self.replay = replay
+            self._free_layers()
 
     def _view(self, name, shape=None):
         owner = self.plan.storage[name]
@@ -385,8 +432,12 @@ class InferenceSession:
         return layer_runs(self._last_segments)
 
     def _invoke(self, node, call):
-        with scratch(self._scratch[node.name]):
-            return call()
+        with scratch(self._scratch[node.name]) as lent, shared_zeros(self._zeros):
+            result = call()
+        recording = self._recordings.get(node.name)
+        if recording is not None and lent is not None and lent[1]:
+            recording.used_workspace = True
+        return result
 
     def _output(self, name, values):
         y = values[name] if name in values else np.array(self._view(name))
@@ -402,19 +453,31 @@ class InferenceSession:
                 i = self.get_inputs()[0]
                 input_feed = {i.name: np.zeros(i.shape, i.type)}
             self.run(None, input_feed)
+        leaders = {name: c.names[0] for c in self._chains for name in c.names[1:]}
         return [layer_record(node, self.graph, result, host, self.storage.layer(node),
-                             self.storage.notes.get(node.name, ""))
+                             self.storage.notes.get(node.name, ""), leaders.get(node.name, ""),
+                             self._weight_storage(node))
                 for node, result, host in self.last_runs]
+
+    def _weight_storage(self, node):
+        """Storage of the layer's weights as its kernel reads them ("-": it has none)."""
+        if len(node.inputs) < 2 or node.inputs[1] not in self.graph.constants:
+            return "-"
+        return self.storage.weights(node)
 
     # -- memory ------------------------------------------------------------------------------
     def memory(self):
-        """Device bytes this session holds: the activation arena and the prepared weights."""
+        """Device bytes this session holds: the activation arena, the prepared weights, the
+        recorded launches (uniform streams, control lists, programs) and the zero rows the
+        layers share."""
         weights = 0 if self._weights is None else self._weights.nbytes
         arena = 0 if self._arena is None else int(self._arena.nbytes)
         recorded = sum(r.nbytes for r in self._recordings.values()) + \
-            (0 if self._code is None else self._code.nbytes)
+            (0 if self._code is None else self._code.nbytes) + \
+            sum(c.nbytes for c in self._chains)
+        zeros = 0 if self._zeros is None else self._zeros.nbytes
         return {"arena_bytes": arena, "weight_bytes": weights, "recorded_bytes": recorded,
-                "total_bytes": arena + weights + recorded,
+                "zero_bytes": zeros, "total_bytes": arena + weights + recorded + zeros,
                 "peak_live_activation_bytes": self.plan.peak_live_bytes}
 
     def close(self):
@@ -425,12 +488,18 @@ class InferenceSession:
             self.device = None
 
     def _free_layers(self):
+        for chained in self._chains:
+            chained.free()
+        self._chains = []
         for recording in self._recordings.values():
             recording.free()
         self._recordings = {}
         if self._code is not None:
             self._code.free()
             self._code = None
+        if self._zeros is not None:
+            self._zeros.free()
+            self._zeros = None
         if self._weights is not None:
             self._weights.free()
             self._weights = None

@@ -15,7 +15,7 @@ from .image import NORMALIZATIONS, Normalization
 
 
 def check_session_options(path, device, image_input, progress, replay, memory_budget,
-                          calibration):
+                          calibration, group_launches=True):
     if not isinstance(path, (str, os.PathLike)):
         raise InputError(f"path must be the name of a .tflite or .onnx file, got "
                          f"{type(path).__name__}")
@@ -27,7 +27,8 @@ def check_session_options(path, device, image_input, progress, replay, memory_bu
     if device is not None and not isinstance(device, Device):
         raise DeviceError(f"device must be a device from vc4nn.open_device() (or None), got "
                           f"{device!r}"[:200])
-    for name, value in (("progress", progress), ("replay", replay)):
+    for name, value in (("progress", progress), ("replay", replay),
+                        ("group_launches", group_launches)):
         if not (value is None and name == "progress") and not isinstance(value, bool):
             raise InputError(f"{name} must be True or False{' (or None)' * (value is None)}, "
                              f"got {value!r}"[:200])
