@@ -68,13 +68,14 @@ def test_a_loader_reads_nothing_per_stepped_chunk():
     171 chunks, 3 loaders): [vdr setup, address] on each panel's last two chunks only; before
     the first chunk widen_x and chunk 0's [setup, address]; per pass 5 words (A, rows valid - 1,
     rows to store, C, bias) and per panel 2 (A's step, A's first k); the header: participates,
-    role, 3 staging setups. A leaf reads the same without the loads."""
+    role, 3 staging setups; last, the chain word (kernels/chain.py). A leaf reads the same
+    without the loads."""
     panel = PointwisePlan(14, 14, 512, 512, 12, True, False, "relu6", "fp16", "fp16", "fp32",
                           "fp16", gather_weights=False).panel
     assert (panel.passes, panel.full_panels, panel.chunks, panel.chunk_rows) == (3, 4, 171, 3)
     assert stepped_loads(panel) and [panel.loader_slot(q) for q in range(4)] == [None, 0, 1, 2]
     streams = uniform_streams(panel, (0x1000, 0x100000, 0x200000), 1.0, 0.0, bias=0x300000)
-    leaf = 1 + 4 + 3 * 5 + 3 * 4 * 2
+    leaf = 1 + 4 + 3 * 5 + 3 * 4 * 2 + 1
     panels = 3 * 4
     loader = leaf + 1 + 2 + panels * 2 * 2
     assert [len(s) for s in streams] == [leaf] + [loader] * 3 + [leaf] * 8

@@ -9,6 +9,7 @@ import pytest
 
 import vc4nn
 import vc4nn.nn
+from vc4nn.kernels import chain
 from vc4nn.runtime import InferenceSession
 from vc4nn.runtime import random_mobilenets as onnx_models
 
@@ -91,6 +92,11 @@ def test_memory_budget_limits_recorded_launches(tmp_path, device):
         kept = [r for r in sess._recordings.values() if r.launches]
         assert 0 < len(kept) < len(sess._recordings)
         assert sess.memory()["total_bytes"] <= budget
+        # the device holds only programs a kept launch runs (and the chains' pass program)
+        run = {code for r in kept for launch in r.entries for _, code in launch}
+        passes = {buf.address for key, buf in sess._code.programs.items()
+                  if key == chain.tail_code()}
+        assert {buf.address for buf in sess._code.programs.values()} == run | passes
     np.testing.assert_array_equal(first, expected)
     np.testing.assert_array_equal(second, expected)
 

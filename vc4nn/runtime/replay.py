@@ -97,6 +97,14 @@ class CodePool:
         for key in list(self.programs)[count:]:
             self.device.free(self.programs.pop(key))
 
+    def keep_used(self, recordings):
+        """Free the programs no launch of ``recordings`` runs (a layer recorded again leaves
+        its first recording's programs behind)."""
+        used = {code for r in recordings for launch in r.entries for _, code in launch}
+        for key, buf in list(self.programs.items()):
+            if buf.address not in used:
+                self.device.free(self.programs.pop(key))
+
     def free(self):
         programs, self.programs = self.programs, {}
         for buf in programs.values():

@@ -224,6 +224,7 @@ class InferenceSession:
             for node, call in self.steps:
                 if node.name in stale:
                     self._recordings.pop(node.name).forget()
+                    self._code.keep_used(self._recordings.values())
                     self._record(node, call)
         if store is not None:
             self.program_cache_stats = {"hits": store.hits, "misses": store.misses,
