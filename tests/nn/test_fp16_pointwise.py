@@ -160,3 +160,57 @@ def test_bad_fp16_arguments(device):
     with pytest.raises(Vc4nnError, match="panel_vectors"):
         pointwise(x, np.zeros((4, 200), np.float16), device=device,
                   tiling={"panel_vectors": 5})
+
+
+# fp16 weights gathered through the TMU (panel_gather_b: one channel-pair block per QPU per
+# chunk, widened into the chunk buffer by every QPU, none on the barrier's path): 8- and
+# 6-vector panels (one-k and two-k gathers of A), two panels (the second runs k backwards), an
+# odd K, two passes, the transposed route, float32 and half activations, results and
+# residuals; each against the DMA loaders' path on the same shape. h, w, cin, cout, bias,
+# residual, activation, tiling, storage of x, y, residual.
+GATHERED = [
+    (2, 9, 33, 256, True, False, "relu6", {"panel_vectors": 8}, "fp32", "fp32", "fp32"),
+    (3, 7, 40, 192, True, True, "relu", {"panel_vectors": 6}, "fp16", "fp16", "fp16"),
+    (7, 7, 64, 128, False, False, None, {"panel_vectors": 8, "transpose_input": True},
+     "fp16", "fp32", "fp32"),
+    (9, 9, 24, 128, True, True, "relu6", {"panel_vectors": 8}, "fp32", "fp16", "fp32"),
+]
+
+
+@pytest.mark.parametrize("h, w, cin, cout, bias, residual, activation, tiling, xs, ys, rs",
+                         GATHERED, ids=str)
+def test_fp16_weights_gathered(device, h, w, cin, cout, bias, residual, activation, tiling, xs,
+                               ys, rs):
+    from vc4nn.kernels.pointwise import PointwisePlan
+    rng = np.random.default_rng(cin * cout + w)
+    x = rng.standard_normal((h, w, cin)).astype(DTYPES[xs])
+    wt = normal_halves(rng, (cin, cout))
+    b = rng.standard_normal(cout).astype(np.float32) if bias else None
+    r = rng.standard_normal((h, w, cout)).astype(DTYPES[rs]) if residual else None
+    check = assert_close_fp16 if ys == "fp16" else assert_close
+    for gather in (True, False):
+        options = dict(tiling, gather_weights=gather)
+        plan = PointwisePlan(h, w, cin, cout, 12, bias, residual, activation, xs, ys, rs,
+                             "fp16", **options)
+        assert plan.gathers is gather and plan.panel.b_halves
+        y = pointwise(x, wt, b, activation, r, device=device, num_qpus=12, tiling=options,
+                      dtype=DTYPES[ys])
+        check(y, *dense(x, wt, b, r, activation), cin)
+
+
+@pytest.mark.parametrize("h, w, cin, cout", [(7, 7, 40, 256), (2, 7, 35, 96)], ids=str)
+def test_fp16_weights_spread_rows(device, h, w, cin, cout):
+    """Gathered fp16 weights with the last pass's leftover pixels in pieces (panel_spread):
+    7x7 (one vector of pixel 48 per QPU, two panels) and 14 = 12 + 2 pixels of 6 vectors."""
+    from vc4nn.kernels.pointwise import PointwisePlan
+    rng = np.random.default_rng(cin + cout)
+    x = rng.standard_normal((h, w, cin)).astype(np.float32)
+    wt = normal_halves(rng, (cin, cout))
+    b = rng.standard_normal(cout).astype(np.float32)
+    for spread in (True, False):
+        plan = PointwisePlan(h, w, cin, cout, 12, True, False, "relu6", w_storage="fp16",
+                             gather_weights=True, spread_rows=spread)
+        assert plan.spreads is spread and plan.gathers
+        y = pointwise(x, wt, b, "relu6", device=device, num_qpus=12,
+                      tiling={"gather_weights": True, "spread_rows": spread})
+        assert_close(y, *dense(x, wt, b, None, "relu6"), cin)

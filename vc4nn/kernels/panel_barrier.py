@@ -232,7 +232,8 @@ def relay(a, plan, variant, number, back, first=(), stepped=True):
         regs = registers(plan)[0]
         early = early[:1] + ([] if stepped else [lambda: a.mov(regs["load_next"], uniform)])
         late = step_ops(a, plan) if stepped else [lambda: a.mov(vr_addr, regs["load_next"])]
-    if plan.b_halves:       # its own ARRIVED is out already, but the master waits for its DONE
+    if plan.b_halves and not plan.b_gather:     # its own ARRIVED is out already, but the
+        # master waits for its DONE (gathered halves are widened by every QPU, panel_gather_b)
         setups, fill = None, []
         if steps:
             setups = functools.partial(stepped_widen_setups, a, plan, variant)

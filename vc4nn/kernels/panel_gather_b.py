@@ -20,6 +20,13 @@ chunk's row r is VPM row r of its buffer), L consecutive vectors of one k-row:
   r4), pop them and write them: the setup is the next buffer's read setup (``buffer`` xor
   ``toggle``) plus ``b_write``, this QPU's offset from a read setup to its rows' write setup.
 
+fp16 B (``b_halves``, channel-pair words: word i of a 32-column block holds column i in bits
+15:0 and column i + 16 in bits 31:16, panel_halves): a QPU's two rows of a chunk are one such
+block, so it asks for one gather (a 64-byte line, half the bytes of float32), pops it into the
+regfile-A register ``halves`` and writes the two float32 rows through the unpack of its read
+(16a, 16b). The widening is spread over every QPU and sits in the k loop, where the DMA path's
+loaders widen their k-rows in their barrier code, on every chunk's critical path.
+
 The rows of chunk c+1 are written after this QPU passed barrier c, when nobody reads the buffer
 of chunk c-1 any more, and before it arrives at barrier c+1, so the barrier keeps its meaning
 (vc4nn/kernels/panel_barrier.py). Nothing of B is in flight during the bias start and the
@@ -31,6 +38,8 @@ from asm import element_number, r1, r3, r4, tmu1_s, uniform, vpm, vpm_read_setup
     vpm_write_setup, vw_setup
 
 from .common import LANES, WORD
+from .halves import HALF_HIGH, HALF_LOW
+from .panel_halves import column_bytes
 from .panel_registers import registers
 
 ROW_BYTES = LANES * WORD
@@ -44,9 +53,9 @@ def request_ops(a, plan, stepped):
     regs = registers(plan)[0]
     if not stepped:
         return [lambda: a.shl(r1, element_number, 2)] + \
-            [lambda: a.add(tmu1_s, uniform, r1)] * plan.b_rows
+            [lambda: a.add(tmu1_s, uniform, r1)] * plan.b_gathers
     ops = []
-    if plan.b_rows == 2:            # (PanelPlan allows 1 or 2) the row before my last
+    if plan.b_gathers == 2:         # (PanelPlan allows 1 or 2) the row before my last
         ops += [lambda: a.ldi(r1, ROW_BYTES), lambda: a.sub(tmu1_s, regs["b_next"], r1)]
     return ops + [lambda: a.add(regs["b_next"], regs["b_next"], regs["b_step"])
                   .mov(tmu1_s, regs["b_next"])]
@@ -71,6 +80,15 @@ def pop_steps(a, plan, carrier=None):
     VPM, r3 free: each pop's row is readable in r4 from the next instruction on. ``carrier``: a
     k-loop step (emit(sig)) that takes the second row's pop instead of a nop."""
     regs = registers(plan)[0]
+    if plan.b_halves:               # one block of channel-pair words: widened into 2 rows
+        halves = regs["halves"]     # (not readable in the instruction after its write)
+        return [(lambda sig: a.xor(r3, regs["buffer"], regs["toggle"], sig="ldtmu1"), True),
+                (lambda sig: a.mov(halves, r4), True),
+                (lambda sig: a.add(vw_setup, r3, regs["b_write"]), True),
+                (lambda sig: a.fmax(vpm, halves.unpack(HALF_LOW), halves.unpack(HALF_LOW)),
+                 True),
+                (lambda sig: a.fmax(vpm, halves.unpack(HALF_HIGH), halves.unpack(HALF_HIGH)),
+                 True)]
     steps = [(lambda sig: a.xor(r3, regs["buffer"], regs["toggle"], sig="ldtmu1"), True),
              (lambda sig: a.add(vw_setup, r3, regs["b_write"]), True),
              (lambda sig: a.mov(vpm, r4), True)]
@@ -102,16 +120,20 @@ def row_addresses(plan, b_addr, chunk, q):
     the panel's end (in its last chunk) re-read its last k-row, as the DMA path does."""
     variant, col, reverse, first = chunk
     out = []
-    for row in range(q * plan.b_rows, (q + 1) * plan.b_rows):
+    for row in range(q * plan.b_rows, (q + 1) * plan.b_rows, plan.b_rows // plan.b_gathers):
         slot, j = divmod(row, variant.vectors)
         step = min(first + slot, plan.k - 1)
         k = plan.k - 1 - step if reverse else step
-        out.append(b_addr + (k * plan.n + col + j * LANES) * WORD)
+        if plan.b_halves:           # the channel-pair block of vectors j and j + 1
+            out.append(b_addr + column_bytes(plan, k, col + j * LANES))
+        else:
+            out.append(b_addr + (k * plan.n + col + j * LANES) * WORD)
     return out
 
 
 def panel_words(plan, b_addr, chunk, q):
     """The panel's [b_next, b_step] of QPU q, ``chunk`` its chunk 1 (see start_panel)."""
     _, _, reverse, _ = chunk
-    step = plan.chunk_rows * plan.n * WORD * (-1 if reverse else 1)
+    row = column_bytes(plan, 1, 0) if plan.b_halves else plan.n * WORD
+    step = plan.chunk_rows * row * (-1 if reverse else 1)
     return [row_addresses(plan, b_addr, chunk, q)[-1], step & 0xFFFFFFFF]

@@ -10,6 +10,8 @@ and 2h + 1, which lie at or before word row h's own row (V - ceil(V/2) + h), so 
 overwritten before it is read. The k loop then reads float32 as before, so its one
 multiply-add per instruction stays; the price is the widening on the loaders' path (the
 master waits for the slowest loader): 3 instructions per 32 weights, 16 per 8-vector k-row.
+Where the chunk splits into one 32-column block per QPU, every QPU gathers its block through
+the TMU and widens it itself instead (panel_gather_b), off that path.
 """
 
 import numpy as np

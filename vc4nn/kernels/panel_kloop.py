@@ -29,7 +29,7 @@ def gathers_ahead(plan):
     """How many gathers of A are asked for ahead: GATHERS_AHEAD, less what B's gathers take of
     the TMU FIFO with b_gather (panel_gather_b)."""
     ahead = GATHERS_AHEAD[plan.gather_k]
-    return min(ahead, TMU_REQUESTS - plan.b_rows) if plan.b_gather else ahead
+    return min(ahead, TMU_REQUESTS - plan.b_gathers) if plan.b_gather else ahead
 
 
 class KStep(typing.NamedTuple):
@@ -202,7 +202,7 @@ def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
         steps.append(nop)
     if plan.b_gather and last_row:      # B's rows of the next chunk, before A's pop (r4)
         at = max(i for i, (_, small) in enumerate(steps) if not small) if kind.pop else len(steps)
-        if plan.b_rows > 1 and kind.pop and at - 1 > last_rotation and not steps[at - 1][1]:
+        if plan.b_gathers > 1 and kind.pop and at - 1 > last_rotation and not steps[at - 1][1]:
             # the multiply-add before A's pop carries the pop of B's second row
             steps[at - 1:at] = pop_steps(a, plan, steps[at - 1][0])
         else:

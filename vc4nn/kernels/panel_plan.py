@@ -120,8 +120,9 @@ class PanelPlan:
 
     def _check_b_gather(self):
         rows = self.chunk_rows * self.panel_vectors
-        if self.b_halves:
-            raise ValueError("b_gather: fp16 B is widened by DMA loaders (panel_halves)")
+        if self.b_halves and self.b_rows != 2:
+            raise ValueError(f"b_gather: fp16 B is gathered a channel-pair block (2 rows) per "
+                             f"QPU, not {self.b_rows} rows")
         if self.n % (self.panel_vectors * LANES):
             raise ValueError(f"b_gather: N = {self.n} is not a multiple of the panel's "
                              f"{self.panel_vectors * LANES} columns")
@@ -134,8 +135,8 @@ class PanelPlan:
         why = None
         if not (self.b_gather and self.alpha_one and self.beta_zero):
             why = "it needs gathered B and alpha = 1, beta = 0"
-        elif self.b_halves or self.a_halves or self.c_halves or self.epilogue.residual:
-            why = "it takes float32 A, B and C and no residual"
+        elif self.a_halves or self.c_halves or self.epilogue.residual:
+            why = "it takes float32 A and C and no residual"
         elif self.edge:
             why = f"N = {self.n} leaves an edge panel"
         else:
@@ -169,6 +170,12 @@ class PanelPlan:
     def b_rows(self):
         """b_gather: rows of 16 columns of B each QPU gathers per chunk."""
         return self.chunk_rows * self.panel_vectors // self.qpus
+
+    @property
+    def b_gathers(self):
+        """b_gather: TMU gathers per QPU per chunk: one per row, or (fp16 B) one channel-pair
+        block for both rows (panel_gather_b)."""
+        return 1 if self.b_halves else self.b_rows
 
     # -- rows: R rows of C per QPU, in passes of (participating QPUs) x R rows ----------------
     @property
@@ -349,7 +356,10 @@ def issue_estimate(plan):
         piece = plan.piece_vectors + 1 if plan.spread_rows and index + 1 == plan.passes else 0
         for variant, _ in plan.panel_starts():
             k_loop = plan.k * (rows * (variant.vectors + 1) + piece + per_k_gather)
-            total += k_loop + plan.chunks * BOUNDARY_COST + PANEL_COST + 6 * rows * variant.vectors
+            boundary = BOUNDARY_COST
+            if plan.b_halves and not plan.b_gather:     # the loaders' widening, on the path
+                boundary += 4 + 3 * ceil_div(variant.vectors, 2)    # (panel_halves.widen)
+            total += k_loop + plan.chunks * boundary + PANEL_COST + 6 * rows * variant.vectors
     return total
 
 

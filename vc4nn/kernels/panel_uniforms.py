@@ -255,7 +255,7 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
                 for c in range(plan.chunks):
                     if plan.b_gather and not stepped(plan, c):
                         words += row_addresses(plan, b_addr, loads_after[index], q)
-                    if loader and plan.b_halves and not steps:
+                    if loader and plan.b_halves and not steps and not plan.b_gather:
                         words += widen_words(plan, chunks[index][0], slot, index % 2)
                     if loader and not plan.b_gather:
                         load = load_words(plan, b_addr, loads_after[index], index + 1, slot)

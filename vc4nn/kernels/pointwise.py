@@ -199,9 +199,11 @@ class PointwisePlan:
 
     @property
     def spreads(self):
-        """Whether the leftover pixels are spread over the QPUs (``spread_rows``). By default
-        wherever the panel allows it: one pass with 1..QPUs / V vectors left over, the weights
-        gathered, float32, no residual (7x7 on 12 QPUs with 8-vector panels)."""
+        """Whether the last pass's leftover pixels are spread over the QPUs in pieces
+        (``spread_rows``). By default wherever the panel allows it: pixels left over after
+        whole rows per QPU in the last pass, the weights gathered, float32 activations and
+        result, no residual, the last pass's rows and piece within the registers (7x7 and
+        14x14 on 12 QPUs with 8-vector panels)."""
         return self.panel.spread_rows
 
     @property
