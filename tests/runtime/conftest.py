@@ -17,6 +17,7 @@ _EXTRAS = {
     "test_accuracy.py": ("onnx",),
     "test_cli_runtime.py": ("onnx",),
     "test_handoff.py": ("onnx", "onnxruntime"),
+    "test_launch_groups.py": ("onnx", "onnxruntime", "tflite", "flatbuffers"),
     "test_memory_accounting.py": ("onnx",),
     "test_memory_plan.py": ("onnx",),
     "test_onnx_graph.py": ("onnx", "onnxruntime"),
