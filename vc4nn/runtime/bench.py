@@ -15,7 +15,7 @@ import itertools
 import statistics
 import time
 
-from .profile import summarize
+from .profile import memory_text, summarize
 from .replay import patched
 
 PI_ZERO_HOST_FACTOR = 25.0
@@ -108,7 +108,7 @@ def bench(sess, runs=None):
               "load_cpu_seconds": getattr(sess, "load_cpu_seconds", None),
               "program_cache": getattr(sess, "program_cache_stats", None),
               "memory": sess.memory()}
-    chained = report["chained_layers"] = sum(1 for r in records if r.launched_with)
+    chained = report["chained_layers"] = total["chained_layers"]
     grouping = f"; {chained} layers ran in the launch of the layer before them" if chained \
         else ""
     lines = [f"{sess.path}: {total['layers']} layers, {total['launches']} launches "
@@ -154,12 +154,7 @@ def bench(sess, runs=None):
         lines += [f"measured over {runs} runs ({path} launches): "
                   f"{statistics.median(walls) * 1e3:.2f} ms per inference (median), of which "
                   f"host work {host * 1e3:.2f} ms"]
-    mem = report["memory"]
-    lines.append(f"GPU memory: {mem['total_bytes'] / 2**20:.2f} MiB (arena "
-                 f"{mem['arena_bytes'] / 2**20:.2f} MiB, weights "
-                 f"{mem['weight_bytes'] / 2**20:.2f} MiB, recorded launches "
-                 f"{mem['recorded_bytes'] / 2**20:.2f} MiB, zero rows "
-                 f"{mem['zero_bytes'] / 2**20:.2f} MiB)")
+    lines.append(memory_text(report["memory"]))
     report["lines"] = lines
     return report
 

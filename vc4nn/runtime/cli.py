@@ -26,6 +26,7 @@ from ..cli_common import add_device_arguments, open_device_of, output_file, posi
 from ..errors import Vc4nnError
 from .precision import PRECISIONS
 from .launch_fusion import add_grouping_argument
+from .profile import memory_text
 
 COMMANDS = ("classify", "profile", "bench", "accuracy", "ops", "export-mobilenet-v2", "demo")
 
@@ -59,8 +60,9 @@ def _open(args, image_input=None):
 
 
 def _grouping_text(records):
-    grouped = sum(1 for r in records if r.launched_with)
-    return f"{grouped} of the {len(records)} layers chained into the launch of the layer before"
+    from .profile import summarize
+    return (f"{summarize(records)['chained_layers']} of the {len(records)} layers chained "
+            f"into the launch of the layer before")
 
 
 def _time_text(records, device):
@@ -148,11 +150,7 @@ def profile_main(argv):
         if any(r.launched_with for r in records):
             print(f"{_grouping_text(records)}; ^: ran in the launch of the layer above, whose "
                   f"time includes it (--no-group-launches: a launch and a time per layer)")
-        print(f"GPU memory: {memory['total_bytes'] / 2**20:.2f} MiB (activation arena "
-              f"{memory['arena_bytes'] / 2**20:.2f} MiB, weights "
-              f"{memory['weight_bytes'] / 2**20:.2f} MiB, recorded launches "
-              f"{memory['recorded_bytes'] / 2**20:.2f} MiB, zero rows "
-              f"{memory['zero_bytes'] / 2**20:.2f} MiB)")
+        print(memory_text(memory))
     if args.png:
         _chart(records, args.png, args.model)
     return 0

@@ -72,6 +72,11 @@ class StoragePlan:
         return "fp16" if halves else "fp32"
 
 
+def has_weights(graph, node):
+    """Whether ``node`` reads weights (a constant second input)."""
+    return len(node.inputs) > 1 and node.inputs[1] in graph.constants
+
+
 def readers(consumers, value):
     """The layers reading ``value`` (``consumers``: graph.consumers()), through reshapes (views
     of the same bytes)."""

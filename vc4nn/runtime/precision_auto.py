@@ -18,7 +18,7 @@ flipped where that is faster (``flips``, ``keep_faster``).
 """
 
 from ..nn.storage import FP16_WEIGHTS
-from .precision import readers, relative_error, run_time, storage_plan, trace
+from .precision import has_weights, readers, relative_error, run_time, storage_plan, trace
 
 # (storage of the result, of the weights)
 FP32 = ("fp32", "fp32")
@@ -38,8 +38,7 @@ def candidates(node):
 
 def label(graph, node, candidate):
     """"fp16/fp32": result (activation) storage / weight storage ("-": the layer has none)."""
-    weighted = len(node.inputs) > 1 and node.inputs[1] in graph.constants
-    return f"{candidate[0]}/{candidate[1] if weighted else '-'}"
+    return f"{candidate[0]}/{candidate[1] if has_weights(graph, node) else '-'}"
 
 
 def trial_plan(graph, names, weights):
@@ -92,12 +91,12 @@ def choose(graph, trials, traces, tolerance):
     return choices
 
 
-def note(graph, name, tried, tolerance, why=""):
+def note(graph, name, tried, tolerance):
     node, fp32_time = node_named(graph, name), tried[0][2]
     parts = [f"{label(graph, node, c)} error {error:.1e} {'<=' if error <= tolerance else '>'} "
              f"{tolerance:g}, {time / fp32_time if fp32_time else 1:.2f}x fp32's time"
              for c, error, time in tried[1:]]
-    return f"{'; '.join(parts)}{why}"
+    return '; '.join(parts)
 
 
 def flips(graph, choices, trials, traces, tolerance):

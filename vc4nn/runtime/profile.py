@@ -101,4 +101,13 @@ def summarize(records):
     return {"layers": len(records), "flops": sum(r.flops for r in records),
             "device_seconds": total, "launches": sum(r.launches for r in records),
             "estimated": any(r.estimated for r in records),
-            "host_seconds": None if None in host else sum(host)}
+            "host_seconds": None if None in host else sum(host),
+            "chained_layers": sum(1 for r in records if r.launched_with)}
+
+
+def memory_text(memory):
+    """A session's ``memory()`` as one line of text."""
+    mib = {key: value / 2**20 for key, value in memory.items()}
+    return (f"GPU memory: {mib['total_bytes']:.2f} MiB (arena {mib['arena_bytes']:.2f} MiB, "
+            f"weights {mib['weight_bytes']:.2f} MiB, recorded launches "
+            f"{mib['recorded_bytes']:.2f} MiB, zero rows {mib['zero_bytes']:.2f} MiB)")

@@ -214,8 +214,7 @@ class Recording:
 
     @property
     def nbytes(self):
-        held = self.kept + ([] if self.packed is None else [self.packed])
-        return sum(int(getattr(getattr(b, "allocation", b), "size", 0)) for b in held)
+        return sum(int(getattr(getattr(b, "allocation", b), "size", 0)) for b in self.buffers())
 
     def free(self):
         held = self.kept + list(self.placed.values()) + \

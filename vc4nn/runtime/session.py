@@ -32,6 +32,7 @@ from .layer_binding import layer_call
 from .profile import layer_record
 from . import program_cache
 from .launch_fusion import planned_launches
+from .planner import HOST_OPS
 from .replay import CodePool, LaunchGroup, Recording, layer_runs, schedule
 from .replay_chain import link_spans
 from .session_args import check_output_names, check_session_options
@@ -166,10 +167,10 @@ class InferenceSession:
             storage_shapes[input_name] = (h + t + b, w + l + r, c)
         # Launch groups (launch_fusion.py): spans of layers planned to share one launch
         self.launch_spans, self.plan = planned_launches(
-            g, storage_shapes, self.storage.itemsizes(), self.group_launches)
+            g, storage_shapes, self.storage.itemsizes(), self.group_launches and self.replay)
         # Depthwise results handed channel-major to the pointwise layer reading them (handoff.py)
         self.channel_major = transposed_handoffs(g, self.storage, self.num_qpus, self.device)
-        nodes = [n for n in g.nodes if n.op != "softmax"]
+        nodes = [n for n in g.nodes if n.op not in HOST_OPS]     # the planner's steps
         bar = _progress(nodes, progress, "preparing layers")
         self._arena = self.device.alloc(max(self.plan.arena_bytes // 4, 1), np.float32)
         self._zeros = SharedZeros(self.device)
@@ -179,7 +180,7 @@ class InferenceSession:
             self._interior = self._input_view[t:t + h, l:l + w]
             self._border = np.asarray(self._normalization.mean, np.float32)
         self._place_weights(nodes, bar)
-        self.host_steps = [n for n in g.nodes if n.op == "softmax"]
+        self.host_steps = [n for n in g.nodes if n.op in HOST_OPS]
         self._lend_workspaces(nodes)
         if self.replay:
             self._record_all(progress)
@@ -221,11 +222,12 @@ class InferenceSession:
             stale = {name for name, taken in readers.items()
                      if any(buf is not largest for buf in taken)}
             self._zeros.keep_largest()
-            for node, call in self.steps:
-                if node.name in stale:
-                    self._recordings.pop(node.name).forget()
-                    self._code.keep_used(self._recordings.values())
-                    self._record(node, call)
+            again = [(node, call) for node, call in self.steps if node.name in stale]
+            for node, _ in again:
+                self._recordings.pop(node.name).forget()
+            self._code.keep_used(self._recordings.values())     # their programs too
+            for node, call in again:
+                self._record(node, call)
         if store is not None:
             self.program_cache_stats = {"hits": store.hits, "misses": store.misses,
                                         "folder": store.folder}
@@ -405,9 +407,8 @@ class InferenceSession:
 
     def _weight_storage(self, node):
         """Storage of the layer's weights as its kernel reads them ("-": it has none)."""
-        if len(node.inputs) < 2 or node.inputs[1] not in self.graph.constants:
-            return "-"
-        return self.storage.weights(node)
+        return self.storage.weights(node) if precision_choice.has_weights(self.graph, node) \
+            else "-"
 
     # -- memory ------------------------------------------------------------------------------
     def memory(self):
