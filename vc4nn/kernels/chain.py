@@ -31,7 +31,8 @@ import functools
 from asm import isa, kernel, null, r0, r2, r3, ra, uniform, unif_addr, vw_wait
 
 # Semaphores of the joint barrier (no kernel uses them; tests/kernels/test_chain.py).
-ARRIVE, GO = 13, (14, 15)           # GO by the joint's parity
+# The last three of the ISA's semaphores; GO by the joint's parity.
+ARRIVE, GO = isa.NUM_SEMAPHORES - 3, (isa.NUM_SEMAPHORES - 2, isa.NUM_SEMAPHORES - 1)
 RECORD_WORDS = 4        # [parity, leader's QPU count or 0, next uniforms, next code address]
 END = 0                 # the chain word of a program that ends its launch
 NEXT_CODE = ra[31]      # the branch reads its register from regfile A; clobbered at the end only

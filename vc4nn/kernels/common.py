@@ -4,6 +4,7 @@ from asm import element_number, isa, null, r5, r5rep, uniform
 
 LANES = isa.SIMD_WIDTH
 WORD = 4                        # bytes of a float32
+MASK = 0xFFFFFFFF               # a uniform word: offsets wrap modulo 2**32
 # Requests in flight when a loop gathers many vectors (C for beta, a transpose): the TMU FIFO
 # depth the errata found reliable (facts §5.13).
 GATHER_DEPTH = 4

@@ -23,11 +23,10 @@ pointwise kernel"); the arithmetic stays float32:
 
 from asm import null, r1, r2, r4, tmu0_s
 
+from .common import MASK
 from .halves import HALF_HIGH, HALF_LOW
 from .panel_plan import HALF
 from .panel_registers import registers
-
-MASK = 0xFFFFFFFF
 
 
 def copy_steps(a, plan, kind, setup, count):

@@ -40,9 +40,8 @@ from asm import element_number, r1, r3, r4, tmu1_s, uniform, vpm, vpm_read_setup
 from .common import LANES, WORD
 from .halves import HALF_HIGH, HALF_LOW
 from .panel_halves import column_bytes
+from .panel_plan import ROW_BYTES
 from .panel_registers import registers
-
-ROW_BYTES = LANES * WORD
 
 
 def request_ops(a, plan, stepped):

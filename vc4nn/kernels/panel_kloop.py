@@ -114,7 +114,7 @@ def request_a(a, plan, kind, sig=None, upper=None):
     return a.add(r2, r2, regs["a_step"], sig=sig).mov(tmu0_s, r2)
 
 
-def k_step(a, plan, variant, acc, kind, row, last_row, loop=None):
+def k_step(a, plan, acc, kind, row, last_row, loop=None):
     """The k of k-row ``row`` of a chunk: up to 2 bookkeeping instructions, then per row g of A
     the broadcast of A[m0+g, k] and its V multiply-adds. ``kind``: a KStep.
 

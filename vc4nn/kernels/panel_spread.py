@@ -20,12 +20,10 @@ first (``store_piece``).
 from asm import (element_number, null, r0, r2, r3, r5, tmu0_s, uniform, vpm, vpm_read_setup,
                  vr_setup, vw_addr, vw_setup, vw_wait)
 
-from .common import LANES, WORD
+from .common import WORD
 from .epilogue import activate
-from .panel_plan import MAX_ROWS
+from .panel_plan import MAX_ROWS, ROW_BYTES
 from .panel_registers import piece_registers, registers
-
-VECTOR_BYTES = LANES * WORD
 
 
 def last_pass(plan):
@@ -57,7 +55,7 @@ def header_words(plan, q):
     reads = [(delta + (i - 1) * plan.panel_vectors + start) & 0xFFFFFFFF
              for i in range(plan.chunk_rows)]
     last = start + plan.piece_vectors - 1
-    return reads + [start * VECTOR_BYTES, (row - m0) * plan.n * WORD + last * VECTOR_BYTES,
+    return reads + [start * ROW_BYTES, (row - m0) * plan.n * WORD + last * ROW_BYTES,
                     stores]
 
 
@@ -107,7 +105,7 @@ def request_piece(a, plan, base, j):
     as panel_store.request_vector gathers the others; uses r0 and r3."""
     a.add(r3, base, piece_registers(plan)["x_col"])
     if j:
-        a.ldi(r0, j * VECTOR_BYTES)
+        a.ldi(r0, j * ROW_BYTES)
         a.add(r3, r3, r0)
     a.shl(r0, element_number, 2)
     a.add(tmu0_s, r3, r0)
@@ -128,7 +126,7 @@ def store_piece(a, plan, regs_of_piece):
             if done:                # stored all it owns?
                 a.sub(null, regs["x_count"], done, sf=True)
                 a.branch("skip", cond="all_zs")
-                a.ldi(r3, VECTOR_BYTES)
+                a.ldi(r3, ROW_BYTES)
                 a.sub(r2, r2, r3)
                 a.nop()
             a.read(vw_wait)

@@ -10,14 +10,13 @@ from asm import vdr_setup, vdw_setup, vpm_read_setup, vpm_write_setup
 from . import dma
 from . import chain
 from . import panel_spread as spread
-from .common import LANES, WORD, ceil_div
+from .common import LANES, MASK, WORD, ceil_div
 from .panel_act_halves import scaled_offset
 from .panel_gather_b import panel_words, row_addresses, stepped, write_offset
 from .panel_halves import column_bytes, halves_y, padded_columns, slot_y, widen_words, word_rows
 from .panel_plan import HALF, ROLE_LOADER, ROLE_MASTER, ROW_BYTES
 from .panel_registers import stepped_loads
 
-MASK = 0xFFFFFFFF
 
 
 # ---------------------------------------------------------------------------------------------

@@ -96,15 +96,14 @@ class PointwisePlan:
     def epilogue(self):
         return Epilogue(self.bias, self.residual, self.activation)
 
-    def _panel(self, trans_a, max_rows=sgemm_panel.MAX_ROWS, vectors=None, gather=None):
+    def _panel(self, trans_a, max_rows=sgemm_panel.MAX_ROWS, vectors=None):
         vectors = vectors or self.vectors
         fields = (self.pixels, self.cout, self.cin, trans_a, self.num_qpus, True, True,
                   self.epilogue, max_rows, vectors,
                   sgemm_panel.deepest_chunk(vectors, self.num_qpus), self.w_storage == "fp16",
                   self.x_storage == "fp16", self.y_storage == "fp16",
                   self.residual and self.r_storage == "fp16")
-        if gather is None:
-            gather = self.gather_weights
+        gather = self.gather_weights
         panel = None
         if gather is None:          # the default (``gathers``)
             try:

@@ -34,7 +34,7 @@ import functools
 
 from asm import element_number, kernel, null, r0, r2, r3, uniform, vpm_read_setup, vr_wait, vw_wait
 
-from .common import LANES, WORD, ceil_div, lane_addresses, zero
+from .common import LANES, ceil_div, lane_addresses, zero
 from . import chain
 from .panel_barrier import boundary, issue_loads
 from .panel_gather_b import pop_rows, request_rows, start_panel, stepped
@@ -193,12 +193,12 @@ def panel(a, plan, variant, masters, rows, piece=False):
         a.label("chunk")
         boundary(a, plan, variant, masters, True)
         for row, kind in enumerate(steady_kinds(plan)):
-            k_step(a, plan, variant, acc, kind, row, row + 1 == kc, loop="chunk")
+            k_step(a, plan, acc, kind, row, row + 1 == kc, loop="chunk")
     for chunk, ks in enumerate(chunk_kinds[steady:], steady):
         with a.scope():
             boundary(a, plan, variant, masters, stepped(plan, chunk))
             for row, kind in enumerate(ks):
-                k_step(a, plan, variant, acc, kind, row, row + 1 == len(ks))
+                k_step(a, plan, acc, kind, row, row + 1 == len(ks))
     a.fadd(acc[-1][-1], acc[-1][-1], r0)
     if delta:
         a.ldi(r3, delta)
