@@ -373,6 +373,42 @@ def test_spread_rows(device, h, w, cin, cout, num_qpus, vectors, layout, activat
         assert_close(y, *dense(x, wt, b, None, activation), cin)
 
 
+# spread_leaves: the pieces on the leaves only (PanelPlan.piece_qpus), the master and the relays
+# running the last pass without one: 7x7 on 12 QPUs as 4 pixels each and one vector of pixel
+# 48 on each of the 8 leaves; 27 = 2 x 12 + 3 pixels (pieces of 4 vectors, two leaves compute
+# one again and store nothing); 14 = 12 + 2 pixels of 6 vectors on 7 leaves (two-k gathers, odd
+# K); 14x14 in passes of 6, 6 and 4 pixels and pieces of 4 vectors; each against the pieces on
+# every QPU.
+@pytest.mark.parametrize("h,w,cin,cout,vectors,layout,activation,bias", [
+    (7, 7, 40, 256, 8, "chw", "relu6", True),
+    (3, 9, 33, 128, 8, "hwc", None, False),
+    (2, 7, 35, 96, 6, "hwc", "relu", True),
+    (14, 14, 27, 128, 8, "chw", "relu6", True),
+])
+def test_spread_leaves(device, h, w, cin, cout, vectors, layout, activation, bias):
+    x, wt, b, _ = tensors(h * w + cin + 7, h, w, cin, cout, bias, False)
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    for leaves in (True, False):
+        tiling = {"panel_vectors": vectors, "gather_weights": True, "spread_rows": True,
+                  "spread_leaves": leaves}
+        plan = kernel.PointwisePlan(h, w, cin, cout, 12, bias, False, activation,
+                                    input_layout=layout, **tiling)
+        assert plan.panel.spread_leaves is leaves
+        y = pointwise(xin, wt, b, activation, device=device, num_qpus=12, tiling=tiling,
+                      x_layout=layout)
+        assert_close(y, *dense(x, wt, b, None, activation), cin)
+
+
+def test_spread_leaves_limits():
+    """Refused without spread_rows and where the leaves are fewer than the rows left over (4
+    QPUs: the master and three relays, no leaf)."""
+    for shape, tiling in [((7, 7, 64, 128, 12), {"spread_rows": False}),
+                          ((3, 3, 19, 64, 4), {"panel_vectors": 2})]:
+        with pytest.raises(ValueError, match="spread_leaves"):
+            kernel.PointwisePlan(*shape, spread_leaves=True, gather_weights=True,
+                                 **tiling).panel
+
+
 def test_spread_rows_default_and_limits():
     """By default wherever the panel allows it (pw6-pw13: 14x14 and 7x7 on 12 QPUs); refused
     with a residual, fewer pixels than QPUs in the last pass, none left over, too few registers
@@ -382,7 +418,7 @@ def test_spread_rows_default_and_limits():
     assert kernel.PointwisePlan(7, 7, 512, 1024, 12, True, False, "relu6").spreads
     plan = kernel.PointwisePlan(14, 14, 512, 512, 12, True, input_layout="chw").panel
     assert plan.spread_rows and [rows for _, rows in plan.pass_blocks()] == [6, 6, 4]
-    assert plan.piece_vectors == 3
+    assert plan.spread_leaves and plan.piece_qpus == (4, 8) and plan.piece_vectors == 4
     assert not kernel.PointwisePlan(7, 7, 512, 1024, 12, True, True).spreads   # a residual
     assert not kernel.PointwisePlan(28, 28, 256, 256, 12, True, input_layout="chw").spreads
     for shape, tiling in [((1, 5, 64, 128, 12), {}), ((2, 12, 64, 128, 12), {}),

@@ -91,6 +91,10 @@ class PanelPlan:
     # over the QPUs, a piece of W vectors each (vc4nn/kernels/panel_spread.py): 7x7 = 49
     # pixels on 12 QPUs as 4 rows + one vector of pixel 48, instead of 5 rows on 10 QPUs.
     spread_rows: bool = False
+    # spread_rows with the pieces on the leaves only (``piece_qpus``): the master and the
+    # relays, whose barrier work is on every chunk's path, run the last pass without a piece
+    # and the leaves' boundary has no branch to theirs (panel_spread). Off by default.
+    spread_leaves: bool = False
 
     def __post_init__(self):
         if not 1 <= self.max_rows <= MAX_ROWS:
@@ -112,6 +116,8 @@ class PanelPlan:
             self._check_b_gather()
         if self.spread_rows:
             self._check_spread()
+        elif self.spread_leaves:
+            raise ValueError("spread_leaves: it needs spread_rows")
         if (self.c_halves or self.r_halves) and not (self.alpha_one and self.beta_zero):
             raise ValueError("fp16 C or residual needs alpha = 1 and beta = 0")
         if self.b_halves and self.panel_vectors % 2 and self.n > self.panel_vectors * LANES:
@@ -144,6 +150,9 @@ class PanelPlan:
             if not rows or not extra:
                 why = (f"M = {self.m} on {self.num_qpus} QPUs leaves {extra} rows past "
                        f"{rows} per QPU in the last pass")
+            elif self.piece_qpus[1] < extra:
+                why = (f"spread_leaves: {self.piece_qpus[1]} leaves for the {extra} rows left "
+                       f"over")
             elif rows + 1 > self.max_rows or \
                     rows * self.panel_vectors + self.piece_vectors > self.accumulator_budget:
                 why = f"{rows} rows per QPU and a piece of {self.piece_vectors} vectors do not fit"
@@ -157,9 +166,18 @@ class PanelPlan:
         return divmod(left, self.num_qpus)
 
     @property
+    def piece_qpus(self):
+        """spread_rows: (the first QPU with a piece, how many have one): all of them, or
+        (``spread_leaves``) the QPUs after the master and the relays (QPUs 1..Kc, loader_slot)."""
+        if not self.spread_leaves:
+            return 0, self.num_qpus
+        first = 1 + self.chunk_rows if self.qpus > self.chunk_rows else self.qpus
+        return first, self.num_qpus - first
+
+    @property
     def pieces_per_row(self):
         """spread_rows: QPUs per row left over (each takes a piece of it)."""
-        return self.num_qpus // self._spread_split()[1]
+        return self.piece_qpus[1] // self._spread_split()[1]
 
     @property
     def piece_vectors(self):

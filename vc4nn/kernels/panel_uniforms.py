@@ -236,7 +236,8 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
             store = m0 < plan.m
             if not store:               # past the end: repeat the last block
                 m0 = first + (ceil_div(plan.m - first, rows) - 1) * rows
-            piece = plan.spread_rows and pass_index + 1 == plan.passes
+            piece = plan.spread_rows and pass_index + 1 == plan.passes and \
+                spread.has_piece(plan, q)
             if piece:
                 words += spread.header_words(plan, q)
             words += [a_addr + m0 * plan.a_lane, min(rows, plan.m - m0) - 1]

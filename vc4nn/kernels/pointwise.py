@@ -48,8 +48,10 @@ class PointwisePlan:
     5.57 ms, pi_zero). ``spread_rows``: one pass of H*W // QPUs pixels per QPU, the pixels
     left over spread one vector per QPU (``PanelPlan.spread_rows``, panel_spread.py; 7x7 on
     12 QPUs: 4 pixels and a vector of pixel 48 each); None: wherever the panel allows it
-    (``spreads``). The panel kernel's own tiling (rows per QPU, chunk rows, passes) is
-    derived in ``panel``.
+    (``spreads``). ``spread_leaves``: those pieces on the leaves only, the QPUs without barrier
+    work (``PanelPlan.spread_leaves``; 7x7 on 12 QPUs: one vector of pixel 48 on each of the 8
+    leaves); None: wherever the panel allows it (``spreads_on_leaves``). The panel kernel's own
+    tiling (rows per QPU, chunk rows, passes) is derived in ``panel``.
     """
 
     height: int
@@ -73,6 +75,7 @@ class PointwisePlan:
     gather_weights: typing.Optional[bool] = None
     balance_passes: bool = True
     spread_rows: typing.Optional[bool] = None
+    spread_leaves: typing.Optional[bool] = None
 
     def __post_init__(self):
         for name in ("x_storage", "y_storage", "r_storage", "w_storage"):
@@ -116,11 +119,24 @@ class PointwisePlan:
         if panel is None:
             panel = sgemm_panel.PanelPlan(*fields, gather, self.balance_passes)
         if self.spread_rows is False or max_rows < sgemm_panel.MAX_ROWS:
+            if self.spread_leaves:
+                raise ValueError("spread_leaves: it needs spread_rows")
             return panel
         if self.spread_rows:        # forced: the panel plan says why it cannot
-            return dataclasses.replace(panel, spread_rows=True)
-        try:                        # the default (``spreads``)
-            return dataclasses.replace(panel, spread_rows=True)
+            panel = dataclasses.replace(panel, spread_rows=True)
+        else:
+            try:                    # the default (``spreads``)
+                panel = dataclasses.replace(panel, spread_rows=True)
+            except ValueError:
+                if self.spread_leaves:
+                    raise
+                return panel
+        if self.spread_leaves is False:
+            return panel
+        if self.spread_leaves:      # forced
+            return dataclasses.replace(panel, spread_leaves=True)
+        try:                        # the default (``spreads_on_leaves``)
+            return dataclasses.replace(panel, spread_leaves=True)
         except ValueError:
             return panel
 
@@ -204,6 +220,17 @@ class PointwisePlan:
         result, no residual, the last pass's rows and piece within the registers (7x7 and
         14x14 on 12 QPUs with 8-vector panels)."""
         return self.panel.spread_rows
+
+    @property
+    def spreads_on_leaves(self):
+        """Whether only the leaves take the pieces (``spread_leaves``): the master and the
+        relays, whose barrier work is on every chunk's path, then run the last pass without a
+        piece, and the leaves' chunk boundaries without the branches to the barrier roles.
+        By default wherever there are at least as many leaves as pixels left over (pw6-pw13 on
+        12 QPUs). Measured (pi_zero, 12 QPUs, full layers, channel-major input, ms, pieces on
+        every QPU -> on the leaves): 7x7x512->1024 3.011 -> 2.934; 7x7x1024->1024 5.846 ->
+        5.690; 14x14x512->512 5.441 -> 5.400; 14x14x256->512 2.943 -> 2.926."""
+        return self.panel.spread_leaves
 
     @property
     def transposed(self):

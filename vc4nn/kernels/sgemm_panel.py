@@ -99,8 +99,23 @@ def panel_kernel(a, plan):
         a.nop()
         a.nop()
     if looped < plan.passes:
+        if plan.spread_leaves:      # the master and the relays: the last pass without a piece
+            a.mov(null, regs["role"], sf=True)
+            a.branch("plain_last", cond="all_zc")
+            a.nop()
+            a.nop()
+            a.nop()
         with a.scope("last_pass"):
             one_pass(a, plan, plan.last_rows, masters, plan.spread_rows)
+        if plan.spread_leaves:
+            a.branch("last_done")
+            a.nop()
+            a.nop()
+            a.nop()
+            a.label("plain_last")
+            with a.scope("plain_last_pass"):
+                one_pass(a, plan, plan.last_rows, masters)
+            a.label("last_done")
     if not plan.b_gather:
         a.read(vr_wait)             # the extra load after the last chunk (see uniform_streams)
     a.read(vw_wait)                 # the last store of C (store_row does not wait for its own)
@@ -188,15 +203,16 @@ def panel(a, plan, variant, masters, rows, piece=False):
     while steady < plan.chunks - 1 and chunk_kinds[steady] == steady_kinds(plan) and \
             (not (plan.b_gather or stepped_loads(plan)) or stepped(plan, steady)):
         steady += 1
+    leaves = piece and plan.spread_leaves       # only leaves run this panel's code
     if steady:
         a.ldi(regs["chunks_left"], steady)
         a.label("chunk")
-        boundary(a, plan, variant, masters, True)
+        boundary(a, plan, variant, masters, True, leaves)
         for row, kind in enumerate(steady_kinds(plan)):
             k_step(a, plan, acc, kind, row, row + 1 == kc, loop="chunk")
     for chunk, ks in enumerate(chunk_kinds[steady:], steady):
         with a.scope():
-            boundary(a, plan, variant, masters, stepped(plan, chunk))
+            boundary(a, plan, variant, masters, stepped(plan, chunk), leaves)
             for row, kind in enumerate(ks):
                 k_step(a, plan, acc, kind, row, row + 1 == len(ks))
     a.fadd(acc[-1][-1], acc[-1][-1], r0)
