@@ -409,6 +409,76 @@ def test_spread_leaves_limits():
                                  **tiling).panel
 
 
+# pair_gathers: x gathered two k at a time where the chunks hold 3 k-rows (8-vector panels), a
+# gather spanning two chunks and the chunk loop's body two chunks: odd K (the last gather holds
+# one k), K of one and two chunks, an odd number of chunks (the loop's body pairs them), panels
+# running k backwards, channel-major and NHWC x, the pieces of spread rows on the leaves and
+# on every QPU; each against single-k gathers on the same shape.
+@pytest.mark.parametrize("h,w,cin,cout,layout,activation,bias,spread", [
+    (7, 7, 40, 256, "chw", "relu6", True, True),
+    (3, 9, 33, 384, "hwc", None, False, True),
+    (2, 7, 3, 128, "chw", "relu", True, False),
+    (1, 13, 6, 256, "hwc", "relu6", True, False),
+    (14, 14, 27, 128, "chw", "relu6", True, True),
+    (4, 6, 99, 128, "chw", None, True, False),
+])
+def test_pair_gathers(device, h, w, cin, cout, layout, activation, bias, spread):
+    x, wt, b, _ = tensors(h * w + cin + 11, h, w, cin, cout, bias, False)
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    for pair in (True, False):
+        tiling = {"panel_vectors": 8, "gather_weights": True, "spread_rows": spread,
+                  "pair_gathers": pair}
+        plan = kernel.PointwisePlan(h, w, cin, cout, 12, bias, False, activation,
+                                    input_layout=layout, **tiling)
+        assert plan.panel.gather_k == (2 if pair else 1)
+        y = pointwise(xin, wt, b, activation, device=device, num_qpus=12, tiling=tiling,
+                      x_layout=layout)
+        assert_close(y, *dense(x, wt, b, None, activation), cin)
+
+
+def test_pair_gathers_default_and_limits():
+    """By default on the transposed route where the chunks hold an odd number of k-rows and the
+    weights are gathered (pw2-pw13 in v1); not on the NHWC routes, whose aliasing rule counts
+    lines per gather; refused with DMA'd weights and fp16 x (both use r1 at the chunk
+    boundary)."""
+    assert kernel.PointwisePlan(56, 56, 128, 128, 12, True, input_layout="chw").pairs
+    assert kernel.PointwisePlan(7, 7, 512, 1024, 12, True, False, "relu6").pairs    # transposed
+    assert not kernel.PointwisePlan(28, 28, 96, 256, 12, True).pairs                 # direct
+    for tiling in [{"gather_weights": False}, {"x_storage": "fp16"}]:
+        with pytest.raises(ValueError, match="pair_gathers"):
+            kernel.PointwisePlan(14, 14, 256, 256, 12, input_layout="chw", panel_vectors=8,
+                                 pair_gathers=True, **tiling).panel
+
+
+def test_paired_chunk_loops_fit_the_instruction_cache():
+    """A slice's QPUs share a 4 KB instruction cache (facts §4) and the first slice runs the
+    master and the relays: every chunk loop (from its label to its branch's last delay slot)
+    with the barrier code its boundaries branch to must fit in it, the paired loops' two-chunk
+    bodies too (6 pixels of 8 vectors per QPU: 2.9 KB of loop). Found from the decoded
+    branches, not from the kernel's own layout."""
+    from asm import isa
+    from asm.encoding import branch_target, decode
+    for shape in [(56, 56, 128, 128), (7, 7, 512, 1024), (14, 14, 512, 512)]:
+        plan = kernel.PointwisePlan(*shape, 12, True, False, "relu6", input_layout="chw")
+        assert plan.pairs
+        program = sgemm_panel.program_for(plan.panel)
+        words = [decode(int(w)) for w in program.words]
+        starts = sorted(set(program.labels.values()) | {8 * len(words)})
+        loops = [address for name, address in program.labels.items()
+                 if name.endswith("/chunk")]
+        assert loops
+        for start in loops:
+            back = max(8 * i for i, ins in enumerate(words) if ins.sig == isa.SIG_BRANCH
+                       and branch_target(ins, 8 * i) == start)
+            end = back + 8 * (1 + isa.BRANCH_DELAY_SLOTS)
+            called = {branch_target(ins, 8 * i) for i, ins in enumerate(words[start // 8:end // 8],
+                                                                        start // 8)
+                      if ins.sig == isa.SIG_BRANCH}
+            outside = [t for t in called if not start <= t < end]
+            hot = end - start + sum(min(a for a in starts if a > t) - t for t in outside)
+            assert 1000 < end - start and hot <= 4096, (shape, end - start, hot)
+
+
 def test_spread_rows_default_and_limits():
     """By default wherever the panel allows it (pw6-pw13: 14x14 and 7x7 on 12 QPUs); refused
     with a residual, fewer pixels than QPUs in the last pass, none left over, too few registers

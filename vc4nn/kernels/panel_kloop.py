@@ -84,12 +84,13 @@ def flip(plan, steps):
 
 
 def steady_kinds(plan):
-    """The KSteps of a chunk in the middle of a panel: the chunk loop's body."""
+    """The KSteps of the chunks in the middle of a panel: the chunk loop's body, chunk_period
+    chunks."""
     width = plan.gather_k
     flipped = flip(plan, gathers_ahead(plan))
     return [KStep(row % width, "full" if row % width == 0 else None, row % width == width - 1,
                   flipped)
-            for row in range(plan.chunk_rows)]
+            for row in range(plan.chunk_rows * plan.chunk_period)]
 
 
 def count_row(plan):
@@ -97,7 +98,8 @@ def count_row(plan):
     that copies a gather (a free ADD slot next to the copy), else row 1 on its own. fp16 A:
     the last row that copies, after its copy, since a copy's flags would clobber the count's
     before the loop's branch."""
-    copies = [row for row, kind in enumerate(steady_kinds(plan)) if kind.half == 0]
+    last = steady_kinds(plan)[-plan.chunk_rows:]        # the body's last chunk (its branch)
+    copies = [row for row, kind in enumerate(last) if kind.half == 0]
     if plan.a_halves:
         return copies[-1]
     rows = [row for row in copies if row]

@@ -95,6 +95,10 @@ class PanelPlan:
     # relays, whose barrier work is on every chunk's path, run the last pass without a piece
     # and the leaves' boundary has no branch to theirs (panel_spread). Off by default.
     spread_leaves: bool = False
+    # A gathered two k at a time also when a chunk's k-rows are odd (8 vectors x 3): a gather
+    # then spans two chunks, so the chunk loop's body is two chunks (``chunk_period``) and r1
+    # holds A's gather across the boundary. Gathered B and float32 A only. Off by default.
+    pair_gathers: bool = False
 
     def __post_init__(self):
         if not 1 <= self.max_rows <= MAX_ROWS:
@@ -118,6 +122,9 @@ class PanelPlan:
             self._check_spread()
         elif self.spread_leaves:
             raise ValueError("spread_leaves: it needs spread_rows")
+        if self.pair_gathers and (not self.b_gather or self.a_halves):
+            raise ValueError("pair_gathers: it needs gathered B and float32 A (the chunk "
+                             "boundary of the DMA path and fp16 A's copies use r1)")
         if (self.c_halves or self.r_halves) and not (self.alpha_one and self.beta_zero):
             raise ValueError("fp16 C or residual needs alpha = 1 and beta = 0")
         if self.b_halves and self.panel_vectors % 2 and self.n > self.panel_vectors * LANES:
@@ -281,9 +288,14 @@ class PanelPlan:
 
     @property
     def gather_k(self):
-        """k per TMU gather of A: 2 when every chunk's k-rows pair up (see
+        """k per TMU gather of A: 2 when every chunk's k-rows pair up or ``pair_gathers`` (see
         panel_kloop.GATHERS_AHEAD)."""
-        return 2 if self.chunk_rows % 2 == 0 else 1
+        return 2 if self.chunk_rows % 2 == 0 or self.pair_gathers else 1
+
+    @property
+    def chunk_period(self):
+        """Chunks after which the k steps' gather pattern repeats: the chunk loop's body."""
+        return 2 if self.chunk_rows % self.gather_k else 1
 
     # -- n: full panels, then one edge variant ------------------------------------------------
     @property

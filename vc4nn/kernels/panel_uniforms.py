@@ -12,7 +12,7 @@ from . import chain
 from . import panel_spread as spread
 from .common import LANES, MASK, WORD, ceil_div
 from .panel_act_halves import scaled_offset
-from .panel_gather_b import panel_words, row_addresses, stepped, write_offset
+from .panel_gather_b import boundary_offsets, panel_words, row_addresses, stepped, write_offset
 from .panel_halves import column_bytes, halves_y, padded_columns, slot_y, widen_words, word_rows
 from .panel_plan import HALF, ROLE_LOADER, ROLE_MASTER, ROW_BYTES
 from .panel_registers import stepped_loads
@@ -39,8 +39,8 @@ from .panel_registers import stepped_loads
 #                    stepped loads only [vdr setup] (or nothing: setup_in_registers), [vdr setup,
 #                    address] on the panel's last two chunks (the rest comes from registers:
 #                    see stepped_loads);
-#                    (b_gather) every QPU, on a panel's last two chunks: the addresses of
-#                    its rows of the next chunk
+#                    (b_gather) every QPU, on a panel's last two chunks: its rows of the
+#                    next chunk as offsets from b_next (panel_gather_b.boundary_offsets)
 # ---------------------------------------------------------------------------------------------
 def dma_pieces(plan, variant, slot, buffer):
     """(vdr setup, column offset) of the loads that bring one k-row of a panel into ``slot``."""
@@ -251,10 +251,12 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
             for _ in plan.panel_starts():
                 words += panel_direction(plan, next(panels)[2])
                 if plan.b_gather:
-                    words += panel_words(plan, b_addr, loads_after[index], q)
+                    b_panel = panel_words(plan, b_addr, loads_after[index], q)
+                    words += b_panel
                 for c in range(plan.chunks):
                     if plan.b_gather and not stepped(plan, c):
-                        words += row_addresses(plan, b_addr, loads_after[index], q)
+                        words += boundary_offsets(plan, b_addr, loads_after[index], c,
+                                                  b_panel, q)
                     if loader and plan.b_halves and not steps and not plan.b_gather:
                         words += widen_words(plan, chunks[index][0], slot, index % 2)
                     if loader and not plan.b_gather:

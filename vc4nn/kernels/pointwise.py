@@ -50,8 +50,10 @@ class PointwisePlan:
     12 QPUs: 4 pixels and a vector of pixel 48 each); None: wherever the panel allows it
     (``spreads``). ``spread_leaves``: those pieces on the leaves only, the QPUs without barrier
     work (``PanelPlan.spread_leaves``; 7x7 on 12 QPUs: one vector of pixel 48 on each of the 8
-    leaves); None: wherever the panel allows it (``spreads_on_leaves``). The panel kernel's own
-    tiling (rows per QPU, chunk rows, passes) is derived in ``panel``.
+    leaves); None: wherever the panel allows it (``spreads_on_leaves``). ``pair_gathers``: x
+    gathered two k at a time also where a chunk's k-rows are odd (``PanelPlan.pair_gathers``);
+    None: on the transposed route wherever the panel allows it (``pairs``). The panel
+    kernel's own tiling (rows per QPU, chunk rows, passes) is derived in ``panel``.
     """
 
     height: int
@@ -76,6 +78,7 @@ class PointwisePlan:
     balance_passes: bool = True
     spread_rows: typing.Optional[bool] = None
     spread_leaves: typing.Optional[bool] = None
+    pair_gathers: typing.Optional[bool] = None
 
     def __post_init__(self):
         for name in ("x_storage", "y_storage", "r_storage", "w_storage"):
@@ -118,6 +121,7 @@ class PointwisePlan:
                 gather = False
         if panel is None:
             panel = sgemm_panel.PanelPlan(*fields, gather, self.balance_passes)
+        panel = self._paired(panel)
         if self.spread_rows is False or max_rows < sgemm_panel.MAX_ROWS:
             if self.spread_leaves:
                 raise ValueError("spread_leaves: it needs spread_rows")
@@ -137,6 +141,21 @@ class PointwisePlan:
             return dataclasses.replace(panel, spread_leaves=True)
         try:                        # the default (``spreads_on_leaves``)
             return dataclasses.replace(panel, spread_leaves=True)
+        except ValueError:
+            return panel
+
+    def _paired(self, panel):
+        """``panel`` with A gathered two k at a time across chunks (``pairs``) or not."""
+        if self.pair_gathers is False or panel.gather_k == 2:
+            if self.pair_gathers and not panel.pair_gathers:
+                return dataclasses.replace(panel, pair_gathers=True)   # (nothing to pair)
+            return panel
+        if self.pair_gathers:       # forced: the panel plan says why it cannot
+            return dataclasses.replace(panel, pair_gathers=True)
+        if not panel.trans_a:       # the default: the NHWC routes keep their rule (``route``)
+            return panel
+        try:
+            return dataclasses.replace(panel, pair_gathers=True)
         except ValueError:
             return panel
 
@@ -220,6 +239,18 @@ class PointwisePlan:
         result, no residual, the last pass's rows and piece within the registers (7x7 and
         14x14 on 12 QPUs with 8-vector panels)."""
         return self.panel.spread_rows
+
+    @property
+    def pairs(self):
+        """Whether x is gathered two k at a time across the chunks (``pair_gathers``: one
+        request and one copy per two k instead of per k, where 8-vector panels have chunks of
+        3 k-rows; the chunk loop's body becomes two chunks, 3.0 KB for 6 pixels per QPU). By
+        default on the transposed route wherever the panel allows it (the weights gathered,
+        float32 x); the NHWC routes keep their aliasing rule, which counts lines per gather.
+        Measured (pi_zero, 12 QPUs, full layers, channel-major input, ms, one k -> two k per
+        gather): 56x56x128->128 6.611 -> 6.573; 28x28x128->256 3.324 -> 3.303; 14x14x512->512
+        5.400 -> 5.341; 7x7x512->1024 2.934 -> 2.860."""
+        return self.panel.pair_gathers
 
     @property
     def spreads_on_leaves(self):

@@ -37,7 +37,7 @@ from asm import element_number, kernel, null, r0, r2, r3, uniform, vpm_read_setu
 from .common import LANES, ceil_div, lane_addresses, zero
 from . import chain
 from .panel_barrier import boundary, issue_loads
-from .panel_gather_b import pop_rows, request_rows, start_panel, stepped
+from .panel_gather_b import pop_rows, request_first_rows, start_panel, stepped
 from .panel_kloop import gather_kind, gathers_ahead, k_kinds, k_step, request_a, steady_kinds
 from .panel_plan import MAX_ROWS
 from .panel_registers import accumulators, registers, stepped_loads
@@ -81,7 +81,7 @@ def panel_kernel(a, plan):
     a.ldi(regs["buffer"], vpm_read_setup(vectors, plan.buffer_rows))
     a.ldi(regs["toggle"], vpm_read_setup(vectors, 0) ^ vpm_read_setup(vectors, plan.buffer_rows))
     if plan.b_gather:              # chunk 0's rows of B, into the VPM before the first barrier
-        request_rows(a, plan, stepped=False)
+        request_first_rows(a, plan)
         pop_rows(a, plan)
     else:
         with a.scope("first_load"):
@@ -194,22 +194,28 @@ def panel(a, plan, variant, masters, rows, piece=False):
     a.nop(sig="ldtmu0")
     # The first multiply-add of each k finishes the previous k's last one: make it add 0.
     a.ldi(r0, 0)
-    kinds, kc = k_kinds(plan), plan.chunk_rows
+    kinds, kc, period = k_kinds(plan), plan.chunk_rows, plan.chunk_period
     chunk_kinds = [kinds[c * kc:(c + 1) * kc] for c in range(plan.chunks)]
-    # The chunks in the middle of the panel are one loop; the last chunks, whose k stop asking
-    # for gathers, are generated one by one. A chunk's k are unrolled: no k counter, and the
-    # read setups of each k-row are small-immediate offsets from r3 (see k_step).
+    # The chunks in the middle of the panel are one loop (its body chunk_period chunks); the
+    # last chunks, whose k stop asking for gathers, are generated one by one. A chunk's k are
+    # unrolled: no k counter, and the read setups of each k-row are small-immediate offsets
+    # from r3 (see k_step).
+    body = steady_kinds(plan)
     steady = 0
-    while steady < plan.chunks - 1 and chunk_kinds[steady] == steady_kinds(plan) and \
-            (not (plan.b_gather or stepped_loads(plan)) or stepped(plan, steady)):
-        steady += 1
+    while steady + period < plan.chunks and \
+            sum(chunk_kinds[steady:steady + period], []) == body and \
+            (not (plan.b_gather or stepped_loads(plan)) or
+             all(stepped(plan, c) for c in range(steady, steady + period))):
+        steady += period
     leaves = piece and plan.spread_leaves       # only leaves run this panel's code
     if steady:
-        a.ldi(regs["chunks_left"], steady)
+        a.ldi(regs["chunks_left"], steady // period)
         a.label("chunk")
-        boundary(a, plan, variant, masters, True, leaves)
-        for row, kind in enumerate(steady_kinds(plan)):
-            k_step(a, plan, acc, kind, row, row + 1 == kc, loop="chunk")
+        for part in range(period):
+            boundary(a, plan, variant, masters, True, leaves)
+            for row in range(kc):
+                k_step(a, plan, acc, body[part * kc + row], row, row + 1 == kc,
+                       loop="chunk" if part + 1 == period else None)
     for chunk, ks in enumerate(chunk_kinds[steady:], steady):
         with a.scope():
             boundary(a, plan, variant, masters, stepped(plan, chunk), leaves)
