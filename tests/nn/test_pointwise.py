@@ -450,6 +450,20 @@ def test_pair_gathers_default_and_limits():
                                  pair_gathers=True, **tiling).panel
 
 
+@pytest.mark.parametrize("h,w,cin,layout", [(5, 5, 30, "chw"), (2, 9, 27, "hwc")])
+def test_weights_gathered_in_shallower_chunks(device, h, w, cin, layout):
+    """Where the deepest chunk's rows do not split into 1 or 2 per QPU (4-vector panels on 12
+    QPUs: 5 k-rows of 4 vectors), the weights are gathered in the deepest chunk that does (3
+    k-rows, one row per QPU) and that width is preferred to a DMA'd one: Cout = 64."""
+    plan = kernel.PointwisePlan(h, w, cin, 64, 12, True, False, "relu6",
+                                input_layout=layout).panel
+    assert (plan.panel_vectors, plan.chunk_depth, plan.b_gather) == (4, 3, True)
+    x, wt, b, _ = tensors(h * w * cin, h, w, cin, 64, True, False)
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    y = pointwise(xin, wt, b, "relu6", device=device, num_qpus=12, x_layout=layout)
+    assert_close(y, *dense(x, wt, b, None, "relu6"), cin)
+
+
 def test_paired_chunk_loops_fit_the_instruction_cache():
     """A slice's QPUs share a 4 KB instruction cache (facts §4) and the first slice runs the
     master and the relays: every chunk loop (from its label to its branch's last delay slot)
@@ -492,7 +506,7 @@ def test_spread_rows_default_and_limits():
     assert not kernel.PointwisePlan(7, 7, 512, 1024, 12, True, True).spreads   # a residual
     assert not kernel.PointwisePlan(28, 28, 256, 256, 12, True, input_layout="chw").spreads
     for shape, tiling in [((1, 5, 64, 128, 12), {}), ((2, 12, 64, 128, 12), {}),
-                          ((28, 28, 256, 256, 12), {"input_layout": "chw"}),
+                          ((28, 28, 256, 256, 12), {"input_layout": "chw", "panel_vectors": 8}),
                           ((7, 7, 64, 128, 12), {"gather_weights": False})]:
         with pytest.raises(ValueError, match="spread_rows"):
             kernel.PointwisePlan(*shape, spread_rows=True, **tiling).panel

@@ -104,23 +104,29 @@ class PointwisePlan:
 
     def _panel(self, trans_a, max_rows=sgemm_panel.MAX_ROWS, vectors=None):
         vectors = vectors or self.vectors
-        fields = (self.pixels, self.cout, self.cin, trans_a, self.num_qpus, True, True,
-                  self.epilogue, max_rows, vectors,
-                  sgemm_panel.deepest_chunk(vectors, self.num_qpus), self.w_storage == "fp16",
-                  self.x_storage == "fp16", self.y_storage == "fp16",
-                  self.residual and self.r_storage == "fp16")
+        deepest = sgemm_panel.deepest_chunk(vectors, self.num_qpus)
+
+        def plan(depth, gather):
+            return sgemm_panel.PanelPlan(
+                self.pixels, self.cout, self.cin, trans_a, self.num_qpus, True, True,
+                self.epilogue, max_rows, vectors, depth, self.w_storage == "fp16",
+                self.x_storage == "fp16", self.y_storage == "fp16",
+                self.residual and self.r_storage == "fp16", gather, self.balance_passes)
+
         gather = self.gather_weights
         panel = None
-        if gather is None:          # the default (``gathers``)
-            try:
-                panel = sgemm_panel.PanelPlan(*fields, True, self.balance_passes)
-            except ValueError:
-                pass
-            if panel is None or panel.chunks < MIN_GATHER_CHUNKS:
-                panel = None
+        if gather is not False:     # the deepest chunk whose rows the QPUs can gather
+            for depth in range(deepest, min(deepest, MIN_GATHER_DEPTH) - 1, -1):
+                try:
+                    panel = plan(depth, True)
+                    break
+                except ValueError:
+                    continue
+            if gather is None and (panel is None or panel.chunks < MIN_GATHER_CHUNKS):
+                panel = None        # the default (``gathers``)
                 gather = False
         if panel is None:
-            panel = sgemm_panel.PanelPlan(*fields, gather, self.balance_passes)
+            panel = plan(deepest, gather)
         panel = self._paired(panel)
         if self.spread_rows is False or max_rows < sgemm_panel.MAX_ROWS:
             if self.spread_leaves:
@@ -166,18 +172,22 @@ class PointwisePlan:
     @property
     def vectors(self):
         """The panel's width in vectors: ``panel_vectors``, else the width of PANEL_WIDTHS whose
-        panel kernel issues the fewest instructions (``sgemm_panel.issue_estimate``) on its route.
-        Wider panels spend fewer instructions per multiply-add on broadcasting A but hold fewer
-        rows per QPU and fewer k-rows per chunk (PanelPlan); edge panels waste lanes."""
+        panel kernel gathers the weights (``gathers``: the layers are bound by the bus) and
+        issues the fewest instructions (``sgemm_panel.issue_estimate``) on its route. Wider
+        panels spend fewer instructions per multiply-add on broadcasting A but hold fewer rows
+        per QPU and fewer k-rows per chunk (PanelPlan); edge panels waste lanes. (Cout = 64 on 12
+        QPUs, channel-major x, pi_zero, full layers: 4 vectors in chunks of 5 k-rows DMA'd,
+        then 4 in chunks of 3 gathered: 112x112x32->64 6.594 -> 6.391 ms, 14x14x384->64 0.790
+        -> 0.637; 6 vectors DMA'd, which the issue estimate alone would pick: 6.475, 0.787.)"""
         if self.panel_vectors:
             return self.panel_vectors
         estimates = {}
         for vectors in PANEL_WIDTHS:
             try:
-                estimates[vectors] = sgemm_panel.issue_estimate(
-                    self._panel(*self._route(vectors), vectors))
+                panel = self._panel(*self._route(vectors), vectors)
             except ValueError:      # a forced option this width cannot take
                 continue
+            estimates[vectors] = (not panel.b_gather, sgemm_panel.issue_estimate(panel))
         return min(estimates, key=estimates.get) if estimates else PANEL_WIDTHS[0]
 
     @property
@@ -285,6 +295,7 @@ class PointwisePlan:
 PANEL_WIDTHS = (8, 6, 4)
 MIN_ROWS = 4        # fewer rows per QPU re-read the weights too often to beat the transpose
 MIN_GATHER_CHUNKS = 8   # fewer chunks per panel: the weights are DMA'd (``gathers``)
+MIN_GATHER_DEPTH = 3    # k-rows per chunk at least, to gather the weights in shallower chunks
 
 
 def lines_per_set(panel, qpus=1):
