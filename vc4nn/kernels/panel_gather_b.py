@@ -14,8 +14,9 @@ chunk's row r is VPM row r of its buffer), L consecutive vectors of one k-row:
   by ``b_step`` (one chunk along the panel's direction). The boundaries that ask for a panel's
   last chunk (whose k-rows past the panel's end re-read its last k-row, as the DMA path does) or
   for the next panel's first take the rows' offsets from ``b_next`` from the uniform stream
-  instead: they are generated outside the chunk loop (sgemm_panel.panel). A uniform read at every boundary would
-  queue its line fill behind the other QPUs' row fills (14x14x512->512: 4% of the time).
+  instead (``boundary_offsets``): they are generated outside the chunk loop
+  (sgemm_panel.panel). A uniform read at every boundary would queue its line fill behind the
+  other QPUs' row fills (14x14x512->512: 4% of the time).
 - at the end of the chunk's last k-row (before A's pop of the next gather, since both land in
   r4), pop them and write them: the setup is the next buffer's read setup (``buffer`` xor
   ``toggle``) plus ``b_write``, this QPU's offset from a read setup to its rows' write setup.
