@@ -493,6 +493,49 @@ def test_paired_chunk_loops_fit_the_instruction_cache():
             assert 1000 < end - start and hot <= 4096, (shape, end - start, hot)
 
 
+# park_rows: the last rows of each pass parked in spare registers and stored during the next
+# pass's chunks (vc4nn/kernels/panel_park.py): 4-vector panels of 8 rows (16 spare registers)
+# with 3 passes (the last of 5 rows), NHWC x on the direct route, odd K and more store slots
+# than parked vectors (the last ones stored again), 2-vector panels with even chunks (one
+# chunk per loop body) and all 6 rows parked; each against no parking on the same shape.
+@pytest.mark.parametrize("h,w,cin,cout,vectors,layout,activation,bias,park", [
+    (14, 14, 32, 64, 4, "chw", "relu6", True, 4),
+    (10, 20, 30, 64, 4, "hwc", "relu", True, 2),
+    (9, 13, 33, 64, 4, "chw", None, False, 3),
+    (12, 12, 62, 32, 2, "chw", "relu6", True, 6),
+])
+def test_park_rows(device, h, w, cin, cout, vectors, layout, activation, bias, park):
+    x, wt, b, _ = tensors(h * w + cin + 5, h, w, cin, cout, bias, False)
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    for rows in (park, 0):
+        tiling = {"panel_vectors": vectors, "park_rows": rows}
+        plan = kernel.PointwisePlan(h, w, cin, cout, 12, bias, False, activation,
+                                    input_layout=layout, **tiling)
+        assert plan.parks == rows and plan.panel.passes >= 2
+        y = pointwise(xin, wt, b, activation, device=device, num_qpus=12, tiling=tiling,
+                      x_layout=layout)
+        assert_close(y, *dense(x, wt, b, None, activation), cin)
+
+
+def test_park_rows_default_and_limits():
+    """By default where the next pass's store slots are about the parked vectors (pw1: 4 of 8
+    rows, 16 slots for 16 vectors), not where they are many more (14x14x384->64: 252 slots);
+    refused for more than one panel, more vectors than the registers left or the store slots,
+    DMA'd weights, a residual and fewer than 2 passes."""
+    assert kernel.PointwisePlan(112, 112, 32, 64, 12, True, False, "relu6",
+                                input_layout="chw").parks == 4
+    assert kernel.PointwisePlan(14, 14, 384, 64, 12, True, input_layout="chw").parks == 0
+    for shape, tiling, why in [((14, 14, 32, 128, 12), {}, "not one panel"),
+                               ((112, 112, 32, 64, 12), {"park_rows": 5}, "registers"),
+                               ((14, 14, 32, 64, 12), {"park_rows": 5}, "slots"),
+                               ((14, 14, 32, 64, 12), {"gather_weights": False}, "gathered"),
+                               ((14, 14, 32, 64, 12), {"residual": True}, "residual"),
+                               ((5, 5, 32, 64, 12), {}, "passes")]:
+        with pytest.raises(ValueError, match=f"park_rows: .*{why}"):
+            kernel.PointwisePlan(*shape, **dict({"park_rows": 2, "panel_vectors": 4},
+                                                **tiling)).panel
+
+
 def test_spread_rows_default_and_limits():
     """By default wherever the panel allows it (pw6-pw13: 14x14 and 7x7 on 12 QPUs); refused
     with a residual, fewer pixels than QPUs in the last pass, none left over, too few registers

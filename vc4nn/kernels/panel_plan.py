@@ -99,6 +99,10 @@ class PanelPlan:
     # then spans two chunks, so the chunk loop's body is two chunks (``chunk_period``) and r1
     # holds A's gather across the boundary. Gathered B and float32 A only. Off by default.
     pair_gathers: bool = False
+    # The last ``park_rows`` rows of each pass but the last parked in spare registers at the
+    # panel's end and stored during the next pass's chunks (vc4nn/kernels/panel_park.py), so
+    # that part of the store burst overlaps the k steps. 0: off (the default).
+    park_rows: int = 0
 
     def __post_init__(self):
         if not 1 <= self.max_rows <= MAX_ROWS:
@@ -122,6 +126,8 @@ class PanelPlan:
             self._check_spread()
         elif self.spread_leaves:
             raise ValueError("spread_leaves: it needs spread_rows")
+        if self.park_rows:
+            self._check_park()
         if self.pair_gathers and (not self.b_gather or self.a_halves):
             raise ValueError("pair_gathers: it needs gathered B and float32 A (the chunk "
                              "boundary of the DMA path and fp16 A's copies use r1)")
@@ -166,6 +172,13 @@ class PanelPlan:
         if why:
             raise ValueError(f"spread_rows: {why}")
         piece_registers(self)               # (raises if the piece's own registers do not fit)
+
+    def _check_park(self):
+        from .panel_kloop import steady_chunks      # (they import this module)
+        from .panel_park import check
+        why = check(self, steady_chunks(self))
+        if why:
+            raise ValueError(f"park_rows: {why}")
 
     def _spread_split(self):
         """(rows per QPU of the last pass, rows left over for the pieces) with spread_rows."""

@@ -28,7 +28,8 @@ import collections
 
 from .. import hardware
 from ..errors import DeviceError
-from . import sgemm_panel, transpose
+from . import panel_park, sgemm_panel, transpose
+from .panel_kloop import steady_chunks
 from .common import MAX_VDW_STRIDE
 from .epilogue import Epilogue
 from .spatial import STORAGE_BITS, check_storage
@@ -52,8 +53,10 @@ class PointwisePlan:
     work (``PanelPlan.spread_leaves``; 7x7 on 12 QPUs: one vector of pixel 48 on each of the 8
     leaves); None: wherever the panel allows it (``spreads_on_leaves``). ``pair_gathers``: x
     gathered two k at a time also where a chunk's k-rows are odd (``PanelPlan.pair_gathers``);
-    None: on the transposed route wherever the panel allows it (``pairs``). The panel
-    kernel's own tiling (rows per QPU, chunk rows, passes) is derived in ``panel``.
+    None: on the transposed route wherever the panel allows it (``pairs``). ``park_rows``: the
+    last rows of each pass stored during the next pass (``PanelPlan.park_rows``,
+    panel_park.py); None: where it pays (``parks``), 0: never. The panel kernel's own tiling
+    (rows per QPU, chunk rows, passes) is derived in ``panel``.
     """
 
     height: int
@@ -79,6 +82,7 @@ class PointwisePlan:
     spread_rows: typing.Optional[bool] = None
     spread_leaves: typing.Optional[bool] = None
     pair_gathers: typing.Optional[bool] = None
+    park_rows: typing.Optional[int] = None
 
     def __post_init__(self):
         for name in ("x_storage", "y_storage", "r_storage", "w_storage"):
@@ -128,6 +132,13 @@ class PointwisePlan:
         if panel is None:
             panel = plan(deepest, gather)
         panel = self._paired(panel)
+        if self.park_rows:          # forced: the panel plan says why it cannot
+            return dataclasses.replace(panel, park_rows=self.park_rows)
+        if self.park_rows is None and max_rows == sgemm_panel.MAX_ROWS and \
+                self.spread_rows is not True:
+            parked = parking_default(panel)     # (``parks``)
+            if parked.park_rows:
+                return parked
         if self.spread_rows is False or max_rows < sgemm_panel.MAX_ROWS:
             if self.spread_leaves:
                 raise ValueError("spread_leaves: it needs spread_rows")
@@ -251,6 +262,17 @@ class PointwisePlan:
         return self.panel.spread_rows
 
     @property
+    def parks(self):
+        """How many rows of each pass are parked and stored during the next pass
+        (``park_rows``, vc4nn/kernels/panel_park.py). By default as many as the registers left
+        by the accumulators hold, where the next pass's store slots are about as many as the
+        parked vectors (a single panel of few chunks: 112x112x32->64, 4 of 8 rows, 16 slots
+        for 16 vectors). Measured (pi_zero, 12 QPUs, full layers, channel-major input, ms):
+        112x112x32->64 6.391 -> 5.752; but 14x14x384->64 0.637 -> 0.989, where 252 slots store
+        16 vectors and then repeat the last ones."""
+        return self.panel.park_rows
+
+    @property
     def pairs(self):
         """Whether x is gathered two k at a time across the chunks (``pair_gathers``: one
         request and one copy per two k instead of per k, where 8-vector panels have chunks of
@@ -296,6 +318,22 @@ PANEL_WIDTHS = (8, 6, 4)
 MIN_ROWS = 4        # fewer rows per QPU re-read the weights too often to beat the transpose
 MIN_GATHER_CHUNKS = 8   # fewer chunks per panel: the weights are DMA'd (``gathers``)
 MIN_GATHER_DEPTH = 3    # k-rows per chunk at least, to gather the weights in shallower chunks
+
+
+def parking_default(panel):
+    """``panel`` with the most rows parked (``PanelPlan.park_rows``) whose store slots in the
+    next pass are no more than the parked vectors and a chunk loop body's slots (the slots past
+    the parked vectors store the last ones again: with many chunks per panel they would flood
+    the bus), or ``panel`` itself."""
+    for rows in range(panel.rows, 0, -1):
+        try:
+            parked = dataclasses.replace(panel, park_rows=rows)
+        except ValueError:
+            continue
+        slots = panel_park.slots_per_body(parked) * (steady_chunks(parked) // parked.chunk_period)
+        if slots <= panel_park.parked_vectors(parked) + panel_park.slots_per_body(parked):
+            return parked
+    return panel
 
 
 def lines_per_set(panel, qpus=1):
