@@ -472,7 +472,8 @@ def test_paired_chunk_loops_fit_the_instruction_cache():
     branches, not from the kernel's own layout."""
     from asm import isa
     from asm.encoding import branch_target, decode
-    for shape in [(56, 56, 128, 128), (7, 7, 512, 1024), (14, 14, 512, 512)]:
+    for shape in [(56, 56, 128, 128), (7, 7, 512, 1024), (14, 14, 512, 512),
+                  (112, 112, 32, 64)]:         # (4-vector panels with parked rows' stores)
         plan = kernel.PointwisePlan(*shape, 12, True, False, "relu6", input_layout="chw")
         assert plan.pairs
         program = sgemm_panel.program_for(plan.panel)

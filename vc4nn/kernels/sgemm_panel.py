@@ -27,7 +27,8 @@ QPU waits for another's store.
 The kernel is this module; its parts, each a module of one job: the plan (panel_plan.py), the
 uniform streams (panel_uniforms.py), the registers (panel_registers.py), the chunk boundary
 (panel_barrier.py), the k loop (panel_kloop.py), the bias start and the stores (panel_store.py),
-the last pass's leftover rows in pieces (panel_spread.py).
+the last pass's leftover rows in pieces (panel_spread.py), B gathered through the TMU
+(panel_gather_b.py), rows parked and stored during the next pass (panel_park.py).
 """
 
 import functools
