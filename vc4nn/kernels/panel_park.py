@@ -23,14 +23,18 @@ from asm import r5, uniform, vpm, vw_addr, vw_setup, vw_wait
 
 from .common import WORD
 from .epilogue import activate, prepare_activation
+from .panel_kloop import steady_chunks
 from .panel_plan import ROW_BYTES
 from .panel_registers import Accumulators, accumulators, registers
 
-SLOT_ROWS = 2           # k-rows of each chunk followed by a store slot (never the last one)
+SLOT_ROWS = 2           # k-rows of each chunk followed by a store slot at most (never the last)
 
 
 def slots_per_chunk(plan):
-    return min(SLOT_ROWS, plan.chunk_rows - 1)
+    """Store slots per chunk: as few as store the parked vectors in the chunk loop, at most
+    SLOT_ROWS (slots past the vectors store the last ones again)."""
+    steady = max(1, steady_chunks(plan))
+    return min(SLOT_ROWS, plan.chunk_rows - 1, -(-parked_vectors(plan) // steady))
 
 
 def slots_per_body(plan):
