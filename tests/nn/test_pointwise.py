@@ -518,13 +518,29 @@ def test_park_rows(device, h, w, cin, cout, vectors, layout, activation, bias, p
         assert_close(y, *dense(x, wt, b, None, activation), cin)
 
 
+@pytest.mark.parametrize("h,w,cin", [(14, 14, 64), (16, 16, 62)])
+def test_park_rows_with_fewer_rows(device, h, w, cin):
+    """The default where the rows leave no register to park in and the store burst is long
+    against the k steps (K = 64 into 8-vector panels, as pw2): 4 rows per QPU, 2 parked (the
+    last pass of 1 or 2 rows)."""
+    plan = kernel.PointwisePlan(h, w, cin, 128, 12, True, False, "relu6", input_layout="chw")
+    assert (plan.panel.rows, plan.parks) == (4, 2)
+    x, wt, b, _ = tensors(h * w + cin, h, w, cin, 128, True, False)
+    y = pointwise(np.ascontiguousarray(x.transpose(2, 0, 1)), wt, b, "relu6", device=device,
+                  num_qpus=12, x_layout="chw")
+    assert_close(y, *dense(x, wt, b, None, "relu6"), cin)
+
+
 def test_park_rows_default_and_limits():
     """By default where the next pass's store slots are about the parked vectors (pw1: 4 of 8
-    rows, 16 slots for 16 vectors), not where they are many more (14x14x384->64: 252 slots);
+    rows, 16 slots for 16 vectors; pw2: 2 of 4 rows), not where they are many more
+    (14x14x384->64: 126 slots) nor where the burst is short against the k steps (pw3);
     refused for more than one panel, more vectors than the registers left or the store slots,
     DMA'd weights, a residual and fewer than 2 passes."""
     assert kernel.PointwisePlan(112, 112, 32, 64, 12, True, False, "relu6",
                                 input_layout="chw").parks == 4
+    assert kernel.PointwisePlan(56, 56, 64, 128, 12, True, input_layout="chw").parks == 2
+    assert kernel.PointwisePlan(56, 56, 128, 128, 12, True, input_layout="chw").parks == 0
     assert kernel.PointwisePlan(14, 14, 384, 64, 12, True, input_layout="chw").parks == 0
     for shape, tiling, why in [((14, 14, 32, 128, 12), {}, "not one panel"),
                                ((112, 112, 32, 64, 12), {"park_rows": 5}, "registers"),

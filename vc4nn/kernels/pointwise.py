@@ -320,23 +320,44 @@ MIN_GATHER_CHUNKS = 8   # fewer chunks per panel: the weights are DMA'd (``gathe
 MIN_GATHER_DEPTH = 3    # k-rows per chunk at least, to gather the weights in shallower chunks
 
 
+# What the bus spends on one 64-byte store row, in instructions' time (~19 clocks at 300 MHz:
+# the model's ~1 GB/s of store rows).
+STORE_ROW_COST = 4.8
+
+
 def parking_default(panel):
     """``panel`` with the most rows parked (``PanelPlan.park_rows``) whose store slots in the
-    next pass are no more than the parked vectors and a chunk loop body's slots (the slots past
+    next pass are no more than the parked vectors and a chunk loop body's slots or a quarter
+    more (the slots past
     the parked vectors store the last ones again: with many chunks per panel they would flood
-    the bus), or ``panel`` itself. Its rows per QPU stay: fewer would leave registers to park
-    more (56x56x64->128, pi_zero, 12 QPUs: 4.183 -> 3.916 ms with 4 rows of which 2 parked),
-    but an estimate of issue and store bus time that picked them also picked 4 rows, all
-    parked, for 112x112x32->64 (6.327 ms against 5.752 with 8 and 4): not chosen by default."""
-    for rows in range(panel.rows, 0, -1):
+    the bus; 14x14x384->64 0.637 -> 0.989 ms), or ``panel`` itself. Where its rows leave no
+    register to park in and a pass's store burst takes at least half as long as its k steps
+    (its rows' vectors from every QPU at STORE_ROW_COST, against ``issue_estimate`` per pass),
+    the most rows per QPU of which half can be parked. Measured (pi_zero, 12 QPUs, full
+    layers, channel-major input, ms): 112x112x32->64 6.391 -> 5.752 (8 rows, 4 parked);
+    56x56x64->128 4.183 -> 3.916 (4 rows, 2 parked; 5 and 1: 4.152); but 56x56x128->128
+    (burst a third of its k steps) 6.573 -> 6.823 with 4 and 2. Fewer rows with all parked
+    lose (112x112x32->64 with 4 and 4: 6.327)."""
+    def parked(most, rows):
         try:
-            parked = dataclasses.replace(panel, park_rows=rows)
+            plan = dataclasses.replace(panel, max_rows=most, park_rows=rows)
         except ValueError:
-            continue
-        step = panel_park.slots_per_body(parked)
-        slots = step * (steady_chunks(parked) // parked.chunk_period)
-        if slots <= panel_park.parked_vectors(parked) + step:
-            return parked
+            return None
+        step, vectors = panel_park.slots_per_body(plan), panel_park.parked_vectors(plan)
+        slots = step * (steady_chunks(plan) // plan.chunk_period)
+        return plan if slots <= vectors + max(step, vectors // 4) else None
+
+    for rows in range(panel.rows, 0, -1):
+        plan = parked(panel.max_rows, rows)
+        if plan:
+            return plan
+    burst = panel.rows * panel.panel_vectors * panel.qpus * STORE_ROW_COST
+    if burst * 2 < sgemm_panel.issue_estimate(panel) / panel.passes:
+        return panel
+    for most in range(panel.rows - 1, 1, -1):
+        plan = parked(most, most // 2)
+        if plan and plan.rows == most:
+            return plan
     return panel
 
 
