@@ -264,12 +264,8 @@ class PointwisePlan:
     @property
     def parks(self):
         """How many rows of each pass are parked and stored during the next pass
-        (``park_rows``, vc4nn/kernels/panel_park.py). By default as many as the registers left
-        by the accumulators hold, where the next pass's store slots are about as many as the
-        parked vectors (a single panel of few chunks: 112x112x32->64, 4 of 8 rows, 16 slots
-        for 16 vectors). Measured (pi_zero, 12 QPUs, full layers, channel-major input, ms):
-        112x112x32->64 6.391 -> 5.752; but 14x14x384->64 0.637 -> 0.989, where 252 slots store
-        16 vectors and then repeat the last ones."""
+        (``park_rows``, vc4nn/kernels/panel_park.py); by default ``parking_default`` (pw1: 4 of
+        8 rows, pw2: 2 of 4)."""
         return self.panel.park_rows
 
     @property
@@ -330,7 +326,7 @@ def parking_default(panel):
     next pass are no more than the parked vectors and a chunk loop body's slots or a quarter
     more (the slots past
     the parked vectors store the last ones again: with many chunks per panel they would flood
-    the bus; 14x14x384->64 0.637 -> 0.989 ms), or ``panel`` itself. Where its rows leave no
+    the bus; 14x14x384->64 0.637 -> 0.772 ms), or ``panel`` itself. Where its rows leave no
     register to park in and a pass's store burst takes at least half as long as its k steps
     (its rows' vectors from every QPU at STORE_ROW_COST, against ``issue_estimate`` per pass),
     the most rows per QPU of which half can be parked. Measured (pi_zero, 12 QPUs, full
