@@ -24,6 +24,7 @@ import numpy as np
 
 from ..cli_common import add_device_arguments, open_device_of, output_file, positive_int
 from ..errors import Vc4nnError
+from .image import IMAGE_INPUTS
 from .precision import PRECISIONS
 from .launch_fusion import add_grouping_argument
 from .profile import memory_text
@@ -81,7 +82,7 @@ def classify_main(argv):
     p.add_argument("image", help="an image file Pillow reads (JPEG, PNG, ...)")
     p.add_argument("--top", type=positive_int, default=5, help="classes to print (default 5)")
     p.add_argument("--labels", default=None, help="class names, one per line")
-    p.add_argument("--normalization", default="auto", choices=("auto", "tflite", "torchvision"),
+    p.add_argument("--normalization", default="auto", choices=IMAGE_INPUTS,
                    help="the model's input normalisation (auto: [-1, 1] for TFLite, ImageNet "
                         "mean/std for ONNX)")
     args = p.parse_args(argv)
