@@ -34,7 +34,7 @@ from asm.vpm import MAX_EXTENDED_PITCH
 
 from . import dma
 from . import chain
-from .common import LANES, MAX_VDW_STRIDE
+from .common import LANES, LAYOUTS, MAX_VDW_STRIDE
 from .spatial import STORAGE_BITS, PlanError, SpatialShape, check_storage
 
 ACCUMULATOR_REGISTERS = 28          # ra0..ra27; ra28..ra31 hold the bias and spares
@@ -44,7 +44,6 @@ MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (1
 # bus busy (vc4nn bench-layers --kind spatial --qpus 1).
 STORE_ROW_COST = 0.7
 ONE_QPU_BUS_SHARE = 0.66
-OUT_LAYOUTS = ("hwc", "chw")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,9 +242,9 @@ class WindowPlan(SpatialShape):
                             f"{self.in_chunk} input and {self.store_buffers} of "
                             f"{self.out_chunk} output pixels) exceed the "
                             f"{isa.VPM_ROWS} rows generic access reaches")
-        if self.out_layout not in OUT_LAYOUTS:
+        if self.out_layout not in LAYOUTS:
             raise PlanError(f"out_layout={self.out_layout!r}: one of "
-                            f"{', '.join(map(repr, OUT_LAYOUTS))}")
+                            f"{', '.join(map(repr, LAYOUTS))}")
         plane = self.out_h * self.out_w * self.out_bytes
         if self.out_layout == "chw" and plane - self.out_bytes > MAX_VDW_STRIDE:
             raise PlanError(f"out_layout='chw': a channel's row of {self.out_h}x{self.out_w} "
