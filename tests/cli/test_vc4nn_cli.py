@@ -302,3 +302,11 @@ def test_max_instructions_none_means_no_budget(command, monkeypatch):
         if given is None and command == "sgemm":
             expected = {"max_instructions": 1000}
         assert opened.pop() == expected, (command, given)
+
+
+def test_png_without_matplotlib_names_the_extra(monkeypatch):
+    from vc4nn import cli_common
+    from vc4nn.errors import Vc4nnError
+    monkeypatch.setitem(sys.modules, "matplotlib", None)        # import matplotlib fails
+    with pytest.raises(Vc4nnError, match=r"--png needs matplotlib: pip install 'vc4nn\[plots\]'"):
+        cli_common.pyplot()

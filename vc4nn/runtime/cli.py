@@ -22,7 +22,8 @@ import sys
 
 import numpy as np
 
-from ..cli_common import add_device_arguments, open_device_of, output_file, positive_int
+from ..cli_common import add_device_arguments, open_device_of, output_file, positive_int, \
+    pyplot
 from ..errors import Vc4nnError
 from .image import IMAGE_INPUTS
 from .precision import PRECISIONS
@@ -158,12 +159,7 @@ def profile_main(argv):
 
 
 def _chart(records, path, title):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise Vc4nnError("--png needs matplotlib: pip install 'vc4nn[plots]'") from None
+    plt = pyplot()
     ops = sorted({r.op for r in records})
     colors = {op: plt.cm.tab10(i) for i, op in enumerate(ops)}
     fig, ax = plt.subplots(figsize=(max(6, len(records) * 0.18), 4))
