@@ -85,6 +85,8 @@ def _check_bias(graph, node, cout):
 
 
 def _same(graph, node, x, shapes):
+    """The input's shape (a bias_add's constant is checked where it is folded,
+    passes.fold_bias_adds)."""
     return x
 
 
@@ -93,10 +95,6 @@ def _add(graph, node, x, shapes):
     if x != y:
         raise _fail(graph, node, f"operands of shapes {x} and {y}; broadcasting is not "
                                  f"supported")
-    return x
-
-
-def _bias_add(graph, node, x, shapes):
     return x
 
 
@@ -171,7 +169,7 @@ def _pad(graph, node, x, shapes):
 
 
 _RULES = {"conv": _conv, "conv2d": _conv, "depthwise": _conv, "pointwise": _conv,
-          "batch_norm": _channels, "bias_add": _bias_add, "activation": _same, "add": _add,
+          "batch_norm": _channels, "bias_add": _same, "activation": _same, "add": _add,
           "avg_pool": _avg_pool, "global_avg_pool": _global_avg_pool,
           "fully_connected": _fully_connected, "reshape": _reshape, "pad": _pad,
           "softmax": _same, "identity": _same}
