@@ -22,12 +22,6 @@ pytestmark = pytest.mark.skipif(bool(missing), reason=f"vc4nn.nn has no {', '.jo
                                                       f"on this branch yet")
 
 
-@pytest.fixture
-def device(device_name):
-    with vc4nn.open_device(device_name) as dev:
-        yield dev
-
-
 def rel_error(got, expected):
     return np.max(np.abs(got - expected)) / np.max(np.abs(expected))
 
