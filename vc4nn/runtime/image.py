@@ -34,9 +34,20 @@ class ImageError(Vc4nnError):
 
 
 def check_image_input(image_input):
-    """``image_input`` as given, if it is None, a Normalization or a name of IMAGE_INPUTS."""
-    if image_input is not None and not isinstance(image_input, Normalization) and \
-            image_input not in IMAGE_INPUTS:
+    """``image_input`` as given, if it is None, a name of IMAGE_INPUTS or a Normalization of 3
+    finite means and 3 finite, non-zero standard deviations (one per RGB channel)."""
+    if isinstance(image_input, Normalization):
+        for field, values in image_input._asdict().items():
+            try:
+                numbers = np.asarray(values, np.float64)
+            except (TypeError, ValueError):
+                numbers = None
+            if numbers is None or numbers.shape != (3,) or not np.isfinite(numbers).all() \
+                    or (field == "std" and not numbers.all()):
+                raise InputError(f"image_input.{field} must be 3 finite numbers, one per RGB "
+                                 f"channel{' (none 0)' * (field == 'std')}; got "
+                                 f"{values!r}"[:200])
+    elif image_input is not None and image_input not in IMAGE_INPUTS:
         raise InputError(f"image_input must be None, a Normalization or one of "
                          f"{', '.join(map(repr, IMAGE_INPUTS))}; got {image_input!r}"[:200])
     return image_input
