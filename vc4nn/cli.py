@@ -25,11 +25,9 @@ from asm.__main__ import ArgumentParser
 from asm.errors import AsmError
 
 from . import __version__
-from .cli_common import instruction_budget, print_run
+from .cli_common import instruction_budget
 from .emulator.machine import DEFAULT_MAX_INSTRUCTIONS
 from .errors import Vc4nnError
-
-_print_run = print_run      # the name older callers use
 
 
 def _asm_main(command):

@@ -84,10 +84,10 @@ def test_doctor_off_a_pi_says_what_to_do(capsys):
 
 
 def test_run_report_of_a_real_pi_says_what_is_measured(capsys):
-    from vc4nn.cli import _print_run
+    from vc4nn.cli_common import print_run
     from vc4nn.device import QpuStats, RunResult
-    _print_run(RunResult(num_qpus=2, host_interrupts=2, qpus=[QpuStats(), QpuStats()],
-                         seconds=0.00025, board="pi3", clock_hz=300e6, estimated=False))
+    print_run(RunResult(num_qpus=2, host_interrupts=2, qpus=[QpuStats(), QpuStats()],
+                        seconds=0.00025, board="pi3", clock_hz=300e6, estimated=False))
     out = capsys.readouterr().out
     assert "QPU 1: instruction count not available" in out
     assert "250.0 us measured on pi3" in out and "estimate" not in out
