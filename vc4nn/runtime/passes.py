@@ -10,9 +10,8 @@ that produces one operand, and infers every shape. What cannot be folded or run 
 import numpy as np
 
 from .errors import UnsupportedModelError
+from .ir import ACTIVATION_OPS, WEIGHTED_OPS
 from .shapes import infer_shapes
-
-WEIGHTED = ("conv", "conv2d", "depthwise", "pointwise", "fully_connected")
 
 
 def optimize(graph):
@@ -56,7 +55,7 @@ def _bypass(graph, node):
 def _absorb(graph, node, what):
     """The weighted node producing node's input, if node is its sole consumer."""
     producer = graph.producers().get(node.inputs[0])
-    if producer is not None and producer.op in WEIGHTED and \
+    if producer is not None and producer.op in WEIGHTED_OPS and \
             sole_consumer(graph, node.inputs[0]) is node and producer.attrs.get("activation") \
             is None:
         return producer
@@ -138,7 +137,7 @@ def fuse_activations(graph):
     for node in [n for n in graph.nodes if n.op == "activation"]:
         kind = _activation_kind(graph, node)
         producer = graph.producers().get(node.inputs[0])
-        if producer is None or producer.op not in WEIGHTED + ("add",) or \
+        if producer is None or producer.op not in ACTIVATION_OPS or \
                 sole_consumer(graph, node.inputs[0]) is not node:
             raise _error(graph, node, "an activation that does not directly follow a "
                                       "convolution, fully connected layer or add")
