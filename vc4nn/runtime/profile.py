@@ -13,6 +13,8 @@ from typing import Optional
 
 import numpy as np
 
+from .ir import WEIGHTED_OPS
+
 # Machine balance for the fallback: 12 QPUs x 16 lanes x 2 flops per 4 clocks at 250 MHz against
 # ~0.7 GB/s of DMA loads (README calibration table): about 34 flops per byte.
 MACHINE_BALANCE = 24e9 / 0.7e9
@@ -53,10 +55,9 @@ def layer_work(node, graph):
     x = s[node.inputs[0]]
     n_out, n_in = int(np.prod(out)), int(np.prod(x))
     weights = sum(graph.constants[n].size for n in node.inputs[1:] if n in graph.constants)
-    if node.op in ("conv2d", "depthwise", "pointwise", "fully_connected"):
-        w = graph.constants[node.inputs[1]]
-        per_output = w.size // w.shape[-1] if node.op != "depthwise" else w.size // w.shape[-1]
-        flops = 2 * n_out * per_output
+    if node.op in WEIGHTED_OPS:
+        w = graph.constants[node.inputs[1]]     # multiply-adds per output: w over its last axis
+        flops = 2 * n_out * (w.size // w.shape[-1])
         if len(node.inputs) > 3:                                   # fused residual
             flops += n_out
             n_in += n_out
