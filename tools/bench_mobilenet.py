@@ -27,10 +27,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import onnx  # noqa: E402
 
 import vc4nn  # noqa: E402
+from vc4nn.device import LAUNCH_PATHS  # noqa: E402
 from vc4nn.runtime.bench import PI_ZERO_HOST_FACTOR, bench  # noqa: E402
 from vc4nn.runtime.launch_fusion import add_grouping_argument  # noqa: E402
 from vc4nn.runtime.loader import load_graph  # noqa: E402
 from vc4nn.runtime.planner import plan_memory  # noqa: E402
+from vc4nn.runtime.precision import PRECISIONS  # noqa: E402
 
 
 def model_file(name, size, width, folder):
@@ -114,12 +116,12 @@ def main(argv=None):
     p.add_argument("--qpus", type=int, default=12)
     p.add_argument("--board", default="pi_zero")
     p.add_argument("--device", default=None)
-    p.add_argument("--launch", choices=("mailbox", "direct", "both"), default="mailbox",
+    p.add_argument("--launch", choices=LAUNCH_PATHS + ("both",), default="mailbox",
                    help="launch path (both: one session per path, in this run)")
     p.add_argument("--plan-only", action="store_true", help="memory plans of v1 and mnv2")
     p.add_argument("--memory-budget", type=float, default=24.0, metavar="MB",
                    help="device memory the session may hold with recorded launches; 0: no limit")
-    p.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "auto"),
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
                    help="storage of weights and activations (InferenceSession precision=)")
     add_grouping_argument(p)
     p.add_argument("--json", action="store_true")
@@ -130,7 +132,7 @@ def main(argv=None):
                        for m in ("v1", "mnv2")]
         else:
             path = model_file(args.model, args.size, args.width, folder)
-            launches = ("mailbox", "direct") if args.launch == "both" else (args.launch,)
+            launches = LAUNCH_PATHS if args.launch == "both" else (args.launch,)
             reports = [bench_one(path, args, launch) for launch in launches]
             if len(reports) == 2:
                 reports.append(comparison(reports))
