@@ -310,3 +310,23 @@ def test_png_without_matplotlib_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)        # import matplotlib fails
     with pytest.raises(Vc4nnError, match=r"--png needs matplotlib: pip install 'vc4nn\[plots\]'"):
         cli_common.pyplot()
+
+
+@pytest.mark.parametrize("command", ["ops", "doctor", "disasm"])
+def test_subcommands_parsing_their_own_arguments_report_like_the_others(command, monkeypatch,
+                                                                          capsys):
+    """Ctrl-C and running out of memory in a subcommand that parses its own arguments (the
+    runtime's, doctor, asm's) end with one line and a status, as in run or sgemm."""
+    import vc4nn.cli as cli_module
+
+    def stopped(_):
+        raise stop
+
+    for stop, status, said in ((KeyboardInterrupt(), 130, f"vc4nn {command}: interrupted"),
+                               (MemoryError("2 GB"),
+                                1, f"vc4nn {command}: error: out of memory (2 GB)")):
+        monkeypatch.setattr(cli_module, "_runtime_main", lambda name: stopped)
+        monkeypatch.setattr(cli_module, "_own_parser", lambda load: stopped)
+        monkeypatch.setattr(cli_module, "_asm_main", lambda name: stopped)
+        assert main([command]) == status
+        assert capsys.readouterr().err.strip() == said

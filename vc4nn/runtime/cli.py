@@ -18,19 +18,16 @@ measured.
 import argparse
 import json
 import os
-import sys
 
 import numpy as np
 
 from ..cli_common import add_device_arguments, open_device_of, output_file, positive_int, \
     pyplot
-from ..errors import Vc4nnError
 from .image import IMAGE_INPUTS
 from .precision import PRECISIONS
 from .launch_fusion import add_grouping_argument
 from .profile import memory_text
 
-COMMANDS = ("classify", "profile", "bench", "accuracy", "ops", "export-mobilenet-v2", "demo")
 
 
 def _device_args(parser):
@@ -237,11 +234,9 @@ def demo_main(argv):
 HANDLERS = {"classify": classify_main, "profile": profile_main, "bench": bench_main,
             "accuracy": accuracy_main, "ops": ops_main, "export-mobilenet-v2": export_main,
             "demo": demo_main}
+COMMANDS = tuple(HANDLERS)
 
 
 def main(command, argv):
-    try:
-        return HANDLERS[command](argv)
-    except (Vc4nnError, OSError) as error:
-        print(f"vc4nn {command}: error: {error}", file=sys.stderr)
-        return 1
+    """Run ``vc4nn COMMAND``; vc4nn.cli reports its errors."""
+    return HANDLERS[command](argv)
