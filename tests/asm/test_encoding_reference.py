@@ -2,8 +2,8 @@
 
 The bit positions are copied from the table in facts section 1 (reference_words.py, not from
 asm.isa), and every op, register, mux and signal number in the expectations was looked up in the
-fact sheet's lists. Where a word is a well-known constant (nop, the exit sequence, the worked examples of
-facts section 1) it is also written as literal hex.
+fact sheet's lists. Where a word is a well-known constant (nop, the exit sequence, the worked
+examples of facts section 1) it is also written as literal hex.
 """
 
 import pytest
