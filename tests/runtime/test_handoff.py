@@ -9,8 +9,9 @@ import onnxruntime as ort
 import pytest
 
 from vc4nn.runtime import InferenceSession, session as session_module
-
 from vc4nn.runtime.random_mobilenets import OnnxBuilder
+
+from .conftest import rel_error
 
 
 def wide_v1_model(size=32, seed=3):
@@ -47,7 +48,7 @@ def runs_with_and_without_handoff(path, x, device, monkeypatch, tolerance, **opt
             with InferenceSession(path, device=device, group_launches=False, **options) as sess:
                 for _ in range(2):
                     (got,) = sess.run(None, {"input": x})
-                    err = np.max(np.abs(got - expected)) / np.max(np.abs(expected))
+                    err = rel_error(got, expected)
                     assert err <= tolerance and np.argmax(got) == np.argmax(expected)
                 handed = sorted(sess.channel_major)
                 counts[handoff] = (launches(sess), handed, sess.graph,
@@ -114,5 +115,5 @@ def test_auto_compares_layers_across_layouts(tmp_path, device):
         assert all(sess.storage.values[v] == "fp32" for v in sess.channel_major)
         notes = [sess.storage.notes[n.name] for n in sess.graph.nodes if n.op == "pointwise"]
     assert all("error" in note for note in notes)
-    assert np.max(np.abs(got - expected)) / np.max(np.abs(expected)) <= 1e-2
+    assert rel_error(got, expected) <= 1e-2
     assert device._allocations == []
