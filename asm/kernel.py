@@ -35,7 +35,7 @@ from .vpm import MACROS as VPM_MACROS, VpmMacros
 
 
 def method_name(op_name):
-    """The Assembler method of an op: its name, with "_" after a Python keyword (and_, or_, not_)."""
+    """The Assembler method of an op: its name, "_" after a Python keyword (and_, or_, not_)."""
     return op_name + "_" if keyword.iskeyword(op_name) else op_name
 
 
