@@ -38,7 +38,7 @@ QUICK_SHAPES = [
     (49, 128, 256, "MobileNet pw13, N/8 K/4"),
 ]
 LANES, FLOPS_PER_LANE, ISSUE_CLOCKS = 16, 2, 4
-STALL_ORDER = ("issue", "tmu", "uniform", "vpm", "dma", "mutex", "semaphore", "sfu", "idle")
+STALL_ORDER = ("issue", "tmu", "uniform", "icache", "vpm", "dma", "mutex", "semaphore", "sfu", "idle")
 
 
 def peak_flops_per_clock(num_qpus):

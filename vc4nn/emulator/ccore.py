@@ -88,6 +88,7 @@ class _Glue:
         self.machine = machine
         self.tmu, self.vpm, self.sync, self.bus = machine.tmu, machine.vpm, machine.sync, \
             machine.bus
+        self.icache = machine.icache
         self.rng = machine._rng
         self.timeout = None
         self.tmu_in_c = TMU_IN_C

@@ -30,6 +30,7 @@ from . import ccore
 from .bus import MemoryBus
 from .checks import as_checks
 from .errors import DeadlockError, EmulatorError, EmulatorTimeout, MemoryFault
+from .icache import InstructionCaches
 from .plan import compile_word
 from .qpu import Qpu, final_state
 from .sync import Sync
@@ -108,6 +109,7 @@ class Machine:
         self.vpm = Vpm(self.memory, timing, checks, bus=self.bus)
         self.tmu = Tmu(self.memory, timing, checks, bus=self.bus)
         self.sync = Sync(timing, checks)
+        self.icache = InstructionCaches(timing, self.bus)
         self.run_plans = {}
         self.final_state = None
         entries = [(int(control[CONTROL_ENTRY_WORDS * i]), int(control[CONTROL_ENTRY_WORDS * i + 1]))

@@ -1,0 +1,40 @@
+"""The QPU instruction caches: one per slice, shared by the slice's QPUs, filled through the V3D
+L2 (the C core has the same in csrc/icache.c; docs/cycle-model.md "Instruction cache").
+
+Timing only, as the other caches of the model: the emulator decodes the instruction from memory
+whatever the cache holds. A QPU asks for a line when its PC enters one it was not running from
+(``Qpu.step``); each line keeps the clock at which its fill arrives, so a QPU of the same slice
+that asks for a line still on its way waits for that fill instead of making another.
+"""
+
+from asm import isa
+
+from ..device import BUS_ADDRESS_MASK, BUS_ALIAS_MASK
+from .cache import LruCache
+
+
+class InstructionCaches:
+    """The slices' instruction caches (timing.icache_*) in front of ``bus`` (its L2)."""
+
+    def __init__(self, timing, bus):
+        self.timing, self.bus = timing, bus
+        self.line = timing.icache_line_bytes
+        self.miss_latency = timing.icache_miss_latency
+        self.caches = [LruCache(timing.icache_bytes, self.line, timing.icache_ways)
+                       for _ in range(isa.NUM_QPUS // isa.QPUS_PER_SLICE)]
+        self.hits = self.misses = 0           # line look-ups of the launch
+
+    def fetch(self, qpu, now, pc):
+        """QPU ``qpu`` at ``now`` runs into the line of ``pc``: the clock at which the line is
+        in its slice's cache (``now`` or earlier when it is there already)."""
+        cache = self.caches[qpu // isa.QPUS_PER_SLICE]
+        number = (pc & BUS_ADDRESS_MASK) // self.line
+        arrives = cache.get(number)
+        if arrives is not None:
+            self.hits += 1
+            return arrives
+        self.misses += 1
+        start = number * self.line | (pc & BUS_ALIAS_MASK)
+        arrives = self.bus.read_line(now, start, self.line, self.miss_latency)[0]
+        cache.put(number, arrives)
+        return arrives
