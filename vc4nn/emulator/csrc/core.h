@@ -115,7 +115,8 @@ typedef struct {
     uint32_t pc, unif_addr;
     int64_t unif_written;
     int64_t unif_line;          /* -1: none */
-    int64_t fetch_line;         /* the code line it runs from (instruction cache); -1: none */
+    uint32_t fetch_start;       /* the code line it runs from (instruction cache) */
+    int fetching;               /* 0: no line yet */
     int64_t sfu_written, r4_ready_count, r4_ready_clock;
     int64_t clock, count;
     int64_t stalls[NUM_STALL_CAUSES];

@@ -19,7 +19,6 @@ void qpu_init(Machine *m, Qpu *q, int index, uint32_t uniforms, uint32_t code)
     q->unif_addr = uniforms;
     q->unif_written = NEVER_WRITTEN;
     q->unif_line = -1;
-    q->fetch_line = -1;
     q->sfu_written = NEVER_WRITTEN;
     q->r4_ready_count = NEVER_WRITTEN;
     q->block_cause = -1;
@@ -373,9 +372,11 @@ static int run_branch(Machine *m, Qpu *q, const Record *rec)
 int qpu_step(Machine *m, Qpu *q)
 {
     uint32_t pc = q->pc;
-    int64_t line = (int64_t)(pc / (uint64_t)m->icache_state.line);
-    if (line != q->fetch_line) {
-        q->fetch_line = line;
+    /* a new line (Qpu.step's pc // line != the last): one compare, no division */
+    uint32_t line = (uint32_t)m->icache_state.line;
+    if (pc - q->fetch_start >= line || !q->fetching) {
+        q->fetch_start = pc - pc % line;
+        q->fetching = 1;
         TRY(icache_fetch(m, q, pc));
     }
     const Record *rec = plan_at(m, q, pc);
