@@ -5,10 +5,12 @@ each test runs on both cores (conftest.py)."""
 
 import pytest
 
-from asm import kernel, qpu_number, r1, r2
+from asm import kernel, r2
 from asm.isa import QPUS_PER_SLICE
 from vc4nn.emulator import EmulatorDevice
 from vc4nn.emulator.timing import PARAMETERS, Timing
+
+from .conftest import branch_by_qpu
 
 ISSUE = PARAMETERS["issue_clocks"][0]                       # 4
 MISS = PARAMETERS["icache_miss_latency"][0]                 # 80: a line from RAM
@@ -130,17 +132,13 @@ def test_qpus_of_one_slice_share_a_fill_and_other_slices_go_to_the_l2():
     assert (bus.l2_misses, bus.l2_hits) == (3, 3)
 
 
-def test_a_branch_to_another_slice_qpus_lines():
-    """Two QPUs of one slice run different code: QPU 0 falls through a straight run of 2 lines,
-    QPU 1 branches over it to 2 lines of its own. Neither finds the other's lines: 2 + 2
-    misses, plus the shared first line (the branch), which QPU 1 waits for with QPU 0."""
+def test_qpus_of_a_slice_on_different_code_share_only_the_lines_both_run():
+    """Two QPUs of one slice run different code: QPU 0 falls through lines 1..3, QPU 1 branches
+    over them to lines 4 and 5. Neither finds the other's lines: 3 + 2 misses, plus the shared
+    first line (the branch), which QPU 1 waits for with QPU 0."""
     @kernel
     def program(a):
-        a.mov(r1, qpu_number, sf=True)
-        a.branch("other", cond="all_zc")
-        a.nop()
-        a.nop()
-        a.nop()
+        branch_by_qpu(a)
         for _ in range(2 * LINE + 3):       # lines 1 and 2 (to instruction 23)
             a.nop()
         a.exit()                            # line 3

@@ -12,7 +12,7 @@ from vc4nn.emulator import EmulatorDevice
 from vc4nn.emulator.checks import CheckWarning
 from vc4nn.errors import DeviceError, Vc4nnError
 
-from .conftest import assemble_body, run_program
+from .conftest import assemble_body, branch_by_qpu, run_program
 
 
 def test_twelve_qpus_each_run_program_i_on_qpu_i(run_body):
@@ -98,15 +98,6 @@ def test_stalls_add_up_to_the_cycles(run_body):
     assert result.cycles == max(q.cycles for q in result.qpus)
 
 
-def _branch_by_qpu(a):
-    """QPU 0 falls through; every other QPU goes to label "other"."""
-    a.mov(r1, qpu_number, sf=True)
-    a.branch("other", cond="all_zc")
-    a.nop()
-    a.nop()
-    a.nop()
-
-
 def _delay_loop(a, n):
     a.ldi(r2, n)
     with a.scope():
@@ -120,7 +111,7 @@ def _delay_loop(a, n):
 
 def test_semaphore_makes_the_consumer_wait_for_the_producer(run_body):
     def body(a):
-        _branch_by_qpu(a)
+        branch_by_qpu(a)
         _delay_loop(a, 50)           # QPU 0: work, then signal
         a.sema_release(3)
         a.branch("done")
