@@ -53,8 +53,9 @@ PARAMETERS = MappingProxyType({
         "direct-mapped: a line has one place in the 4 KB"),
     "l2_cache_bytes": (
         32768, "bytes", "facts §4 (ADD): V3D L2 ~32 KB (uncertain)",
-        "UNCERTAIN (the errata write '32 kiB ?'). One L2 shared by all slices; TMU and uniform "
-        "line fills look in it before the memory bus, DMA bypasses it (docs/cycle-model.md)"),
+        "UNCERTAIN (the errata write '32 kiB ?'). One L2 shared by all slices; TMU, uniform and "
+        "instruction line fills look in it before the memory bus, DMA bypasses it "
+        "(docs/cycle-model.md)"),
     "l2_cache_line_bytes": (
         64, "bytes", "ADD (cache table): V3D L2C lines 64 B", ""),
     "l2_cache_ways": (
