@@ -154,3 +154,14 @@ def test_qpus_of_a_slice_on_different_code_share_only_the_lines_both_run():
     assert q0.stalls["icache"] == 4 * MISS      # lines 0, 1, 2, 3
     assert q1.stalls["icache"] == 3 * MISS      # lines 0 (QPU 0's fill), 4, 5
     assert icache.misses == 6 and icache.hits == 1
+
+
+def test_a_next_line_prefetch_when_asked_for():
+    """icache_prefetch_lines=1 (not the model's reading): entering a line also fetches the next.
+    3 lines of straight code: line 0 misses (80, its prefetched line 1 arrives with it, the
+    bus being idle); line 1, entered at 112, is there and asks for line 2, which arrives at
+    192: entered at 144, it waits 48 and asks for line 3 (past the code). Demand look-ups:
+    1 miss, 2 hits; the L2 fetched 4 lines."""
+    result, icache, bus = _run(_straight(3 * LINE - EXIT), icache_prefetch_lines=1)
+    assert result.qpus[0].stalls["icache"] == MISS + (MISS - LINE * ISSUE)
+    assert (icache.misses, icache.hits, bus.l2_misses) == (1, 2, 4)

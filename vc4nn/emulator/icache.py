@@ -20,6 +20,7 @@ class InstructionCaches:
         self.timing, self.bus = timing, bus
         self.line = timing.icache_line_bytes
         self.miss_latency = timing.icache_miss_latency
+        self.prefetch = timing.icache_prefetch_lines
         self.caches = [LruCache(timing.icache_bytes, self.line, timing.icache_ways)
                        for _ in range(isa.NUM_QPUS // isa.QPUS_PER_SLICE)]
         self.hits = self.misses = 0           # line look-ups of the launch
@@ -29,12 +30,21 @@ class InstructionCaches:
         in its slice's cache (``now`` or earlier when it is there already)."""
         cache = self.caches[qpu // isa.QPUS_PER_SLICE]
         number = (pc & BUS_ADDRESS_MASK) // self.line
+        alias = pc & BUS_ALIAS_MASK
         arrives = cache.get(number)
-        if arrives is not None:
+        if arrives is None:
+            self.misses += 1
+            arrives = self._fill(cache, number, alias, now)
+        else:
             self.hits += 1
-            return arrives
-        self.misses += 1
-        start = number * self.line | (pc & BUS_ALIAS_MASK)
-        arrives = self.bus.read_line(now, start, self.line, self.miss_latency)[0]
+        for ahead in range(number + 1, number + 1 + self.prefetch):
+            if cache.peek(ahead) is None:
+                self._fill(cache, ahead, alias, now)
+        return arrives
+
+    def _fill(self, cache, number, alias, now):
+        """Fetch line ``number`` into ``cache`` through the L2: the clock at which it arrives."""
+        arrives = self.bus.read_line(now, number * self.line | alias, self.line,
+                                     self.miss_latency)[0]
         cache.put(number, arrives)
         return arrives

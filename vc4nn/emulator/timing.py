@@ -137,8 +137,14 @@ PARAMETERS = MappingProxyType({
         "a fetch in a line the slice's cache lacks stalls its QPU (stall cause 'icache') "
         "until the line comes through the L2 (l2_hit_latency) or, missing it, over the "
         "memory bus (this long, or when its bus slot ends); a line another QPU of the slice "
-        "is fetching is waited for, not fetched twice. No prefetch of the next line "
-        "(UNCERTAIN: no source describes one; docs/hardware-choices.md)"),
+        "is fetching is waited for, not fetched twice"),
+    "icache_prefetch_lines": (
+        0, "lines", "assumption (UNCERTAIN: no source describes a prefetch)",
+        "the model's reading is none (0). n > 0 models a next-line prefetch instead: a QPU "
+        "entering a line also has the n lines after it fetched if its slice's cache lacks them "
+        "(through the L2 and the bus, as a miss), so straight code and long loops wait less; "
+        "for comparing the two readings (docs/hardware-choices.md 'Cycle model: the "
+        "instruction cache')"),
     "semaphore_clocks": (
         0, "clocks", "assumption", "no cost beyond the instruction's issue when it does not block"),
     "mutex_clocks": (

@@ -41,6 +41,7 @@ typedef struct {
 int lru_init(Lru *c, long long size, long long line, long long ways);
 void lru_free(Lru *c);
 int lru_get(Lru *c, int64_t line, int64_t *first, int64_t *second);
+int lru_peek(const Lru *c, int64_t line);
 void lru_put(Lru *c, int64_t line, int64_t first, int64_t second);
 
 /* bus.c: vpm.MemoryBus as the type _ccore.MemoryBus (the C core's bus) */
@@ -87,7 +88,7 @@ typedef struct {
 /* icache.c: the slices' instruction caches (icache.InstructionCaches) */
 typedef struct {
     Lru caches[NUM_QPUS / QPUS_PER_SLICE];
-    long long line, miss_latency;
+    long long line, miss_latency, prefetch;
     long long hits, misses;
 } Icache;
 

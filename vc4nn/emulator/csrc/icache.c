@@ -17,6 +17,7 @@ int icache_init(Machine *m)
     long long ways = timing_int(timing, "icache_ways");
     c->line = timing_int(timing, "icache_line_bytes");
     c->miss_latency = timing_int(timing, "icache_miss_latency");
+    c->prefetch = timing_int(timing, "icache_prefetch_lines");
     Py_DECREF(timing);
     if (PyErr_Occurred())
         return -1;
@@ -36,32 +37,49 @@ void icache_release(Machine *m)
         lru_free(&m->icache_state.caches[s]);
 }
 
+/* InstructionCaches._fill: line ``number`` into ``cache`` through the L2; -1 on error */
+static int fill(Machine *m, Lru *cache, int64_t number, uint32_t alias, int64_t now,
+                int64_t *arrives)
+{
+    Icache *c = &m->icache_state;
+    uint32_t start = (uint32_t)(number * c->line) | alias;
+    int64_t unused;
+    if (PyObject_TypeCheck(m->bus, &BusType)) {
+        if (bus_read_line((Bus *)m->bus, now, start, c->line, c->miss_latency, arrives,
+                          &unused) < 0)
+            return -1;
+    } else {
+        PyObject *r = PyObject_CallMethod(m->bus, "read_line", "LkLL", (long long)now,
+                                          (unsigned long)start, c->line, c->miss_latency);
+        if (!r)
+            return -1;
+        *arrives = PyLong_AsLongLong(PyTuple_GetItem(r, 0));
+        Py_DECREF(r);
+        if (PyErr_Occurred())
+            return -1;
+    }
+    lru_put(cache, number, *arrives, 0);
+    return 0;
+}
+
 /* InstructionCaches.fetch, and the QPU's wait for the line (Qpu.step) */
 int icache_fetch(Machine *m, Qpu *q, uint32_t pc)
 {
     Icache *c = &m->icache_state;
     Lru *cache = &c->caches[q->index / QPUS_PER_SLICE];
     int64_t number = (int64_t)((pc & BUS_ADDRESS_MASK) / (uint64_t)c->line), arrives, unused;
+    uint32_t alias = pc & BUS_ALIAS_MASK;
     if (lru_get(cache, number, &arrives, &unused)) {
         c->hits++;
     } else {
         c->misses++;
-        uint32_t start = (uint32_t)(number * c->line) | (pc & BUS_ALIAS_MASK);
-        if (PyObject_TypeCheck(m->bus, &BusType)) {
-            if (bus_read_line((Bus *)m->bus, q->clock, start, c->line, c->miss_latency,
-                              &arrives, &unused) < 0)
-                return -1;
-        } else {
-            PyObject *r = PyObject_CallMethod(m->bus, "read_line", "LkLL", (long long)q->clock,
-                                              (unsigned long)start, c->line, c->miss_latency);
-            if (!r)
-                return -1;
-            arrives = PyLong_AsLongLong(PyTuple_GetItem(r, 0));
-            Py_DECREF(r);
-            if (PyErr_Occurred())
-                return -1;
-        }
-        lru_put(cache, number, arrives, 0);
+        if (fill(m, cache, number, alias, q->clock, &arrives) < 0)
+            return -1;
+    }
+    for (int64_t ahead = number + 1; ahead <= number + c->prefetch; ahead++) {
+        int64_t ignored;
+        if (!lru_peek(cache, ahead) && fill(m, cache, ahead, alias, q->clock, &ignored) < 0)
+            return -1;
     }
     qpu_wait(q, arrives, STALL_ICACHE);
     return 0;
