@@ -10,8 +10,8 @@ by default): one interrupt for the whole launch is what GPU_FFT, QPULib and py-v
 Scheduling follows modelled time: each QPU has its own clock and the runnable QPU with the
 smallest clock runs next (ties by QPU number). With ``seed`` the ties are broken at random and a
 QPU may run up to ``JITTER_CLOCKS`` ahead, to shake out races between QPUs; the model of each
-QPU's own time is unchanged. An instruction either completes or blocks with no side effect
-(semaphore, mutex); a blocked QPU is retried after another QPU changes a semaphore or frees the
+QPU's own time is unchanged. An instruction either completes or blocks (semaphore, mutex) with
+no side effect but the fetch of its code line (instruction cache); a blocked QPU is retried after another QPU changes a semaphore or frees the
 mutex, and resumes no earlier than that QPU's clock. When every live QPU is blocked the run is
 a deadlock.
 """

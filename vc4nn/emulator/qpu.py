@@ -108,7 +108,8 @@ class Qpu:
 
     # -- execution ---------------------------------------------------------------------------
     def step(self):
-        """Run the instruction at pc. False if it blocked (nothing changed)."""
+        """Run the instruction at pc. False if it blocked (nothing changed but the fetch of its
+        line, which a retry does not repeat)."""
         pc = self.pc
         line = pc // self._fetch_line_bytes
         if line != self._fetch_line:
