@@ -38,7 +38,7 @@ QUICK_SHAPES = [
     (784, 64, 32, "MobileNet pw1, M/16"),
     (49, 128, 256, "MobileNet pw13, N/8 K/4"),
 ]
-STALL_ORDER = ("issue", "tmu", "uniform", "vpm", "dma", "mutex", "semaphore", "sfu", "idle")
+STALL_ORDER = ("issue", "tmu", "uniform", "icache", "vpm", "dma", "mutex", "semaphore", "sfu", "idle")
 
 
 def bench_one(m, n, k, num_qpus, board, rng):
