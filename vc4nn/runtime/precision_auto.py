@@ -18,7 +18,8 @@ flipped where that is faster (``flips``, ``keep_faster``).
 """
 
 from ..nn.storage import FP16_WEIGHTS
-from .precision import has_weights, readers, relative_error, run_time, storage_plan, trace
+from .precision import decision_output, has_weights, readers, relative_error, run_time, \
+    storage_plan, trace
 
 # (storage of the result, of the weights)
 FP32 = ("fp32", "fp32")
@@ -48,9 +49,13 @@ def trial_plan(graph, names, weights):
 
 
 def reference_traces(reference, feeds, names):
-    """The float32 ``reference`` session's inputs, output and time of the layers ``names``,
-    per calibration feed."""
-    return [trace(reference, feed, names) for feed in feeds]
+    """(traces, outputs): per calibration feed, the float32 ``reference`` session's inputs,
+    output and time of the layers ``names``, and the network's output (decision_output)."""
+    traces, outputs = [], []
+    for feed in feeds:
+        traces.append(trace(reference, feed, names))
+        outputs.append(decision_output(reference))
+    return traces, outputs
 
 
 def try_layers(session, traces, names):
