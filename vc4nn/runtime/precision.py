@@ -9,7 +9,10 @@ results as IEEE halves (fp16 storage; the arithmetic stays float32 in every kern
 - "auto": each layer that "fp16" runs fp16 is tried on calibration inputs in every storage its
   kernels take (precision_auto.py: halves for result and weights, halves for the result with
   float32 weights, float32) and takes the fastest in the cycle model (or the Pi's clock) whose
-  output error, max |y - y32| / max |y32| on the same float32 input, is at most ``tolerance``.
+  output error, max |y - y32| / max |y32| on the same float32 input, is at most ``tolerance``;
+  then the whole network runs with those choices on the calibration inputs and, while its
+  output's error exceeds ``output_tolerance``, layers go back to float32 weights or float32,
+  cheapest first (precision_output.py).
 
 Weights that a TFLite file stores as fp16 (DEQUANTIZE of a float16 constant) arrive as float16
 and reach an fp16 layer as they are; a float32 layer widens them (exactly).

@@ -14,7 +14,8 @@ The tries measure each layer with its neighbours in halves, but a layer that kee
 result makes its readers read float32 (a depthwise layer reading float32 takes ~1.6x as long):
 so each layer that chose float32 although a half result qualified is measured again together
 with its readers, in a session with the choices and in one with it flipped to halves, and
-flipped where that is faster (``flips``, ``keep_faster``).
+flipped where that is faster (``flips``, ``keep_faster``). The choices then go through the
+check of the network's output (precision_output.py).
 """
 
 from ..nn.storage import FP16_WEIGHTS
