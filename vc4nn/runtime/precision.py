@@ -189,6 +189,15 @@ def network_output(session, feed):
     return decision_output(session)
 
 
+def read_view(session, name):
+    """The bytes of activation ``name`` as a layer reads them: its (H, W, C) view, but the
+    model's input as the whole padded frame when a folded stem reads it (its border holds the
+    normalisation's mean: a copy of the interior alone would leave another session's border)."""
+    if name == session.graph.inputs[0].name:
+        return session._input_view
+    return session.hwc_view(name)
+
+
 def activation_inputs(session, node):
     """The names of ``node``'s inputs that live in the arena (not its weights): x, and add's b
     or a fused residual."""
@@ -206,7 +215,7 @@ def trace(session, feed, names=None, with_inputs=True):
         if call is None:
             continue
         wanted = names is None or node.name in names
-        inputs = {name: np.array(session.hwc_view(name)) for name in
+        inputs = {name: np.array(read_view(session, name)) for name in
                   activation_inputs(session, node)} if wanted and with_inputs else None
         _, run = session._invoke(node, call)
         if wanted:

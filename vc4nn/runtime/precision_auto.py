@@ -19,8 +19,8 @@ check of the network's output (precision_output.py).
 """
 
 from ..nn.storage import FP16_WEIGHTS
-from .precision import decision_output, has_weights, readers, relative_error, run_time, \
-    storage_plan, trace
+from .precision import decision_output, has_weights, read_view, readers, relative_error, \
+    run_time, storage_plan, trace
 
 # (storage of the result, of the weights)
 FP32 = ("fp32", "fp32")
@@ -70,7 +70,7 @@ def try_layers(session, traces, names):
         for t in traces:
             inputs, y32, _ = t[node.name]
             for name, x in inputs.items():
-                session.hwc_view(name)[...] = x
+                read_view(session, name)[...] = x
             _, run = session._invoke(node, call)
             worst = max(worst, relative_error(session.hwc_view(node.outputs[0]), y32))
             total += run_time(run)
