@@ -26,7 +26,7 @@ from .errors import InputError
 from .image import Normalization, normalization_for
 from ..nn.layer_call import SharedZeros, WeightArena, WeightLayouts, scratch, shared_zeros
 from .loader import load_graph
-from . import precision as precision_choice, precision_auto, precision_output
+from . import precision as precision_choice, precision_session
 from .handoff import transposed_handoffs
 from .layer_binding import layer_call
 from .profile import layer_record
@@ -72,7 +72,8 @@ class InferenceSession:
     def __init__(self, path, device=None, num_qpus=12, image_input=None, progress=None,
                  replay=True, memory_budget=DEFAULT_MEMORY_BUDGET, precision="fp32",
                  tolerance=precision_choice.DEFAULT_TOLERANCE, calibration=None, launch=None,
-                 group_launches=True, output_tolerance=precision_choice.DEFAULT_OUTPUT_TOLERANCE):
+                 group_launches=True,
+                 output_tolerance=precision_choice.DEFAULT_OUTPUT_TOLERANCE):
         start, cpu_start = time.perf_counter(), time.process_time()
         check_session_options(path, device, image_input, progress, replay, memory_budget,
                               calibration, group_launches)
@@ -254,54 +255,14 @@ class InferenceSession:
 
     def _choose_per_layer(self, image_input, tolerance, output_tolerance, calibration,
                           progress):
-        """precision="auto": try each fp16 layer in each storage its kernels take against a
-        float32 session (precision_auto), then check the network's output and protect layers
-        until it is within ``output_tolerance`` (precision_output); the session is then built
-        with the choices."""
-        i = self.get_inputs()[0]
-        if calibration is None:
-            feeds = [precision_choice.synthetic_feed(i, seed) for seed in range(2)]
-        else:
-            feeds = [{i.name: x} for x in calibration]
-        auto, g = precision_auto, self.graph
-        names = {n for n, s in self.storage.layers.items() if s == "fp16"}
-        notes = self.storage.notes
+        """precision="auto": the storage of each layer (precision_session.choose_storage); the
+        session is then built with it."""
         reference = InferenceSession(self.path, self.device, self.num_qpus, image_input,
                                      progress=False, replay=False, memory_budget=None)
-        try:
-            traces, outputs32 = auto.reference_traces(reference, feeds, names)
-        finally:
-            reference.close()
+        self.storage = precision_session.choose_storage(self, reference, tolerance,
+                                                        output_tolerance, calibration, progress)
 
-        def tries(choices, names):
-            return self._built_with(auto.chosen_plan(g, choices, notes), progress,
-                                    lambda s: auto.try_layers(s, traces, names))
-
-        trials = {c: self._built_with(auto.trial_plan(g, names, c[1]), progress,
-                                      lambda s: auto.try_layers(s, traces, names))
-                  for c in auto.TRIALS}
-        choices = auto.choose(g, trials, traces, tolerance)
-        flipped = auto.flips(g, choices, trials, traces, tolerance)
-        if flipped:
-            group = auto.affected(g, flipped)
-            with_flips = dict(choices, **{n: (c, "") for n, c in flipped.items()})
-            choices = auto.keep_faster(g, choices, flipped, tries(choices, group),
-                                       tries(with_flips, group))
-
-        def output_error(choices):
-            outputs = self._built_with(
-                auto.chosen_plan(g, choices, notes), progress,
-                lambda s: [precision_choice.network_output(s, feed) for feed in feeds])
-            return max(precision_choice.relative_error(y, y32)
-                       for y, y32 in zip(outputs, outputs32))
-
-        kept_flips = {n for n in flipped if choices[n][0] != auto.FP32}
-        choices, check = precision_output.hold_output(g, choices, trials, traces, tolerance,
-                                                      output_tolerance, output_error, kept_flips)
-        self.storage = auto.chosen_plan(g, choices, notes)
-        self.storage.output_check = check
-
-    def _built_with(self, storage, progress, measure):
+    def built_with(self, storage, progress, measure):
         """``measure(self)`` with this session built with ``storage`` (unrecorded)."""
         replay, self.replay, self.storage = self.replay, False, storage
         try:
