@@ -9,13 +9,16 @@ move the top-1/top-2 margin of an input by twice the margin (docs/runtime.md "Pr
 
 So the whole network is run in the chosen storage on the calibration inputs and its output (the
 logits: a host softmax's input) compared with float32's: error max |y - y32| / max |y32|. Above
-``output_tolerance`` the stage takes protections, cheapest first: a layer's weights back to
-float32 (its result stays a half if that qualified on the layer's own error, else all float32),
-or a half result back to float32. A protection's cost is the layer's time in its new storage
-minus its chosen time, from the per-layer tries. The stage takes every protection whose running
-total of cost stays within a budget, for budgets of BUDGETS of the layers' chosen time in turn,
-and stops at the first whose output error is within the tolerance (the full budget is every
-layer float32). Each level costs one run of the network per calibration input.
+``output_tolerance`` the stage takes protections: first layers' weights back to float32 (their
+result stays a half if that qualified on the layer's own error, else all float32), cheapest
+first, then half results back to float32, cheapest first. Weights first because their error is
+the one that reaches the output and they cost little time (a depthwise layer's 3x3 weights per
+channel, a pointwise layer's gathered by the TMU); a half result is the large saving. A
+protection's cost is the layer's time in its new storage minus its chosen time, from the
+per-layer tries. The stage takes protections in that order while their running total of cost
+stays within a budget, for budgets of BUDGETS of the layers' chosen time in turn, and stops at
+the first whose output error is within the tolerance (the full budget is every layer float32).
+Each level costs one run of the network per calibration input.
 
 A result that stays a half although float32 was faster alone (precision_auto.flips: its readers
 gain more) is not offered back: its cost is its readers'.
@@ -28,20 +31,26 @@ BUDGETS = (0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 def protections(graph, choices, trials, traces, tolerance, flipped=()):
-    """[(cost, layer, candidate)], cheapest first: the steps towards float32 from each layer's
-    choice: a layer storing fp16 weights may keep float32 weights (HALF_RESULT, where a half
-    result qualified on its own error); every layer storing halves may go all float32 (FP32).
-    ``flipped``: layers not offered (their half result is for their readers)."""
-    out = []
+    """[(cost, layer, candidate)]: the steps towards float32 from each layer's choice, weights
+    first, each kind cheapest first. A layer storing fp16 weights may keep float32 weights
+    (HALF_RESULT, where a half result qualified on its own error, else FP32); every layer
+    storing halves may then go all float32 (FP32). ``flipped``: layers not offered (their half
+    result is for their readers)."""
+    weights, results = [], []
     for name, (chosen, _) in choices.items():
         if chosen == FP32 or name in flipped:
             continue
         tried = {c: (error, time) for c, error, time in options(graph, trials, traces, name)}
-        steps = [FP32]
+
+        def step(candidate):
+            return tried[candidate][1] - tried[chosen][1], name, candidate
+
         if chosen == HALVES and tried[HALF_RESULT][0] <= tolerance:
-            steps.append(HALF_RESULT)
-        out += [(tried[step][1] - tried[chosen][1], name, step) for step in steps]
-    return sorted(out, key=lambda p: (p[0], p[1], p[2]))
+            weights.append(step(HALF_RESULT))
+            results.append(step(FP32))
+        else:
+            (weights if chosen == HALVES else results).append(step(FP32))
+    return sorted(weights) + sorted(results)
 
 
 def within(steps, budget):
