@@ -25,8 +25,8 @@ def layered(tiny_v1):
 
 def test_protections_weights_first_then_cheapest_first(tiny_v1):
     """Float32 weights cost 1 clock (61 - 60), a float32 result 40 (100 - 60) or 39: every
-    weights step comes before every result step, each kind cheapest first; a flipped layer is
-    not offered."""
+    weights step comes before every result step, each kind cheapest first; a flipped layer's
+    weights are offered, its result not."""
     graph, trials, traces, choices = layered(tiny_v1)
     steps = held.protections(graph, choices, trials, traces, 1e-2)
     weights = [n for n, (c, _) in choices.items() if c == auto.HALVES]
@@ -34,8 +34,9 @@ def test_protections_weights_first_then_cheapest_first(tiny_v1):
     assert [s[0] for s in steps] == sorted(s[0] for s in steps)
     assert {s[0] for s in steps[:len(weights)]} == {1}
     assert {(n, c) for _, n, c in steps if c == auto.FP32} == {(n, auto.FP32) for n in choices}
-    assert all(n != weights[0] for _, n, _ in
-               held.protections(graph, choices, trials, traces, 1e-2, flipped={weights[0]}))
+    assert [c for _, n, c in held.protections(graph, choices, trials, traces, 1e-2,
+                                              flipped={weights[0]}) if n == weights[0]] == \
+        [auto.HALF_RESULT]
     # weights first even where a result costs less: float32 weights 39 clocks (99 - 60), the
     # float32 result of a layer without fp16 weights 1 (100 - 99)
     trials[auto.HALF_RESULT] = {n: (1e-3, 99) for n in trials[auto.HALF_RESULT]}

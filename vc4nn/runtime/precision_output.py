@@ -21,7 +21,7 @@ the first whose output error is within the tolerance (the full budget is every l
 Each level costs one run of the network per calibration input.
 
 A result that stays a half although float32 was faster alone (precision_auto.flips: its readers
-gain more) is not offered back: its cost is its readers'.
+gain more) is not offered back (its cost is its readers'); its weights are.
 """
 
 from .precision_auto import FP32, HALF_RESULT, HALVES, options
@@ -34,11 +34,11 @@ def protections(graph, choices, trials, traces, tolerance, flipped=()):
     """[(cost, layer, candidate)]: the steps towards float32 from each layer's choice, weights
     first, each kind cheapest first. A layer storing fp16 weights may keep float32 weights
     (HALF_RESULT, where a half result qualified on its own error, else FP32); every layer
-    storing halves may then go all float32 (FP32). ``flipped``: layers not offered (their half
-    result is for their readers)."""
+    storing halves may then go all float32 (FP32). ``flipped``: layers whose result is not
+    offered (their half result is for their readers; their weights are)."""
     weights, results = [], []
     for name, (chosen, _) in choices.items():
-        if chosen == FP32 or name in flipped:
+        if chosen == FP32:
             continue
         tried = {c: (error, time) for c, error, time in options(graph, trials, traces, name)}
 
@@ -50,7 +50,7 @@ def protections(graph, choices, trials, traces, tolerance, flipped=()):
             results.append(step(FP32))
         else:
             (weights if chosen == HALVES else results).append(step(FP32))
-    return sorted(weights) + sorted(results)
+    return sorted(weights) + sorted(s for s in results if s[1] not in flipped)
 
 
 def within(steps, budget):
