@@ -74,6 +74,8 @@ def bench_one(path, args, launch):
     report["lines"].insert(0, f"-- {launch} launches --")
     report["lines"].append(f"precision {args.precision}: {fp16} of "
                            f"{len(sess.storage.layers)} layers store fp16")
+    if sess.storage.output_check:
+        report["lines"].append(f"auto: {sess.storage.output_check}")
     return report
 
 

@@ -144,6 +144,8 @@ def profile_main(argv):
             why = f"  ({r.choice})" if r.choice else ""
             print(f"{r.name[:32]:32s} {r.op:16s} {'x'.join(map(str, r.shape)):>14s} {ms:>8s} "
                   f"{gf:>7s}  {r.bound:7s} {r.storage}/{r.weights}{why}")
+        if sess.storage.output_check:
+            print(f"auto: {sess.storage.output_check}")
         print(f"total: {_time_text(records, device)}{_board_text(device)}; "
               f"{total['flops'] / 1e6:.1f} MFLOP")
         if any(r.launched_with for r in records):
