@@ -7,8 +7,10 @@ What is searched (the generators' tiling fields):
     GPU first (``transpose_input``), each row count on both; and the panel width
     (``panel_vectors``, each of PANEL_WIDTHS on its own default route); each of them also with
     the weights DMA'd instead of gathered (``gather_weights``); and the default with every
-    pass of the same rows (``balance_passes``) and without the leftover pixels spread one
-    vector per QPU (``spread_rows``);
+    pass of the same rows (``balance_passes``), without the leftover pixels spread one
+    vector per QPU (``spread_rows``), with those pieces on every QPU instead of the
+    leaves only (``spread_leaves``), with A gathered one k at a time (``pair_gathers``) and
+    without rows parked for the next pass (``park_rows``);
   depthwise: tile width (``tile_cols``, up to what the accumulator registers hold) and tile
     height (``tile_rows``: from one tile per QPU to six), with the VPM chunks that fit each.
 Layers handed over channel-major (vc4nn/nn/handoff.py: ``layouts``) are tuned as they run: a
@@ -80,7 +82,8 @@ def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hw
                                              for t in (False, True) for r in rows]
         wanted += [{"panel_vectors": vectors} for vectors in PANEL_WIDTHS]
         wanted += [dict(tiling, gather_weights=False) for tiling in wanted]
-        wanted += [{"balance_passes": False}, {"spread_rows": False}]
+        wanted += [{"balance_passes": False}, {"spread_rows": False}, {"spread_leaves": False},
+                   {"pair_gathers": False}, {"park_rows": 0}]
     elif layer.kind == "depthwise":
         wanted = depthwise_tilings(default, num_qpus)
         if layout == "chw":
