@@ -182,35 +182,65 @@ def tile_setup(a, plan):
     for i in reversed(range(len(variants))):    # the last one is where the tests fall through
         a.label(f"variant{i}")
         run_variant(a, plan, i)
-        if i > 0:
-            a.branch("tile_end")
-            a.nop()
-            a.nop()
-            a.nop()
     a.label("tile_end")
 
 
 def run_variant(a, plan, index):
-    """Prologue (column scales, first load), the row loop, the drain of the last prefetch."""
+    """Prologue (column scales, first load), the row loop, the drain of the last prefetch, then
+    (out of line) the zero fills of the variant's prefetches."""
     variant = plan.variants[index]
     if plan.op == "avg_pool":
         for j in range(variant.cols):
             a.ldi(WEIGHTS[j], 1.0 / plan.cols_in_window(variant, j))
     chunks = plan.chunks(variant)
-    a.mov(ROW, uniform)
-    a.nop()
-    dma.start_load(a, LOAD_BASE, chunks[0][1], 0, plan.in_bits, ROW, 0)
+    fills = []
+    a.mov(ROW, uniform, sf=True)
+    prefetch(a, plan, fills, f"first{index}", 0, chunks[0][1], 0, lambda: [a.nop() for _ in range(3)])
     a.label(f"loop{index}")
-    loop_body(a, plan, variant)
+    loop_body(a, plan, index, fills)
     a.sub(COUNT, COUNT, 1, sf=True)
     a.branch(f"loop{index}", cond="all_zc")
     a.nop()
     a.nop()
     a.nop()
-    a.read(vr_wait)                     # the prefetch past the last row (from the zero row)
+    a.read(vr_wait)                     # the prefetch past the last row, if any
+    a.branch("tile_end")
+    a.nop()
+    a.nop()
+    a.nop()
+    for name, y, pixels in fills:
+        zero_fill(a, plan, name, y, pixels)
 
 
-def loop_body(a, plan, variant):
+def prefetch(a, plan, fills, name, y, pixels, offset, delay_slots):
+    """Start the load of the next chunk (``pixels`` at ``offset`` bytes from the row address,
+    into relative VPM row ``y``) unless the flags say its row address is 0: then the chunk is
+    filled with zeros out of line (``fills``), costing the bus nothing. Address 0 is a padding
+    row, or a row past the last one the tile needs (it only feeds outputs the tile does not
+    store). ``delay_slots`` emits the branch's three delay slots."""
+    a.branch(f"zero_{name}", cond="all_zs")
+    delay_slots()
+    dma.start_load(a, LOAD_BASE, pixels, y, plan.in_bits, ROW, offset)
+    a.label(f"back_{name}")
+    fills.append((name, y, pixels))
+
+
+def zero_fill(a, plan, name, y, pixels):
+    """The zero fill of one prefetch: generic writes of zero vectors into its VPM rows (in the
+    input's element size, so VPM_ROW0 is the write offset too), then back."""
+    a.label(f"zero_{name}")
+    dma.write_rows(a, VPM_ROW0, y, plan.in_bits)
+    writes = [lambda: a.mov(vpm, 0)] * pixels
+    slots = writes[-3:] + [a.nop] * (3 - min(3, pixels))
+    for write in writes[:-3]:
+        write()
+    a.branch(f"back_{name}")
+    for slot in slots:
+        slot()
+
+
+def loop_body(a, plan, index, fills):
+    variant = plan.variants[index]
     chunks = plan.chunks(variant)
     rows = plan.body_rows(variant)
     steps = [(r, k) for r in range(rows) for k in range(len(chunks))]
@@ -218,24 +248,22 @@ def loop_body(a, plan, variant):
     stores = 0
     size = plan.in_bits
     cols_bytes = plan.channels * plan.in_bytes
-    for index, (r, k) in enumerate(steps):
+    for step, (r, k) in enumerate(steps):
         first_col, pixels = chunks[k]
-        next_col, next_pixels = chunks[steps[(index + 1) % len(steps)][1]]
+        next_col, next_pixels = chunks[steps[(step + 1) % len(steps)][1]]
         pipe.flush()
         a.read(vr_wait)
-        # Prefetch the next chunk, unless its row address is 0: a row past the last one the
-        # tile needs (it would only feed outputs the tile does not store).
         if k == len(chunks) - 1:        # the next chunk starts the next row
             a.mov(ROW, uniform, sf=True)
         else:
             a.mov(null, ROW, sf=True)
-        with a.scope("prefetch"):
-            a.branch("skip", cond="all_zs")
-            dma.read_rows(a, VPM_ROW0, pixels, plan.in_chunk * (index % 2), size)
+
+        def read_this_chunk():
+            dma.read_rows(a, VPM_ROW0, pixels, plan.in_chunk * (step % 2), size)
             a.nop()
-            dma.start_load(a, LOAD_BASE, next_pixels, plan.in_chunk * ((index + 1) % 2), size,
-                           ROW, (next_col - variant.lo) * cols_bytes)
-            a.label("skip")
+
+        prefetch(a, plan, fills, f"{index}_{step}", plan.in_chunk * ((step + 1) % 2),
+                 next_pixels, (next_col - variant.lo) * cols_bytes, read_this_chunk)
         for col in range(first_col, first_col + pixels):
             pipe.read_input()
             for kh, out_row in plan.taps(r):

@@ -13,11 +13,12 @@ Padding is handled inside the kernel, never by a padded copy of the activation:
 - left/right: the code of each *variant* (a class of strips: which local input columns exist)
   simply has no load and no multiply for the missing columns;
 - top/bottom: the row loop is the same for every row; the uniform stream gives each input row's
-  address, and a row outside the image is loaded from a small zero buffer.
+  address, 0 for a row outside the image, whose buffer the kernel fills with zero vectors by
+  generic VPM writes instead of a load (the bus never carries padding).
 The loop body covers ``body_rows`` input rows. The loop's ramp-up and ramp-down compute output
 rows the tile does not own: their store address is 0 and the kernel skips the store (no QPU
 writes another's outputs); input rows past the last one the tile needs have address 0 too and
-are not loaded.
+are zero-filled, not loaded.
 
 The result is NHWC (``out_layout`` "hwc") or channel-major (C, H*W) ("chw": what the pointwise
 kernel's transposed-input path reads, docs/kernels.md "Handing over transposed"): the same
@@ -338,7 +339,7 @@ class WindowPlan(SpatialShape):
         return -(-needed // self.body_rows(self.variants[tile.variant]))
 
     # -- uniform streams -------------------------------------------------------------------------
-    def uniform_streams(self, x_addr, y_addr, weights_addr, zero_addr):
+    def uniform_streams(self, x_addr, y_addr, weights_addr):
         """Per QPU: [its first VPM row as a generic read and as a generic write setup offset,
         tile records..., 0]."""
         streams = []
@@ -348,7 +349,7 @@ class WindowPlan(SpatialShape):
                      dma.generic_row_offset(q * per_qpu, self.stage_bits)]
             for tile in tiles:
                 words += self._tile_header(tile, q * per_qpu, weights_addr)
-                words += self._row_and_store_words(tile, x_addr, y_addr, zero_addr)
+                words += self._row_and_store_words(tile, x_addr, y_addr)
             streams.append(words + [0])
         return chain.with_tail(streams)
 
@@ -366,7 +367,7 @@ class WindowPlan(SpatialShape):
             words.append(weights_addr + tile.block * LANES * self.w_bytes)
         return words + [self.iterations(tile), tile.variant]
 
-    def _row_and_store_words(self, tile, x_addr, y_addr, zero_addr):
+    def _row_and_store_words(self, tile, x_addr, y_addr):
         variant = self.variants[tile.variant]
         c = self.channels
         rows = self.body_rows(variant)
@@ -377,11 +378,11 @@ class WindowPlan(SpatialShape):
         channel = tile.block * LANES
 
         def row_address(i):
+            """0 for a padding row and a row past the last one the tile needs: the kernel
+            fills its buffer with zeros instead of loading it."""
             g = top + i
-            if i >= needed:
+            if i >= needed or not 0 <= g < self.in_h:
                 return 0
-            if not 0 <= g < self.in_h:
-                return zero_addr
             return x_addr + ((g * self.in_w + left) * c + channel) * self.in_bytes
 
         def output_row(o):
@@ -426,11 +427,6 @@ class WindowPlan(SpatialShape):
         return min(first + self.kernel_w, variant.hi) - max(first, variant.lo)
 
     # -- sizes the launcher allocates --------------------------------------------------------------
-    @property
-    def zero_words(self):
-        """The zero row buffer: the longest row a load reads (any channel block)."""
-        return self.strip_in_cols(self.tile_cols) * self.channels + LANES
-
     def bytes_moved(self):
         """Bytes the layer must move at least: the input and output once (weights are tiny)."""
         return (self.in_h * self.in_w * self.in_bytes
