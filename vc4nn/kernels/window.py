@@ -3,8 +3,8 @@ docs/kernels.md "Depthwise convolution and average pooling").
 
 Registers:
 - ra0..ra27 accumulators: ``acc_sets`` output rows x ``tile_cols`` columns; ra28 the bias;
-- rb0..rb23 the window's weights (depthwise) or the column scales (avg_pool); rb24 6.0 (relu6);
-  rb25.. the tile's VPM rows (as read and as write setup offsets), setup bases, current input
+- rb0..rb19 the window's weights (depthwise) or the column scales (avg_pool); rb20..rb23 the
+  two load buffers' read and load setups; rb24 6.0 (relu6); rb25.. the tile's VPM rows (as read and as write setup offsets), setup bases, current input
   row and store address; ra29 the loop count;
 - r0 scratch, r1 the input vector, r2/r3 products (alternating, so that the add of one product
   issues with the multiply of the next).
@@ -27,11 +27,15 @@ from . import chain
 from .common import each_record
 from .epilogue import activate
 from .halves import HALF_HIGH, HALF_LOW, gathered_half
-from .window_plan import ACCUMULATOR_REGISTERS
+from .window_plan import ACCUMULATOR_REGISTERS, WEIGHT_REGISTERS
 
 ACC = [ra[i] for i in range(ACCUMULATOR_REGISTERS)]
 BIAS = ra[28]
-WEIGHTS = [rb[i] for i in range(24)]
+WEIGHTS = [rb[i] for i in range(WEIGHT_REGISTERS)]
+# The two load buffers: their generic read (and write) setup offsets and their DMA load setup
+# bases, in the roles of the current iteration (swapped after an odd number of chunks).
+BUFFER_ROWS = (rb[20], rb[21])
+BUFFER_LOADS = (rb[22], rb[23])
 SIX = rb[24]
 VPM_ROW0, LOAD_BASE, STORE_BASE, ROW, STORE, VPM_WRITE_ROW0 = (rb[i] for i in range(25, 31))
 COUNT = ra[29]
@@ -194,49 +198,96 @@ def run_variant(a, plan, index):
             a.ldi(WEIGHTS[j], 1.0 / plan.cols_in_window(variant, j))
     chunks = plan.chunks(variant)
     fills = []
+    rows, loads = name_buffers(a, plan)
+    rows()                              # what a zero fill of buffer 0 needs
     a.mov(ROW, uniform, sf=True)
-    prefetch(a, plan, fills, f"first{index}", 0, chunks[0][1], 0, lambda: [a.nop() for _ in range(3)])
+    prefetch(a, plan, fills, f"first{index}", 0, chunks[0][1], 0, loads)
     a.label(f"loop{index}")
     loop_body(a, plan, index, fills)
     a.sub(COUNT, COUNT, 1, sf=True)
+    swap = swap_buffers(a) if plan.flips_buffers(variant) else (None, None)
+    if swap[0]:
+        swap[0]()
     a.branch(f"loop{index}", cond="all_zc")
-    a.nop()
-    a.nop()
-    a.nop()
+    delay_slots(a, swap[1])
     a.read(vr_wait)                     # the prefetch past the last row, if any
     a.branch("tile_end")
     a.nop()
     a.nop()
     a.nop()
-    for name, y, pixels in fills:
-        zero_fill(a, plan, name, y, pixels)
+    for name, buffer, pixels in fills:
+        zero_fill(a, plan, name, buffer, pixels)
 
 
-def prefetch(a, plan, fills, name, y, pixels, offset, delay_slots):
+def name_buffers(a, plan):
+    """Point the buffer registers at buffer 0 (the QPU's first VPM row) and buffer 1
+    (``in_chunk`` rows on) for a tile's first iteration. Two steps of three instructions: the
+    first sets what a zero fill of buffer 0 needs, the second fits in a branch's delay slots."""
+    def rows():
+        a.ldi(r0, dma.generic_row_offset(plan.in_chunk, plan.in_bits))
+        a.mov(BUFFER_ROWS[0], VPM_ROW0)
+        a.add(BUFFER_ROWS[1], VPM_ROW0, r0)
+
+    def loads():
+        a.ldi(r3, dma.load_setup_delta(1, plan.in_chunk, plan.in_bits)
+              - dma.load_setup_delta(1, 0, plan.in_bits))
+        a.mov(BUFFER_LOADS[0], LOAD_BASE)
+        a.add(BUFFER_LOADS[1], LOAD_BASE, r3)
+    return rows, loads
+
+
+def swap_buffers(a):
+    """Swap the two buffers' registers through r0 and r3 (free between iterations). Two steps
+    of three instructions, so that the second can fill a branch's delay slots."""
+    def first():
+        a.mov(r0, BUFFER_ROWS[0])
+        a.mov(r3, BUFFER_LOADS[0])
+        a.mov(BUFFER_ROWS[0], BUFFER_ROWS[1])
+
+    def second():
+        a.mov(BUFFER_LOADS[0], BUFFER_LOADS[1])
+        a.mov(BUFFER_ROWS[1], r0)
+        a.mov(BUFFER_LOADS[1], r3)
+    return first, second
+
+
+def delay_slots(a, emit=None):
+    """The three delay slots of the branch just emitted: ``emit``'s instructions, then nops."""
+    start = len(a)
+    if emit:
+        emit()
+    for _ in range(3 - (len(a) - start)):
+        a.nop()
+
+
+def prefetch(a, plan, fills, name, buffer, pixels, offset, in_slots=None):
     """Start the load of the next chunk (``pixels`` at ``offset`` bytes from the row address,
-    into relative VPM row ``y``) unless the flags say its row address is 0: then the chunk is
+    into load buffer ``buffer``) unless the flags say its row address is 0: then the chunk is
     filled with zeros out of line (``fills``), costing the bus nothing. Address 0 is a padding
     row, or a row past the last one the tile needs (it only feeds outputs the tile does not
-    store). ``delay_slots`` emits the branch's three delay slots."""
+    store). ``in_slots`` emits the branch's delay slots (at most three instructions)."""
     a.branch(f"zero_{name}", cond="all_zs")
-    delay_slots()
-    dma.start_load(a, LOAD_BASE, pixels, y, plan.in_bits, ROW, offset)
+    delay_slots(a, in_slots)
+    dma.start_load(a, BUFFER_LOADS[buffer], pixels, 0, plan.in_bits, ROW, offset)
     a.label(f"back_{name}")
-    fills.append((name, y, pixels))
+    fills.append((name, buffer, pixels))
 
 
-def zero_fill(a, plan, name, y, pixels):
-    """The zero fill of one prefetch: generic writes of zero vectors into its VPM rows (in the
-    input's element size, so VPM_ROW0 is the write offset too), then back."""
+def zero_fill(a, plan, name, buffer, pixels):
+    """The zero fill of one prefetch: generic writes of zero vectors into its buffer (in the
+    input's element size: the buffer's read setup offset is its write offset too), then back
+    (the last writes in the branch's delay slots)."""
     a.label(f"zero_{name}")
-    dma.write_rows(a, VPM_ROW0, y, plan.in_bits)
-    writes = [lambda: a.mov(vpm, 0)] * pixels
-    slots = writes[-3:] + [a.nop] * (3 - min(3, pixels))
-    for write in writes[:-3]:
-        write()
+    dma.write_rows(a, BUFFER_ROWS[buffer], 0, plan.in_bits)
+    in_slots = min(3, pixels)
+    for _ in range(pixels - in_slots):
+        a.mov(vpm, 0)
     a.branch(f"back_{name}")
-    for slot in slots:
-        slot()
+    for slot in range(3):
+        if slot < in_slots:
+            a.mov(vpm, 0)
+        else:
+            a.nop()
 
 
 def loop_body(a, plan, index, fills):
@@ -245,7 +296,7 @@ def loop_body(a, plan, index, fills):
     rows = plan.body_rows(variant)
     steps = [(r, k) for r in range(rows) for k in range(len(chunks))]
     pipe = MacPipe(a, halves=plan.in_storage == "fp16")
-    stores = 0
+    stores = shifts = 0
     size = plan.in_bits
     cols_bytes = plan.channels * plan.in_bytes
     for step, (r, k) in enumerate(steps):
@@ -257,17 +308,13 @@ def loop_body(a, plan, index, fills):
             a.mov(ROW, uniform, sf=True)
         else:
             a.mov(null, ROW, sf=True)
-
-        def read_this_chunk():
-            dma.read_rows(a, VPM_ROW0, pixels, plan.in_chunk * (step % 2), size)
-            a.nop()
-
-        prefetch(a, plan, fills, f"{index}_{step}", plan.in_chunk * ((step + 1) % 2),
-                 next_pixels, (next_col - variant.lo) * cols_bytes, read_this_chunk)
+        prefetch(a, plan, fills, f"{index}_{step}", (step + 1) % 2, next_pixels,
+                 (next_col - variant.lo) * cols_bytes,
+                 lambda: dma.read_rows(a, BUFFER_ROWS[step % 2], pixels, 0, size))
         for col in range(first_col, first_col + pixels):
             pipe.read_input()
             for kh, out_row in plan.taps(r):
-                acc_set = out_row % plan.acc_sets
+                acc_set = plan.acc_set(out_row, shifts)
                 for kw in range(plan.kernel_w):
                     j, rest = divmod(col - kw, plan.stride_w)
                     if rest or not 0 <= j < variant.cols:
@@ -283,8 +330,19 @@ def loop_body(a, plan, index, fills):
             out_row = plan.finished(r)
             if out_row is not None:
                 pipe.settle()
-                stores = store_row(a, plan, variant, out_row % plan.acc_sets, stores)
+                stores = store_row(a, plan, variant, plan.acc_set(out_row, shifts), stores)
+                if plan.rolled:
+                    shift_sets(a, plan, variant)
+                    shifts += 1
     pipe.flush()
+
+
+def shift_sets(a, plan, variant):
+    """Rolled loops: after set 0's row is stored, every set moves down one (set i + 1 into
+    set i); the top set's next tap starts from the bias."""
+    for acc_set in range(plan.acc_sets - 1):
+        for j in range(variant.cols):
+            a.mov(ACC[acc_set * variant.cols + j], ACC[(acc_set + 1) * variant.cols + j])
 
 
 def store_row(a, plan, variant, acc_set, stores):

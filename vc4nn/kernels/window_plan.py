@@ -39,6 +39,7 @@ from .common import LANES, MAX_VDW_STRIDE
 from .spatial import STORAGE_BITS, PlanError, SpatialShape, check_storage
 
 ACCUMULATOR_REGISTERS = 28          # ra0..ra27; ra28..ra31 hold the bias and spares
+WEIGHT_REGISTERS = 20               # rb0..rb19: the window's weights or avg_pool's column scales
 MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (16)
 # For the tile-height choice (cycle model, docs/kernels.md): a 64-byte store row costs 0.7 of a
 # load row (the DMA row models of docs/cycle-model.md), and one QPU alone keeps about 2/3 of the
@@ -94,6 +95,7 @@ class WindowPlan(SpatialShape):
     buffers: int = 2            # double buffering of loads
     store_buffers: int = 0      # staging buffers of the stores: 2 (double) or 1; 0: choose
     max_qpus: int = 0           # QPUs the tiles are spread over at most; 0: choose (all, "hwc")
+    rolled: bool = False        # one output row per loop iteration (accumulator sets shifted)
 
     # -- shape ---------------------------------------------------------------------------------
     @property
@@ -196,7 +198,8 @@ class WindowPlan(SpatialShape):
 
     def estimated_bus_time(self):
         """Memory-bus time of the tiling in units of a 64-byte DMA load row: every tile's input
-        rows (halo included) and output rows; or, if more, the busiest QPU's share divided by
+        rows in the image (halo included; padding rows are zero-filled in the VPM) and output
+        rows; or, if more, the busiest QPU's share divided by
         the part of the bus one QPU keeps busy on its own (its loads wait for each other). The
         default tile height minimizes it: the layers are memory bound, so fewer halo rows beat
         an even spread over all QPUs."""
@@ -204,7 +207,9 @@ class WindowPlan(SpatialShape):
 
         def bus_time(tile):
             v = variants[tile.variant]
-            loads = ((tile.rows - 1) * self.stride_h + self.kernel_h) * (v.hi - v.lo)
+            top = tile.row0 * self.stride_h - self.pads[0]
+            bottom = top + (tile.rows - 1) * self.stride_h + self.kernel_h
+            loads = (min(bottom, self.in_h) - max(top, 0)) * (v.hi - v.lo)   # padding is free
             return loads + STORE_ROW_COST * tile.rows * v.cols
 
         per_qpu = [sum(map(bus_time, tiles)) for tiles in self.qpu_tiles()]
@@ -226,10 +231,10 @@ class WindowPlan(SpatialShape):
             raise PlanError(f"tile_cols={self.tile_cols}: {self.acc_sets} output rows x "
                             f"{self.tile_cols} columns of accumulators exceed the "
                             f"{ACCUMULATOR_REGISTERS} registers")
-        if self.kernel_h * self.kernel_w > 24 and self.op == "depthwise":
+        if self.kernel_h * self.kernel_w > WEIGHT_REGISTERS and self.op == "depthwise":
             raise PlanError(f"a {self.kernel_h}x{self.kernel_w} depthwise window needs more "
                             f"weight registers than regfile B has")
-        if self.op == "avg_pool" and self.tile_cols > 24:
+        if self.op == "avg_pool" and self.tile_cols > WEIGHT_REGISTERS:
             raise PlanError(f"tile_cols={self.tile_cols}: too many column scales")
         if not 1 <= self.in_chunk <= MAX_CHUNK or not 1 <= self.out_chunk <= self.tile_cols:
             raise PlanError(f"in_chunk={self.in_chunk} (1..{MAX_CHUNK}), out_chunk="
@@ -294,12 +299,18 @@ class WindowPlan(SpatialShape):
                 for c in range(variant.lo, variant.hi, self.in_chunk)]
 
     def body_rows(self, variant):
-        """Input rows per loop iteration: a period, doubled if that makes the chunk count odd
-        (the two buffers must be in the same roles at the start of every iteration)."""
-        rows = self.period
-        stores = self.acc_sets * len(self.store_chunks(variant))
-        return rows * (2 if (rows * len(self.chunks(variant)) % 2
-                             or stores % self.store_buffers) else 1)
+        """Input rows per loop iteration: a period (``rolled``: a stride, one output row),
+        doubled if that makes the store count odd with two store buffers (they must be in the
+        same roles at the start of every iteration). An odd chunk count swaps the load buffers'
+        registers instead (``flips_buffers``)."""
+        rows = self.stride_h if self.rolled else self.period
+        stores = rows // self.stride_h * len(self.store_chunks(variant))
+        return rows * (2 if stores % self.store_buffers else 1)
+
+    def flips_buffers(self, variant):
+        """Whether an iteration ends with the load buffers in swapped roles (an odd number of
+        chunks): the kernel then swaps the registers that name them."""
+        return self.body_rows(variant) * len(self.chunks(variant)) % 2 == 1
 
     def store_chunks(self, variant):
         """(first output column, pixels) of each DMA store of one output row."""
@@ -311,6 +322,15 @@ class WindowPlan(SpatialShape):
         feeds."""
         return [(kh, (row - kh) // self.stride_h) for kh in range(self.kernel_h)
                 if (row - kh) % self.stride_h == 0]
+
+    def acc_set(self, out_row, shifts):
+        """The accumulator set of relative output row ``out_row`` after ``shifts`` shifts in
+        this iteration. Unrolled: the sets take turns over a period (``out_row`` modulo the
+        sets). Rolled: set 0 holds the oldest row a body row feeds (relative row
+        1 - acc_sets), and after each stored row the sets move down one (``shift_sets``)."""
+        if self.rolled:
+            return out_row + self.acc_sets - 1 - shifts
+        return out_row % self.acc_sets
 
     def finished(self, row):
         """The relative output row completed by body row ``row``, or None."""

@@ -10,7 +10,9 @@ What is searched (the generators' tiling fields):
     pass of the same rows (``balance_passes``) and without the leftover pixels spread one
     vector per QPU (``spread_rows``);
   depthwise: tile width (``tile_cols``, up to what the accumulator registers hold) and tile
-    height (``tile_rows``: from one tile per QPU to six), with the VPM chunks that fit each.
+    height (``tile_rows``: from one tile per QPU to six), with the VPM chunks that fit each;
+    every candidate also with the other loop shape (``rolled``: one output row per iteration,
+    or a period of rows unrolled).
 Layers handed over channel-major (vc4nn/nn/handoff.py: ``layouts``) are tuned as they run: a
 "chw" depthwise layer also over the QPUs it spreads over (``max_qpus``: its staging buffers
 grow as they shrink), a "chw" pointwise layer over its panel widths (its route is fixed).
@@ -85,6 +87,7 @@ def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hw
         wanted = depthwise_tilings(default, num_qpus)
         if layout == "chw":
             wanted += [{"max_qpus": qpus} for qpus in CHANNEL_MAJOR_QPUS if qpus <= num_qpus]
+        wanted += [dict(tiling, rolled=not default.rolled) for tiling in wanted]
     else:
         raise Vc4nnError(f"layer {layer.name}: {layer.kind} layers have no tiling to tune "
                          f"(tunable: {', '.join(TUNABLE)})")
