@@ -20,7 +20,7 @@ writes and 16-bit DMA stores. fp16 weights reach the lanes through r4's unpack.
 import functools
 
 from asm import element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb, tmu0_s, uniform, vpm, \
-    vr_setup, vr_wait, vw_setup, vw_wait
+    vr_addr, vr_setup, vr_wait, vw_setup, vw_wait
 
 from . import dma
 from . import chain
@@ -198,10 +198,9 @@ def run_variant(a, plan, index):
             a.ldi(WEIGHTS[j], 1.0 / plan.cols_in_window(variant, j))
     chunks = plan.chunks(variant)
     fills = []
-    rows, loads = name_buffers(a, plan)
-    rows()                              # what a zero fill of buffer 0 needs
+    name_buffers(a, plan)
     a.mov(ROW, uniform, sf=True)
-    prefetch(a, plan, fills, f"first{index}", 0, chunks[0][1], 0, loads)
+    prefetch(a, plan, fills, f"first{index}", 0, chunks[0][1], 0)
     a.label(f"loop{index}")
     loop_body(a, plan, index, fills)
     a.sub(COUNT, COUNT, 1, sf=True)
@@ -219,21 +218,21 @@ def run_variant(a, plan, index):
         zero_fill(a, plan, name, buffer, pixels)
 
 
+def read_setup(plan, pixels):
+    """A generic read of ``pixels`` rows of the first load buffer, relative to the QPU's rows."""
+    return dma.vpm_read_setup(pixels, 0, size=plan.in_bits, stride=dma.row_stride(plan.in_bits))
+
+
 def name_buffers(a, plan):
     """Point the buffer registers at buffer 0 (the QPU's first VPM row) and buffer 1
-    (``in_chunk`` rows on) for a tile's first iteration. Two steps of three instructions: the
-    first sets what a zero fill of buffer 0 needs, the second fits in a branch's delay slots."""
-    def rows():
-        a.ldi(r0, dma.generic_row_offset(plan.in_chunk, plan.in_bits))
-        a.mov(BUFFER_ROWS[0], VPM_ROW0)
-        a.add(BUFFER_ROWS[1], VPM_ROW0, r0)
-
-    def loads():
-        a.ldi(r3, dma.load_setup_delta(1, plan.in_chunk, plan.in_bits)
-              - dma.load_setup_delta(1, 0, plan.in_bits))
-        a.mov(BUFFER_LOADS[0], LOAD_BASE)
-        a.add(BUFFER_LOADS[1], LOAD_BASE, r3)
-    return rows, loads
+    (``in_chunk`` rows on) for a tile's first iteration: the generic read and the DMA load
+    setups of a whole chunk."""
+    rows = dma.generic_row_offset(plan.in_chunk, plan.in_bits)
+    for buffer in (0, 1):
+        a.ldi(r0, read_setup(plan, plan.in_chunk) + rows * buffer)
+        a.add(BUFFER_ROWS[buffer], VPM_ROW0, r0)
+        a.ldi(r3, dma.load_setup_delta(plan.in_chunk, plan.in_chunk * buffer, plan.in_bits))
+        a.add(BUFFER_LOADS[buffer], LOAD_BASE, r3)
 
 
 def swap_buffers(a):
@@ -260,25 +259,50 @@ def delay_slots(a, emit=None):
         a.nop()
 
 
-def prefetch(a, plan, fills, name, buffer, pixels, offset, in_slots=None):
-    """Start the load of the next chunk (``pixels`` at ``offset`` bytes from the row address,
-    into load buffer ``buffer``) unless the flags say its row address is 0: then the chunk is
+def setup_steps(a, dst, base, delta):
+    """dst = base + delta, as a list of one-instruction steps (a mov, or an ldi and an add)."""
+    if delta == 0:
+        return [lambda: a.mov(dst, base)]
+    return [lambda: a.ldi(r0, delta), lambda: a.add(dst, base, r0)]
+
+
+def prefetch(a, plan, fills, name, buffer, pixels, offset, read_pixels=0, read_buffer=0):
+    """Set up the generic read of this chunk (``read_pixels`` rows of buffer ``read_buffer``),
+    and start the load of the next chunk (``pixels`` at ``offset`` bytes from the row address,
+    into buffer ``buffer``) unless the flags say its row address is 0: then the chunk is
     filled with zeros out of line (``fills``), costing the bus nothing. Address 0 is a padding
     row, or a row past the last one the tile needs (it only feeds outputs the tile does not
-    store). ``in_slots`` emits the branch's delay slots (at most three instructions)."""
+    store). The branch's delay slots hold the read setup and as much of the load's as fits
+    (a load setup is only used once vr_addr is written)."""
+    steps = []
+    if read_pixels:
+        steps += setup_steps(a, vr_setup, BUFFER_ROWS[read_buffer],
+                             read_setup(plan, read_pixels) - read_setup(plan, plan.in_chunk))
+    steps += setup_steps(a, vr_setup, BUFFER_LOADS[buffer],
+                         dma.load_setup_delta(pixels, 0, plan.in_bits)
+                         - dma.load_setup_delta(plan.in_chunk, 0, plan.in_bits))
+    start = setup_steps(a, vr_addr, ROW, offset)     # starts the load: after the slots
+    steps += start[:-1]
     a.branch(f"zero_{name}", cond="all_zs")
-    delay_slots(a, in_slots)
-    dma.start_load(a, BUFFER_LOADS[buffer], pixels, 0, plan.in_bits, ROW, offset)
+    for step in steps[:3]:
+        step()
+    for _ in range(3 - len(steps)):
+        a.nop()
+    for step in steps[3:] + start[-1:]:
+        step()
     a.label(f"back_{name}")
     fills.append((name, buffer, pixels))
 
 
 def zero_fill(a, plan, name, buffer, pixels):
-    """The zero fill of one prefetch: generic writes of zero vectors into its buffer (in the
-    input's element size: the buffer's read setup offset is its write offset too), then back
-    (the last writes in the branch's delay slots)."""
+    """The zero fill of one prefetch: generic writes of zero vectors into its buffer (the
+    buffer's read setup, made a write setup of the input's element size), then back (the last
+    writes in the branch's delay slots)."""
     a.label(f"zero_{name}")
-    dma.write_rows(a, BUFFER_ROWS[buffer], 0, plan.in_bits)
+    write = dma.vpm_write_setup(0, size=plan.in_bits, stride=dma.row_stride(plan.in_bits))
+    for step in setup_steps(a, vw_setup, BUFFER_ROWS[buffer],
+                            write - read_setup(plan, plan.in_chunk)):
+        step()
     in_slots = min(3, pixels)
     for _ in range(pixels - in_slots):
         a.mov(vpm, 0)
@@ -297,6 +321,7 @@ def loop_body(a, plan, index, fills):
     steps = [(r, k) for r in range(rows) for k in range(len(chunks))]
     pipe = MacPipe(a, halves=plan.in_storage == "fp16")
     stores = shifts = 0
+    flags_of_row = False                # the flags are the previous step's test of ROW
     size = plan.in_bits
     cols_bytes = plan.channels * plan.in_bytes
     for step, (r, k) in enumerate(steps):
@@ -306,11 +331,11 @@ def loop_body(a, plan, index, fills):
         a.read(vr_wait)
         if k == len(chunks) - 1:        # the next chunk starts the next row
             a.mov(ROW, uniform, sf=True)
-        else:
+        elif not flags_of_row:          # (the flags of ROW hold until a store sets others)
             a.mov(null, ROW, sf=True)
+        flags_of_row = True
         prefetch(a, plan, fills, f"{index}_{step}", (step + 1) % 2, next_pixels,
-                 (next_col - variant.lo) * cols_bytes,
-                 lambda: dma.read_rows(a, BUFFER_ROWS[step % 2], pixels, 0, size))
+                 (next_col - variant.lo) * cols_bytes, pixels, step % 2)
         for col in range(first_col, first_col + pixels):
             pipe.read_input()
             for kh, out_row in plan.taps(r):
@@ -329,8 +354,9 @@ def loop_body(a, plan, index, fills):
         if k == len(chunks) - 1:
             out_row = plan.finished(r)
             if out_row is not None:
-                pipe.settle()
+                pipe.flush()            # (the store reads no accumulator for 3 instructions)
                 stores = store_row(a, plan, variant, plan.acc_set(out_row, shifts), stores)
+                flags_of_row = False
                 if plan.rolled:
                     shift_sets(a, plan, variant)
                     shifts += 1
@@ -355,15 +381,17 @@ def store_row(a, plan, variant, acc_set, stores):
     a.mov(STORE, uniform, sf=True)      # 0: an output row the tile does not own
     with a.scope("store"):
         a.branch("skip", cond="all_zs")
-        a.nop()
-        a.nop()
-        a.nop()
-        for first, pixels in plan.store_chunks(variant):
+        for index, (first, pixels) in enumerate(plan.store_chunks(variant)):
             y = 2 * plan.in_chunk + plan.stage_rows(plan.out_chunk) * (stores %
                                                                       plan.store_buffers)
+            # The first chunk's wait and write setup fill the branch's delay slots: on a
+            # skipped row they only wait for the last store and set a setup nothing uses.
+            start = len(a)
             if plan.store_buffers == 1:
                 a.read(vw_wait)         # the one staging buffer: its last store must be out
             dma.write_rows(a, VPM_WRITE_ROW0, y, plan.stage_bits)
+            for _ in range(3 - (len(a) - start) if index == 0 else 0):
+                a.nop()
             stage_pixels(a, plan, [ACC[acc_set * variant.cols + j]
                                    for j in range(first, first + pixels)], first)
             if plan.store_buffers == 2:
