@@ -47,6 +47,7 @@ MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (1
 STORE_ROW_COST = 0.7
 ONE_QPU_BUS_SHARE = 0.66
 OUT_LAYOUTS = ("hwc", "chw")
+TRANSPOSED_LOAD_PIXELS = 4           # pixels per load of the default "chw" plans
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,11 +151,13 @@ class WindowPlan(SpatialShape):
 
     def _with_room_for_transposed_stores(self):
         """Spread "chw" tiles over as many QPUs as leave each the VPM rows to stage a whole
-        tile row (one store buffer) next to its two load rows: with 12 QPUs a QPU's 5 rows
-        stage 3 float32 pixels per store, and the short memory rows cost more bus time than the
-        QPUs given up (v1 1.0/224, pi_zero: dw7 1.50 ms on 12 QPUs with 3-pixel stores, 1.30 on
-        6 with 8-pixel ones; NHWC 1.22; docs/kernels.md "Handing over transposed")."""
-        need = self.buffers * max(1, self.in_chunk) + self.stage_rows(
+        tile row (one store buffer) next to two load buffers of TRANSPOSED_LOAD_PIXELS: with 12
+        QPUs a QPU's 5 rows stage 3 float32 pixels per store, and the short memory rows cost
+        more bus time than the QPUs given up (v1 1.0/224, pi_zero: dw7 1.50 ms on 12 QPUs with
+        3-pixel stores, 1.30 on 6 with 8-pixel ones; NHWC 1.22); 4 QPUs with 4-pixel loads keep
+        the bus as busy with a quarter of the DMAs (dw7 1.184 ms against 1.203 on 6 QPUs with
+        1-pixel loads; docs/kernels.md "Handing over transposed")."""
+        need = self.buffers * (self.in_chunk or TRANSPOSED_LOAD_PIXELS) + self.stage_rows(
             self.out_chunk or self.tile_cols)
         qpus = max(1, min(self.num_qpus, isa.VPM_ROWS // need))
         return dataclasses.replace(self, max_qpus=qpus)
@@ -172,7 +175,7 @@ class WindowPlan(SpatialShape):
         VPM rows stage stores: double-buffered if that still holds a tile row, else one buffer
         of as many pixels as fit (the QPU then waits for each store before staging the next,
         while its loads go on)."""
-        room = rows - self.buffers * max(1, self.in_chunk)
+        room = rows - self.buffers * (self.in_chunk or TRANSPOSED_LOAD_PIXELS)
         per_row = self.pixels_per_stage_row
         if self.store_buffers:
             buffers = self.store_buffers
