@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from vc4nn.kernels.window import program_for
-from vc4nn.kernels.window_plan import make_plan
+from vc4nn.kernels.window_plan import PlanError, make_plan
 from vc4nn.nn import avg_pool, depthwise
 from vc4nn.nn.layer_args import resolve_padding
 
@@ -35,6 +35,9 @@ ODD = [
     (15, 15, 33, 2, "same", "chw", dict(tile_cols=4, tile_rows=3, in_chunk=1)),
     (14, 9, 16, 2, (0, 2, 1, 0), "hwc", dict(tile_cols=3, in_chunk=2, out_chunk=3,
                                                store_buffers=2)),
+    # 30 accumulators (ra30 and ra31 too: float32 only), 3 edge variants
+    (11, 23, 19, 1, "same", "chw", dict(tile_cols=10, in_chunk=3)),
+    (17, 29, 17, 2, "same", "hwc", dict(tile_cols=15, in_chunk=2, out_chunk=2)),
 ]
 
 
@@ -87,3 +90,11 @@ def test_rolled_loops_fit_the_instruction_cache():
                   if name.startswith("zero_") and address > start)
         assert (end - start) // 8 < 256
     assert len(rolled.words) * 2 < len(unrolled.words)
+
+
+def test_fp16_storage_leaves_28_accumulators():
+    """ra30 and ra31 hold halves in fp16 storage: 3 x 10 accumulators are float32's only."""
+    make_plan("depthwise", 9, 30, 16, (3, 3), (1, 1), (1, 1, 1, 1), tile_cols=10)
+    with pytest.raises(PlanError, match="28 registers"):
+        make_plan("depthwise", 9, 30, 16, (3, 3), (1, 1), (1, 1, 1, 1), tile_cols=10,
+                  in_storage="fp16")

@@ -2,7 +2,8 @@
 docs/kernels.md "Depthwise convolution and average pooling").
 
 Registers:
-- ra0..ra27 accumulators: ``acc_sets`` output rows x ``tile_cols`` columns; ra28 the bias;
+- ra0..ra27 (and ra30, ra31 without fp16 storage) accumulators: ``acc_sets`` output rows x
+  ``tile_cols`` columns; ra28 the bias;
 - rb0..rb19 the window's weights (depthwise) or the column scales (avg_pool); rb20..rb23 the
   two load buffers' read and load setups; rb24 6.0 (relu6); rb25.. the tile's VPM rows (as read and as write setup offsets), setup bases, current input
   row and store address; ra29 the loop count;
@@ -27,9 +28,9 @@ from . import chain
 from .common import each_record
 from .epilogue import activate
 from .halves import HALF_HIGH, HALF_LOW, gathered_half
-from .window_plan import ACCUMULATOR_REGISTERS, WEIGHT_REGISTERS
+from .window_plan import WEIGHT_REGISTERS
 
-ACC = [ra[i] for i in range(ACCUMULATOR_REGISTERS)]
+ACC = [ra[i] for i in list(range(28)) + [30, 31]]     # the last two: without halves only
 BIAS = ra[28]
 WEIGHTS = [rb[i] for i in range(WEIGHT_REGISTERS)]
 # The two load buffers: their generic read (and write) setup offsets and their DMA load setup

@@ -38,7 +38,8 @@ from . import chain
 from .common import LANES, MAX_VDW_STRIDE
 from .spatial import STORAGE_BITS, PlanError, SpatialShape, check_storage
 
-ACCUMULATOR_REGISTERS = 28          # ra0..ra27; ra28..ra31 hold the bias and spares
+# ra0..ra27, and ra30, ra31 unless fp16 storage needs them (ra28: the bias, ra29: the count)
+ACCUMULATOR_REGISTERS = {True: 28, False: 30}
 WEIGHT_REGISTERS = 20               # rb0..rb19: the window's weights or avg_pool's column scales
 MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (16)
 # For the tile-height choice (cycle model, docs/kernels.md): a 64-byte store row costs 0.7 of a
@@ -113,6 +114,16 @@ class WindowPlan(SpatialShape):
         return -(-self.kernel_h // self.stride_h)
 
     @property
+    def uses_halves(self):
+        """fp16 storage in or out: ra30 and ra31 hold the halves read or packed."""
+        return self.in_bits == 16 or self.out_bits == 16
+
+    @property
+    def accumulators(self):
+        """Registers for accumulators: acc_sets x tile_cols of them at most."""
+        return ACCUMULATOR_REGISTERS[self.uses_halves]
+
+    @property
     def period(self):
         """Input rows after which the accumulator sets are back in the same roles."""
         return self.acc_sets * self.stride_h
@@ -125,7 +136,7 @@ class WindowPlan(SpatialShape):
         """This plan with every 0 tiling choice replaced by the default for the shape."""
         plan = self
         if plan.tile_cols == 0:
-            widest = max(1, min(ACCUMULATOR_REGISTERS // plan.acc_sets, plan.out_w))
+            widest = max(1, min(plan.accumulators // plan.acc_sets, plan.out_w))
             cols = min(widest, 8)
             strips = -(-plan.out_w // widest)
             if plan.out_layout == "chw" and strips < -(-plan.out_w // cols):
@@ -237,10 +248,10 @@ class WindowPlan(SpatialShape):
         """Raise PlanError if the tiling does not fit the registers, the VPM or the DMA fields."""
         for name in ("in_storage", "out_storage", "w_storage"):
             check_storage(name, getattr(self, name))
-        if self.acc_sets * self.tile_cols > ACCUMULATOR_REGISTERS:
+        if self.acc_sets * self.tile_cols > self.accumulators:
             raise PlanError(f"tile_cols={self.tile_cols}: {self.acc_sets} output rows x "
                             f"{self.tile_cols} columns of accumulators exceed the "
-                            f"{ACCUMULATOR_REGISTERS} registers")
+                            f"{self.accumulators} registers")
         if self.kernel_h * self.kernel_w > WEIGHT_REGISTERS and self.op == "depthwise":
             raise PlanError(f"a {self.kernel_h}x{self.kernel_w} depthwise window needs more "
                             f"weight registers than regfile B has")

@@ -31,7 +31,6 @@ import datetime
 from ..errors import Vc4nnError
 from ..kernels.pointwise import PANEL_WIDTHS
 from ..kernels.spatial import PlanError
-from ..kernels.window_plan import ACCUMULATOR_REGISTERS
 from .layer_figures import Reduction, measure_layer
 from .layer_plans import TUNABLE, plan_for, resolved_tiling
 from .tuned_plans import TuneCache, board_of, plan_key
@@ -106,7 +105,7 @@ def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hw
 def depthwise_tilings(default, num_qpus):
     """Tile widths around the default's and tile heights giving 1..6 tiles per QPU (the
     chunk fields left to their defaults for each)."""
-    widest = max(1, min(ACCUMULATOR_REGISTERS // default.acc_sets, default.out_w))
+    widest = max(1, min(default.accumulators // default.acc_sets, default.out_w))
     widths = sorted({default.tile_cols, max(1, default.tile_cols // 2), min(4, widest),
                      min(8, widest), widest})
     out = []
