@@ -203,13 +203,18 @@ def run_variant(a, plan, index):
     a.mov(ROW, uniform, sf=True)
     prefetch(a, plan, fills, f"first{index}", 0, chunks[0][1], 0)
     a.label(f"loop{index}")
-    loop_body(a, plan, index, fills)
+    tail = loop_body(a, plan, index, fills)
     a.sub(COUNT, COUNT, 1, sf=True)
-    swap = swap_buffers(a) if plan.flips_buffers(variant) else (None, None)
-    if swap[0]:
-        swap[0]()
+    # The iteration's last steps (the buffers' swap, a rolled loop's shift) need no flags:
+    # the last three run in the delay slots of the loop's branch.
+    tail += swap_buffers(a) if plan.flips_buffers(variant) else []
+    for step in tail[:-3]:
+        step()
     a.branch(f"loop{index}", cond="all_zc")
-    delay_slots(a, swap[1])
+    for step in tail[-3:]:
+        step()
+    for _ in range(3 - len(tail[-3:])):
+        a.nop()
     a.read(vr_wait)                     # the prefetch past the last row, if any
     a.branch("tile_end")
     a.nop()
@@ -237,27 +242,12 @@ def name_buffers(a, plan):
 
 
 def swap_buffers(a):
-    """Swap the two buffers' registers through r0 and r3 (free between iterations). Two steps
-    of three instructions, so that the second can fill a branch's delay slots."""
-    def first():
-        a.mov(r0, BUFFER_ROWS[0])
-        a.mov(r3, BUFFER_LOADS[0])
-        a.mov(BUFFER_ROWS[0], BUFFER_ROWS[1])
-
-    def second():
-        a.mov(BUFFER_LOADS[0], BUFFER_LOADS[1])
-        a.mov(BUFFER_ROWS[1], r0)
-        a.mov(BUFFER_LOADS[1], r3)
-    return first, second
-
-
-def delay_slots(a, emit=None):
-    """The three delay slots of the branch just emitted: ``emit``'s instructions, then nops."""
-    start = len(a)
-    if emit:
-        emit()
-    for _ in range(3 - (len(a) - start)):
-        a.nop()
+    """The six one-instruction steps that swap the two buffers' registers through r0 and r3
+    (free between iterations), in order."""
+    return [lambda: a.mov(r0, BUFFER_ROWS[0]), lambda: a.mov(r3, BUFFER_LOADS[0]),
+            lambda: a.mov(BUFFER_ROWS[0], BUFFER_ROWS[1]),
+            lambda: a.mov(BUFFER_LOADS[0], BUFFER_LOADS[1]),
+            lambda: a.mov(BUFFER_ROWS[1], r0), lambda: a.mov(BUFFER_LOADS[1], r3)]
 
 
 def setup_steps(a, dst, base, delta):
@@ -316,12 +306,15 @@ def zero_fill(a, plan, name, buffer, pixels):
 
 
 def loop_body(a, plan, index, fills):
+    """One iteration of variant ``index``'s row loop; returns the steps (one instruction each)
+    left for its end."""
     variant = plan.variants[index]
     chunks = plan.chunks(variant)
     rows = plan.body_rows(variant)
     steps = [(r, k) for r in range(rows) for k in range(len(chunks))]
     pipe = MacPipe(a, halves=plan.in_storage == "fp16")
     stores = shifts = 0
+    tail = []
     flags_of_row = False                # the flags are the previous step's test of ROW
     size = plan.in_bits
     cols_bytes = plan.channels * plan.in_bytes
@@ -359,17 +352,23 @@ def loop_body(a, plan, index, fills):
                 stores = store_row(a, plan, variant, plan.acc_set(out_row, shifts), stores)
                 flags_of_row = False
                 if plan.rolled:
-                    shift_sets(a, plan, variant)
+                    moves = shift_sets(a, plan, variant)
+                    if step < len(steps) - 1:
+                        for move in moves:
+                            move()
+                    else:
+                        tail = moves        # the iteration's last steps
                     shifts += 1
     pipe.flush()
+    return tail
 
 
 def shift_sets(a, plan, variant):
     """Rolled loops: after set 0's row is stored, every set moves down one (set i + 1 into
-    set i); the top set's next tap starts from the bias."""
-    for acc_set in range(plan.acc_sets - 1):
-        for j in range(variant.cols):
-            a.mov(ACC[acc_set * variant.cols + j], ACC[(acc_set + 1) * variant.cols + j])
+    set i; one-instruction steps); the top set's next tap starts from the bias."""
+    return [lambda dst=ACC[s * variant.cols + j], src=ACC[(s + 1) * variant.cols + j]:
+            a.mov(dst, src)
+            for s in range(plan.acc_sets - 1) for j in range(variant.cols)]
 
 
 def store_row(a, plan, variant, acc_set, stores):
