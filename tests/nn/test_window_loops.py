@@ -4,6 +4,8 @@ of rows, the sets renamed), odd chunk counts (the load buffers' registers swappe
 iterations), padding rows filled with zeros in the VPM; against the direct float64 loops of
 tests/nn/spatial_reference.py with every dynamic check of the emulator raising."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -98,3 +100,41 @@ def test_fp16_storage_leaves_28_accumulators():
     with pytest.raises(PlanError, match="28 registers"):
         make_plan("depthwise", 9, 30, 16, (3, 3), (1, 1), (1, 1, 1, 1), tile_cols=10,
                   in_storage="fp16")
+
+
+@pytest.mark.parametrize("by_variant", [0, 1])
+@pytest.mark.parametrize("rolled", [True, False])
+def test_tiles_variant_by_variant(device, by_variant, rolled):
+    """Three variants (left edge, middle, narrower right edge) over 3 QPUs, in strips or variant
+    by variant: the same result as the direct loop."""
+    run_case(device, 9, 29, 33, 1, "same", "relu6", True, 3,
+             tiling=dict(tile_cols=5, by_variant=by_variant, rolled=rolled))
+
+
+@pytest.mark.parametrize("qpus", [1, 3, 4, 12])
+@pytest.mark.parametrize("by_variant", [0, 1])
+def test_every_tile_goes_to_one_qpu(qpus, by_variant):
+    """Each tile to exactly one QPU, counts within one; variant by variant, every QPU's tiles
+    in variant order (all QPUs go through the variants in step)."""
+    plan = make_plan("depthwise", 30, 47, 40, (3, 3), (1, 1), (1, 1, 1, 1), num_qpus=qpus,
+                     tile_cols=8, tile_rows=10, by_variant=by_variant)
+    assert len(plan.variants) == 3
+    shares = plan.qpu_tiles()
+    assert sorted(map(dataclasses.astuple, (t for share in shares for t in share))) == \
+        sorted(map(dataclasses.astuple, plan.tiles))
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1
+    if by_variant:
+        assert all([t.variant for t in share] == sorted(t.variant for t in share)
+                   for share in shares)
+
+
+def test_long_runs_take_the_tiles_variant_by_variant():
+    """The default order: variant by variant where a QPU's contiguous run would span a whole
+    block's strips of three variants or more (a channel-major plan on 3 QPUs), in strips
+    where the runs are short (NHWC on 12 QPUs) or there are two variants."""
+    pads = (1, 1, 1, 1)
+    assert make_plan("depthwise", 28, 28, 256, (3, 3), (1, 1), pads,
+                     out_layout="chw").by_variant == 1
+    assert make_plan("depthwise", 112, 112, 32, (3, 3), (1, 1), pads).by_variant == 0
+    assert make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads,
+                     out_layout="chw").by_variant == 0

@@ -98,6 +98,7 @@ class WindowPlan(SpatialShape):
     store_buffers: int = 0      # staging buffers of the stores: 2 (double) or 1; 0: choose
     max_qpus: int = 0           # QPUs the tiles are spread over at most; 0: choose (all, "hwc")
     rolled: bool = False        # one output row per loop iteration (accumulator sets shifted)
+    by_variant: int = -1        # 1: QPUs take the tiles variant by variant; 0: in strips; -1: choose
 
     # -- shape ---------------------------------------------------------------------------------
     @property
@@ -154,6 +155,8 @@ class WindowPlan(SpatialShape):
             heights = {-(-plan.out_h // splits) for splits in range(1, most + 1)}
             plan = min((dataclasses.replace(plan, tile_rows=h) for h in sorted(heights)),
                        key=lambda p: p.estimated_bus_time())
+        if plan.by_variant == -1:
+            plan = dataclasses.replace(plan, by_variant=int(plan._runs_cycle_variants()))
         rows = plan.vpm_rows_per_qpu(plan.qpus)
         if plan.out_layout == "chw" and (plan.out_chunk == 0 or plan.store_buffers == 0):
             plan = plan._with_transposed_stores(rows)
@@ -179,6 +182,15 @@ class WindowPlan(SpatialShape):
             self.out_chunk or self.tile_cols)
         qpus = max(1, min(self.num_qpus, isa.VPM_ROWS // need))
         return dataclasses.replace(self, max_qpus=qpus)
+
+    def _runs_cycle_variants(self):
+        """Whether QPUs taking contiguous runs of the tile list would cycle through three
+        variants or more (a run longer than a block's tiles): their loops together exceed a
+        slice's instruction cache, so the tiles are better taken variant by variant. (With
+        shorter runs the neighbouring QPUs of a slice take neighbouring strips, mostly of one
+        variant, and the contiguous runs balance better.)"""
+        per_block = len(self.tiles) // self.blocks
+        return len(self.variants) > 2 and len(self.tiles) >= per_block * self.qpus
 
     @property
     def spread(self):
@@ -262,6 +274,8 @@ class WindowPlan(SpatialShape):
                             f"{self.out_chunk} (1..tile_cols)")
         if self.max_qpus < 0:
             raise PlanError(f"max_qpus={self.max_qpus}: 0 (all) or more")
+        if self.by_variant not in (0, 1):
+            raise PlanError(f"by_variant={self.by_variant}: 0 or 1")
         if self.store_buffers not in (1, 2):
             raise PlanError(f"store_buffers={self.store_buffers}: 1 or 2")
         need = self.buffers * self.in_chunk + self.store_buffers * self.stage_rows(self.out_chunk)
@@ -308,8 +322,15 @@ class WindowPlan(SpatialShape):
         return out
 
     def qpu_tiles(self):
-        """Tiles of each QPU: contiguous runs of the tile list, as even as the count allows."""
+        """Tiles of each QPU, counts within one of each other: contiguous runs of the tile list
+        (strip after strip), or (``by_variant``) the list grouped by variant and dealt out in
+        turn, so that every QPU runs its share of one variant's tiles before the next
+        variant's: the QPUs of a slice share an instruction cache, which holds the loops of
+        two variants but not of three (docs/kernels.md "Schedule")."""
         tiles, qpus = self.tiles, self.qpus
+        if self.by_variant == 1:      # (-1, not chosen yet: contiguous)
+            ordered = sorted(tiles, key=lambda tile: tile.variant)
+            return [ordered[q::qpus] for q in range(qpus)]
         bounds = [len(tiles) * q // qpus for q in range(qpus + 1)]
         return [tiles[bounds[q]:bounds[q + 1]] for q in range(qpus)]
 

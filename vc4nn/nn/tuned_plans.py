@@ -116,7 +116,7 @@ TILING_FIELDS = {
     "PointwisePlan": ("transpose_input", "max_rows", "panel_vectors", "gather_weights",
                       "balance_passes", "spread_rows"),
     "WindowPlan": ("tile_cols", "tile_rows", "in_chunk", "out_chunk", "buffers", "store_buffers",
-                   "max_qpus", "rolled"),
+                   "max_qpus", "rolled", "by_variant"),
     "Conv2dPlan": ("taps_per_pass",),
 }
 

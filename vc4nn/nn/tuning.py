@@ -12,7 +12,8 @@ What is searched (the generators' tiling fields):
   depthwise: tile width (``tile_cols``, up to what the accumulator registers hold) and tile
     height (``tile_rows``: from one tile per QPU to six), with the VPM chunks that fit each;
     every candidate also with the other loop shape (``rolled``: one output row per iteration,
-    or a period of rows unrolled).
+    or a period of rows unrolled); the default also with the other order of the tiles over
+    the QPUs (``by_variant``).
 Layers handed over channel-major (vc4nn/nn/handoff.py: ``layouts``) are tuned as they run: a
 "chw" depthwise layer also over the QPUs it spreads over (``max_qpus``: its staging buffers
 grow as they shrink), a "chw" pointwise layer over its panel widths (its route is fixed).
@@ -87,6 +88,8 @@ def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hw
         if layout == "chw":
             wanted += [{"max_qpus": qpus} for qpus in CHANNEL_MAJOR_QPUS if qpus <= num_qpus]
         wanted += [dict(tiling, rolled=not default.rolled) for tiling in wanted]
+        wanted += [{"by_variant": 1 - default.by_variant, "rolled": rolled}
+                   for rolled in (False, True)]
     else:
         raise Vc4nnError(f"layer {layer.name}: {layer.kind} layers have no tiling to tune "
                          f"(tunable: {', '.join(TUNABLE)})")
