@@ -192,18 +192,19 @@ def tile_setup(a, plan):
 
 def run_variant(a, plan, index):
     """Prologue (column scales, first load), the row loop, the drain of the last prefetch, then
-    (out of line) the zero fills of the variant's prefetches."""
+    the variant's out-of-line blocks (``aside``: the zero fills of its prefetches, the shifts of
+    the rows it does not store)."""
     variant = plan.variants[index]
     if plan.op == "avg_pool":
         for j in range(variant.cols):
             a.ldi(WEIGHTS[j], 1.0 / plan.cols_in_window(variant, j))
     chunks = plan.chunks(variant)
-    fills = []
+    aside = []
     name_buffers(a, plan)
     a.mov(ROW, uniform, sf=True)
-    prefetch(a, plan, fills, f"first{index}", 0, chunks[0][1], 0)
+    prefetch(a, plan, aside, f"first{index}", 0, chunks[0][1], 0)
     a.label(f"loop{index}")
-    tail = loop_body(a, plan, index, fills)
+    tail = loop_body(a, plan, index, aside)
     a.sub(COUNT, COUNT, 1, sf=True)
     # The iteration's last steps (the buffers' swap, a rolled loop's shift) need no flags:
     # the last three run in the delay slots of the loop's branch.
@@ -220,8 +221,8 @@ def run_variant(a, plan, index):
     a.nop()
     a.nop()
     a.nop()
-    for name, buffer, pixels in fills:
-        zero_fill(a, plan, name, buffer, pixels)
+    for block in aside:
+        block()
 
 
 def read_setup(plan, pixels):
@@ -257,11 +258,11 @@ def setup_steps(a, dst, base, delta):
     return [lambda: a.ldi(r0, delta), lambda: a.add(dst, base, r0)]
 
 
-def prefetch(a, plan, fills, name, buffer, pixels, offset, read_pixels=0, read_buffer=0):
+def prefetch(a, plan, aside, name, buffer, pixels, offset, read_pixels=0, read_buffer=0):
     """Set up the generic read of this chunk (``read_pixels`` rows of buffer ``read_buffer``),
     and start the load of the next chunk (``pixels`` at ``offset`` bytes from the row address,
     into buffer ``buffer``) unless the flags say its row address is 0: then the chunk is
-    filled with zeros out of line (``fills``), costing the bus nothing. Address 0 is a padding
+    filled with zeros out of line (``aside``), costing the bus nothing. Address 0 is a padding
     row, or a row past the last one the tile needs (it only feeds outputs the tile does not
     store). The branch's delay slots hold the read setup and as much of the load's as fits
     (a load setup is only used once vr_addr is written)."""
@@ -282,7 +283,7 @@ def prefetch(a, plan, fills, name, buffer, pixels, offset, read_pixels=0, read_b
     for step in steps[3:] + start[-1:]:
         step()
     a.label(f"back_{name}")
-    fills.append((name, buffer, pixels))
+    aside.append(lambda: zero_fill(a, plan, name, buffer, pixels))
 
 
 def zero_fill(a, plan, name, buffer, pixels):
@@ -305,7 +306,7 @@ def zero_fill(a, plan, name, buffer, pixels):
             a.nop()
 
 
-def loop_body(a, plan, index, fills):
+def loop_body(a, plan, index, aside):
     """One iteration of variant ``index``'s row loop; returns the steps (one instruction each)
     left for its end."""
     variant = plan.variants[index]
@@ -328,7 +329,7 @@ def loop_body(a, plan, index, fills):
         elif not flags_of_row:          # (the flags of ROW hold until a store sets others)
             a.mov(null, ROW, sf=True)
         flags_of_row = True
-        prefetch(a, plan, fills, f"{index}_{step}", (step + 1) % 2, next_pixels,
+        prefetch(a, plan, aside, f"{index}_{step}", (step + 1) % 2, next_pixels,
                  (next_col - variant.lo) * cols_bytes, pixels, step % 2)
         for col in range(first_col, first_col + pixels):
             pipe.read_input()
@@ -349,10 +350,12 @@ def loop_body(a, plan, index, fills):
             out_row = plan.finished(r)
             if out_row is not None:
                 pipe.flush()            # (the store reads no accumulator for 3 instructions)
-                stores = store_row(a, plan, variant, plan.acc_set(out_row, shifts), stores)
+                acc_set = plan.acc_set(out_row, shifts)
+                paired = pairs_first_shift(plan, variant, acc_set)
+                stores = store_row(a, plan, variant, acc_set, stores, paired, aside)
                 flags_of_row = False
                 if plan.rolled:
-                    moves = shift_sets(a, plan, variant)
+                    moves = shift_sets(a, plan, variant, first=1 if paired else 0)
                     if step < len(steps) - 1:
                         for move in moves:
                             move()
@@ -363,24 +366,42 @@ def loop_body(a, plan, index, fills):
     return tail
 
 
-def shift_sets(a, plan, variant):
+def shift_sets(a, plan, variant, first=0):
     """Rolled loops: after set 0's row is stored, every set moves down one (set i + 1 into
-    set i; one-instruction steps); the top set's next tap starts from the bias."""
+    set i, from set ``first`` on; one-instruction steps); the top set's next tap starts from
+    the bias."""
     return [lambda dst=ACC[s * variant.cols + j], src=ACC[(s + 1) * variant.cols + j]:
             a.mov(dst, src)
-            for s in range(plan.acc_sets - 1) for j in range(variant.cols)]
+            for s in range(first, plan.acc_sets - 1) for j in range(variant.cols)]
 
 
-def store_row(a, plan, variant, acc_set, stores):
+def pairs_first_shift(plan, variant, acc_set):
+    """{set 0 register: set 1 register} when a rolled loop's first shift (set 1 into set 0) can
+    ride in the stored row's relu6 (the fmin writing the VPM reads r0 and rb24, so the MUL ALU
+    can move within regfile A in the same instruction), else None."""
+    if not (plan.rolled and plan.acc_sets > 1 and plan.op == "depthwise"
+            and plan.activation == "relu6" and plan.out_bits == 32):
+        return None
+    assert acc_set == 0
+    return {ACC[j]: ACC[variant.cols + j] for j in range(variant.cols)}
+
+
+def store_row(a, plan, variant, acc_set, stores, paired=None, aside=None):
     """Finish one output row (scale or bias+activation), stage it and store it in chunks.
-    Returns the count of stores emitted so far (it picks the staging buffer)."""
+    Returns the count of stores emitted so far (it picks the staging buffer). ``paired``: moves
+    (dst: src) that ride in the staging; a row not stored makes them out of line (``aside``)."""
     size = plan.out_bits
     horizontal = plan.out_layout == "hwc"
     if plan.op == "avg_pool":
         a.mov(r1, uniform)              # 1 / valid rows of this output row's windows
     a.mov(STORE, uniform, sf=True)      # 0: an output row the tile does not own
+    unstored = f"unstored{len(a)}"      # (unique: the instruction's index)
     with a.scope("store"):
-        a.branch("skip", cond="all_zs")
+        if paired:
+            a.branch(unstored, cond="all_zs")
+            aside.append(lambda: moves_aside(a, unstored, paired))
+        else:
+            a.branch("skip", cond="all_zs")
         for index, (first, pixels) in enumerate(plan.store_chunks(variant)):
             y = 2 * plan.in_chunk + plan.stage_rows(plan.out_chunk) * (stores %
                                                                       plan.store_buffers)
@@ -393,7 +414,7 @@ def store_row(a, plan, variant, acc_set, stores):
             for _ in range(3 - (len(a) - start) if index == 0 else 0):
                 a.nop()
             stage_pixels(a, plan, [ACC[acc_set * variant.cols + j]
-                                   for j in range(first, first + pixels)], first)
+                                   for j in range(first, first + pixels)], first, paired)
             if plan.store_buffers == 2:
                 a.read(vw_wait)
             if not horizontal:
@@ -402,14 +423,30 @@ def store_row(a, plan, variant, acc_set, stores):
                             first * plan.out_pixel_bytes(), horizontal)
             stores += 1
         a.label("skip")
+    if paired:
+        a.label(f"{unstored}_back")
     return stores
 
 
-def stage_pixels(a, plan, accs, first):
+def moves_aside(a, name, moves):
+    """The moves ({dst: src}) of a row not stored, out of line, then back."""
+    moves = list(moves.items())
+    a.label(name)
+    for dst, src in moves[:-3]:
+        a.mov(dst, src)
+    a.branch(f"{name}_back")
+    for dst, src in moves[-3:]:
+        a.mov(dst, src)
+    for _ in range(3 - len(moves[-3:])):
+        a.nop()
+
+
+def stage_pixels(a, plan, accs, first, paired=None):
     """Finish the outputs in ``accs`` (columns ``first``.. of a row) into the staging rows that
     generic writes were set up for. fp16: each result is packed by the op that computes it into
     ra30/ra31 (alternating, so the previous one is readable) and written once its word is
-    complete: one pixel per word, or two (16a, 16b) when pixels are staged in pairs."""
+    complete: one pixel per word, or two (16a, 16b) when pixels are staged in pairs. ``paired``:
+    {acc: register} moves (a v8min, the MUL ALU's mov) that ride in the relu6's fmin."""
     pairs = plan.pixels_per_stage_row == 2
     packed = None           # fp16: the word not yet written
     for index, acc in enumerate(accs):
@@ -421,6 +458,9 @@ def stage_pixels(a, plan, accs, first):
         if plan.op == "avg_pool":
             a.fmul(r0, acc, r1)
             a.fmul(dst, r0, WEIGHTS[first + index], pack=pack)
+        elif paired:                    # relu6 with a shift move on the MUL ALU
+            a.fmax(r0, acc, 0)
+            a.fmin(dst, r0, SIX).v8min(acc, paired[acc], paired[acc])
         else:
             activate(a, dst, acc, plan.activation, SIX, pack=pack)
         if packed is not None:
