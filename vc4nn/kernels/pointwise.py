@@ -30,7 +30,7 @@ from .. import hardware
 from ..errors import DeviceError
 from . import panel_park, sgemm_panel, transpose
 from .panel_kloop import steady_chunks
-from .common import MAX_VDW_STRIDE
+from .common import LAYOUTS, MAX_VDW_STRIDE
 from .epilogue import Epilogue
 from .spatial import STORAGE_BITS, check_storage
 
@@ -87,8 +87,9 @@ class PointwisePlan:
     def __post_init__(self):
         for name in ("x_storage", "y_storage", "r_storage", "w_storage"):
             check_storage(f"pointwise: {name}", getattr(self, name))
-        if self.input_layout not in ("hwc", "chw"):
-            raise DeviceError(f"pointwise: input_layout={self.input_layout!r}; 'hwc' or 'chw'")
+        if self.input_layout not in LAYOUTS:
+            raise DeviceError(f"pointwise: input_layout={self.input_layout!r}; "
+                              f"{' or '.join(map(repr, LAYOUTS))}")
         if self.input_layout == "chw" and (self.transpose_input is False or self.max_rows
                                            not in (None, sgemm_panel.MAX_ROWS)):
             raise DeviceError(f"pointwise: an input in 'chw' layout is read by the transposed "

@@ -61,6 +61,15 @@ def check_bias(layer, bias, cout, device, stored=False):
                          f"channels, so it must be ({cout},)")
 
 
+def pointwise_plan(height, width, cin, cout, num_qpus, has_bias, has_residual, activation,
+                   x_storage, y_storage, r_storage, w_storage, x_layout="hwc", **tiling):
+    """The plan ``pointwise`` makes, before the tuned cache, from its checked arguments. The
+    runtime and layer_plans.plan_for ask it for the plan of a call they describe."""
+    return kernel.PointwisePlan(height, width, cin, cout, num_qpus, has_bias, has_residual,
+                                activation, x_storage, y_storage, r_storage, w_storage,
+                                input_layout=x_layout, **tiling)
+
+
 def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=None,
               num_qpus=12, return_run=False, tiling=None, dtype=None, x_layout="hwc"):
     """1x1 convolution of ``x`` (H, W, Cin) with ``w`` (Cin, Cout) or a PreparedPointwise:
@@ -124,11 +133,10 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
     out = check_out(LAYER, out, shape, DTYPE_OF_STORAGE[y_storage], device)
     num_qpus = qpu_count(num_qpus)
     has_bias = bias is not None or (prepared is not None and prepared.bias is not None)
-    plan = kernel.PointwisePlan(height, width, cin, cout, num_qpus, has_bias,
-                                residual is not None, activation, x_storage, y_storage,
-                                r_storage, w_storage, input_layout=x_layout,
-                                **check_tiling(LAYER, tiling, kernel.PointwisePlan,
-                                               "transpose_input"))
+    plan = pointwise_plan(height, width, cin, cout, num_qpus, has_bias, residual is not None,
+                          activation, x_storage, y_storage, r_storage, w_storage, x_layout,
+                          **check_tiling(LAYER, tiling, kernel.PointwisePlan,
+                                         "transpose_input"))
     if tiling is None:
         plan = tuned_plan(plan, device)
     with LayerCall(device, not isinstance(x, Buffer)) as call:

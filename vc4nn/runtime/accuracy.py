@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import Vc4nnError
 from .accuracy_set import PHOTOS, accuracy_inputs
-from .precision import PRECISIONS as KNOWN_PRECISIONS, relative_error, trace
+from .precision import PRECISIONS as KNOWN_PRECISIONS, has_weights, relative_error, trace
 
 DEFAULT_INPUTS = 8
 PRECISIONS = ("fp16", "auto")
@@ -138,6 +138,8 @@ def _report(model, sessions, labels, outputs, layers):
             continue
         got = outputs[precision]
         storage = {node.name: sess.storage.layer(node) for node, _ in sess.steps}
+        weights = {node.name: sess.storage.weights(node) for node, _ in sess.steps
+                   if has_weights(sess.graph, node)}
         errors = [relative_error(g, e) for g, e in zip(got, expected)]
         counts = agreement(got, expected)
         report["precisions"][precision] = {
@@ -154,9 +156,12 @@ def _report(model, sessions, labels, outputs, layers):
                            "error": err}
                           for label, g, e, err in zip(labels, got, expected, errors)],
             "layers": [{"layer": name, "storage": storage.get(name, "fp32"),
+                        "weights": weights.get(name, "-"),
                         "error": relative_error(y, layers["fp32"][name])}
                        for name, y in layers[precision].items()],
             "fp16_layers": sum(s == "fp16" for s in storage.values()),
+            "fp16_weight_layers": sum(w == "fp16" for w in weights.values()),
+            "output_check": sess.storage.output_check,
             "gpu_memory_bytes": sess.memory()["total_bytes"],
         }
     return report

@@ -9,7 +9,10 @@ results as IEEE halves (fp16 storage; the arithmetic stays float32 in every kern
 - "auto": each layer that "fp16" runs fp16 is tried on calibration inputs in every storage its
   kernels take (precision_auto.py: halves for result and weights, halves for the result with
   float32 weights, float32) and takes the fastest in the cycle model (or the Pi's clock) whose
-  output error, max |y - y32| / max |y32| on the same float32 input, is at most ``tolerance``.
+  output error, max |y - y32| / max |y32| on the same float32 input, is at most ``tolerance``;
+  then the whole network runs with those choices on the calibration inputs and, while its
+  output's error exceeds ``output_tolerance``, layers go back to float32 weights or float32,
+  cheapest first (precision_output.py).
 
 Weights that a TFLite file stores as fp16 (DEQUANTIZE of a float16 constant) arrive as float16
 and reach an fp16 layer as they are; a float32 layer widens them (exactly).
@@ -29,6 +32,14 @@ PRECISIONS = ("fp32", "fp16", "auto")
 # the error of the fp16 inputs a layer accumulates over its window while refusing a layer
 # whose values fall outside the halves' range (overflow to inf, or flushed to 0).
 DEFAULT_TOLERANCE = 1e-2
+# Largest relative error of the network's output "auto" accepts on the calibration inputs
+# (precision_output.py): max |y - y32| / max |y32| of the logits. The top-1 class of an input
+# can only change where its top two scores are within 2 * 2e-3 = 0.4% of the largest score of
+# each other (at an error like the calibration inputs'): on torchvision's MobileNetV2, 2 of 104
+# photos and photo variations (docs/runtime.md "Accuracy report"). All layers in halves give
+# 5e-3 on its calibration inputs, the same with float32 weights 1.4e-3: above that, protecting
+# weights suffices and the half results (the speed) stay.
+DEFAULT_OUTPUT_TOLERANCE = 2e-3
 VIEW_OPS = ("reshape",)
 
 
@@ -36,12 +47,12 @@ class PrecisionError(Vc4nnError):
     """A precision or tolerance argument the runtime cannot use."""
 
 
-def check_precision(precision, tolerance):
+def check_precision(precision, tolerance, output_tolerance=DEFAULT_OUTPUT_TOLERANCE):
     if precision not in PRECISIONS:
         raise PrecisionError(f"precision={precision!r}: one of {', '.join(map(repr, PRECISIONS))}")
-    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or \
-            not tolerance > 0:
-        raise PrecisionError(f"tolerance={tolerance!r}: a number > 0")
+    for name, value in (("tolerance", tolerance), ("output_tolerance", output_tolerance)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise PrecisionError(f"{name}={value!r}: a number > 0")
     return precision
 
 
@@ -49,12 +60,14 @@ def check_precision(precision, tolerance):
 class StoragePlan:
     """layers: node name -> storage of its result and (unless in fp32_weights) its weights
     ("fp32" / "fp16"); values: activation name -> storage in the arena; notes: node name ->
-    why "auto" chose; fp32_weights: fp16 layers whose weights stay float32 (precision_auto)."""
+    why "auto" chose; fp32_weights: fp16 layers whose weights stay float32 (precision_auto);
+    output_check: what "auto"'s check of the network's output found (precision_output)."""
 
     layers: Dict[str, str]
     values: Dict[str, str]
     notes: Dict[str, str] = dataclasses.field(default_factory=dict)
     fp32_weights: FrozenSet[str] = frozenset()
+    output_check: str = ""
 
     def dtype(self, value):
         return DTYPE_OF_STORAGE[self.values.get(value, "fp32")]
@@ -158,6 +171,34 @@ def synthetic_feed(input_arg, seed):
     return {input_arg.name: (2 * unit - 1).astype(np.dtype(input_arg.type))}
 
 
+def decision_value(session):
+    """The name of the value the model decides on: its first output, or the scores a host
+    softmax reads."""
+    name = session.graph.outputs[0]
+    softmax = [n for n in session.host_steps if n.outputs[0] == name]
+    return softmax[0].inputs[0] if softmax else name
+
+
+def decision_output(session):
+    """The decision value (``decision_value``) of the session's last run, flat float64."""
+    return np.array(session.hwc_view(decision_value(session)), np.float64).reshape(-1)
+
+
+def network_output(session, feed):
+    """The decision value of a run of ``session`` on ``feed`` (layer by layer, unrecorded)."""
+    trace(session, feed, names=(), with_inputs=False)
+    return decision_output(session)
+
+
+def read_view(session, name):
+    """The bytes of activation ``name`` as a layer reads them: its (H, W, C) view, but the
+    model's input as the whole padded frame when a folded stem reads it (its border holds the
+    normalisation's mean: a copy of the interior alone would leave another session's border)."""
+    if name == session.graph.inputs[0].name:
+        return session._input_view
+    return session.hwc_view(name)
+
+
 def activation_inputs(session, node):
     """The names of ``node``'s inputs that live in the arena (not its weights): x, and add's b
     or a fused residual."""
@@ -175,7 +216,7 @@ def trace(session, feed, names=None, with_inputs=True):
         if call is None:
             continue
         wanted = names is None or node.name in names
-        inputs = {name: np.array(session.hwc_view(name)) for name in
+        inputs = {name: np.array(read_view(session, name)) for name in
                   activation_inputs(session, node)} if wanted and with_inputs else None
         _, run = session._invoke(node, call)
         if wanted:

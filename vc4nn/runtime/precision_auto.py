@@ -14,11 +14,13 @@ The tries measure each layer with its neighbours in halves, but a layer that kee
 result makes its readers read float32 (a depthwise layer reading float32 takes ~1.6x as long):
 so each layer that chose float32 although a half result qualified is measured again together
 with its readers, in a session with the choices and in one with it flipped to halves, and
-flipped where that is faster (``flips``, ``keep_faster``).
+flipped where that is faster (``flips``, ``keep_faster``). The choices then go through the
+check of the network's output (precision_output.py).
 """
 
 from ..nn.storage import FP16_WEIGHTS
-from .precision import has_weights, readers, relative_error, run_time, storage_plan, trace
+from .precision import decision_output, has_weights, read_view, readers, relative_error, \
+    run_time, storage_plan, trace
 
 # (storage of the result, of the weights)
 FP32 = ("fp32", "fp32")
@@ -48,9 +50,13 @@ def trial_plan(graph, names, weights):
 
 
 def reference_traces(reference, feeds, names):
-    """The float32 ``reference`` session's inputs, output and time of the layers ``names``,
-    per calibration feed."""
-    return [trace(reference, feed, names) for feed in feeds]
+    """(traces, outputs): per calibration feed, the float32 ``reference`` session's inputs,
+    output and time of the layers ``names``, and the network's output (decision_output)."""
+    traces, outputs = [], []
+    for feed in feeds:
+        traces.append(trace(reference, feed, names))
+        outputs.append(decision_output(reference))
+    return traces, outputs
 
 
 def try_layers(session, traces, names):
@@ -64,7 +70,7 @@ def try_layers(session, traces, names):
         for t in traces:
             inputs, y32, _ = t[node.name]
             for name, x in inputs.items():
-                session.hwc_view(name)[...] = x
+                read_view(session, name)[...] = x
             _, run = session._invoke(node, call)
             worst = max(worst, relative_error(session.hwc_view(node.outputs[0]), y32))
             total += run_time(run)

@@ -26,7 +26,7 @@ from .errors import InputError
 from .image import Normalization, normalization_for
 from ..nn.layer_call import SharedZeros, WeightArena, WeightLayouts, scratch, shared_zeros
 from .loader import load_graph
-from . import precision as precision_choice, precision_auto
+from . import precision as precision_choice, precision_session
 from .handoff import transposed_handoffs
 from .layer_binding import layer_call
 from .profile import layer_record
@@ -59,6 +59,8 @@ class InferenceSession:
     can, float32 arithmetic) or "auto" (fp16 per layer where it is faster and the layer's output
     error on the ``calibration`` inputs is at most ``tolerance``; see ``precision.py``).
     calibration: input arrays as ``run`` takes them (None: two seeded synthetic inputs).
+    output_tolerance: "auto" then keeps layers float32, cheapest first, until the network's
+    output error on the calibration inputs is at most this (``precision_output.py``).
     launch: the launch path of the device the session opens itself ("mailbox" or "direct",
     vc4nn.device.LAUNCH_PATHS; None: the backend's default); with a ``device`` it must match
     the device's (a device's launch path is chosen when it is opened).
@@ -70,12 +72,13 @@ class InferenceSession:
     def __init__(self, path, device=None, num_qpus=12, image_input=None, progress=None,
                  replay=True, memory_budget=DEFAULT_MEMORY_BUDGET, precision="fp32",
                  tolerance=precision_choice.DEFAULT_TOLERANCE, calibration=None, launch=None,
-                 group_launches=True):
+                 group_launches=True,
+                 output_tolerance=precision_choice.DEFAULT_OUTPUT_TOLERANCE):
         start, cpu_start = time.perf_counter(), time.process_time()
         check_session_options(path, device, image_input, progress, replay, memory_budget,
                               calibration, group_launches)
         self.path = str(path)
-        self.precision = precision_choice.check_precision(precision, tolerance)
+        self.precision = precision_choice.check_precision(precision, tolerance, output_tolerance)
         self.closed = False
         self.graph = load_graph(self.path)
         self.num_qpus = qpu_count(num_qpus)
@@ -103,7 +106,8 @@ class InferenceSession:
         try:
             self.storage = precision_choice.initial_plan(self.graph, precision)
             if precision == "auto":
-                self._choose_per_layer(image_input, tolerance, calibration, progress)
+                self._choose_per_layer(image_input, tolerance, output_tolerance, calibration,
+                                       progress)
             self._build(progress)
         except BaseException:
             self.close()
@@ -123,9 +127,7 @@ class InferenceSession:
                                  "image_input normalisation")
             scale, zero = quant
             return Normalization((zero,) * 3, (1.0 / scale,) * 3)
-        if isinstance(image_input, Normalization):
-            return image_input
-        return normalization_for(self.graph, None if image_input == "auto" else image_input)
+        return normalization_for(self.graph, image_input)
 
     def get_inputs(self):
         i = self.graph.inputs[0]
@@ -249,41 +251,21 @@ class InferenceSession:
     def _within_budget(self):
         return self.memory_budget is None or self.memory()["total_bytes"] <= self.memory_budget
 
-    def _choose_per_layer(self, image_input, tolerance, calibration, progress):
-        """precision="auto": try each fp16 layer in each storage its kernels take against a
-        float32 session (precision_auto); the session is then built with the choices."""
-        i = self.get_inputs()[0]
-        if calibration is None:
-            feeds = [precision_choice.synthetic_feed(i, seed) for seed in range(2)]
-        else:
-            feeds = [{i.name: x} for x in calibration]
-        auto, g = precision_auto, self.graph
-        names = {n for n, s in self.storage.layers.items() if s == "fp16"}
-        notes = self.storage.notes
+    def _choose_per_layer(self, image_input, tolerance, output_tolerance, calibration,
+                          progress):
+        """precision="auto": the storage of each layer (precision_session.choose_storage); the
+        session is then built with it."""
         reference = InferenceSession(self.path, self.device, self.num_qpus, image_input,
                                      progress=False, replay=False, memory_budget=None)
-        try:
-            traces = auto.reference_traces(reference, feeds, names)
-        finally:
-            reference.close()
-        trials = {c: self._try(auto.trial_plan(g, names, c[1]), traces, names, progress)
-                  for c in auto.TRIALS}
-        choices = auto.choose(g, trials, traces, tolerance)
-        flipped = auto.flips(g, choices, trials, traces, tolerance)
-        if flipped:
-            group = auto.affected(g, flipped)
-            before = self._try(auto.chosen_plan(g, choices, notes), traces, group, progress)
-            with_flips = dict(choices, **{n: (c, "") for n, c in flipped.items()})
-            after = self._try(auto.chosen_plan(g, with_flips, notes), traces, group, progress)
-            choices = auto.keep_faster(g, choices, flipped, before, after)
-        self.storage = auto.chosen_plan(g, choices, notes)
+        self.storage = precision_session.choose_storage(self, reference, tolerance,
+                                                        output_tolerance, calibration, progress)
 
-    def _try(self, storage, traces, names, progress):
-        """precision_auto.try_layers in this session built with ``storage`` (unrecorded)."""
+    def built_with(self, storage, progress, measure):
+        """``measure(self)`` with this session built with ``storage`` (unrecorded)."""
         replay, self.replay, self.storage = self.replay, False, storage
         try:
             self._build(progress)
-            return precision_auto.try_layers(self, traces, names)
+            return measure(self)
         finally:
             self.replay = replay
             self._free_layers()
