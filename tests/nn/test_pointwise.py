@@ -437,12 +437,13 @@ def test_pair_gathers(device, h, w, cin, cout, layout, activation, bias, spread)
 
 
 def test_pair_gathers_default_and_limits():
-    """By default on the transposed route where the chunks hold an odd number of k-rows and the
-    weights are gathered (pw2-pw13 in v1); not on the NHWC routes, whose aliasing rule counts
-    lines per gather; refused with DMA'd weights and fp16 x (both use r1 at the chunk
-    boundary)."""
-    assert kernel.PointwisePlan(56, 56, 128, 128, 12, True, input_layout="chw").pairs
+    """By default on the transposed route where the chunks hold an odd number of k-rows, the
+    weights are gathered and the plan has one pass (pw12, pw13 in v1); not on the NHWC routes,
+    whose aliasing rule counts lines per gather; refused with DMA'd weights and fp16 x (both
+    use r1 at the chunk boundary)."""
+    assert kernel.PointwisePlan(7, 7, 1024, 1024, 12, True, input_layout="chw").pairs
     assert kernel.PointwisePlan(7, 7, 512, 1024, 12, True, False, "relu6").pairs    # transposed
+    assert not kernel.PointwisePlan(56, 56, 128, 128, 12, True, input_layout="chw").pairs
     assert not kernel.PointwisePlan(28, 28, 96, 256, 12, True).pairs                 # direct
     for tiling in [{"gather_weights": False}, {"x_storage": "fp16"}]:
         with pytest.raises(ValueError, match="pair_gathers"):
@@ -474,8 +475,8 @@ def test_paired_chunk_loops_fit_the_instruction_cache():
     from asm.encoding import branch_target, decode
     for shape in [(56, 56, 128, 128), (7, 7, 512, 1024), (14, 14, 512, 512),
                   (112, 112, 32, 64)]:         # (4-vector panels with parked rows' stores)
-        plan = kernel.PointwisePlan(*shape, 12, True, False, "relu6", input_layout="chw")
-        assert plan.pairs
+        plan = kernel.PointwisePlan(*shape, 12, True, False, "relu6", input_layout="chw",
+                                    pair_gathers=True)
         program = sgemm_panel.program_for(plan.panel)
         words = [decode(int(w)) for w in program.words]
         starts = sorted(set(program.labels.values()) | {8 * len(words)})

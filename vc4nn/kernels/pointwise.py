@@ -170,7 +170,7 @@ class PointwisePlan:
             return panel
         if self.pair_gathers:       # forced: the panel plan says why it cannot
             return dataclasses.replace(panel, pair_gathers=True)
-        if not panel.trans_a:       # the default: the NHWC routes keep their rule (``route``)
+        if not panel.trans_a or panel.passes > 1:      # the default (``pairs``)
             return panel
         try:
             return dataclasses.replace(panel, pair_gathers=True)
@@ -273,12 +273,17 @@ class PointwisePlan:
     def pairs(self):
         """Whether x is gathered two k at a time across the chunks (``pair_gathers``: one
         request and one copy per two k instead of per k, where 8-vector panels have chunks of
-        3 k-rows; the chunk loop's body becomes two chunks, 3.0 KB for 6 pixels per QPU). By
-        default on the transposed route wherever the panel allows it (the weights gathered,
-        float32 x); the NHWC routes keep their aliasing rule, which counts lines per gather.
-        Measured (pi_zero, 12 QPUs, full layers, channel-major input, ms, one k -> two k per
-        gather): 56x56x128->128 6.611 -> 6.573; 28x28x128->256 3.324 -> 3.303; 14x14x512->512
-        5.400 -> 5.341; 7x7x512->1024 2.934 -> 2.860."""
+        3 k-rows; the chunk loop's body becomes two chunks, 2.9 KB for 6 pixels per QPU). By
+        default on the transposed route, where the panel allows it (the weights gathered,
+        float32 x) and the plan has one pass; the NHWC routes keep their aliasing rule, which
+        counts lines per gather. Measured (pi_zero, 12 QPUs, full layers, channel-major input,
+        ms, one k -> two k per gather), before the cycle model had an instruction cache:
+        56x56x128->128 6.611 -> 6.573; 28x28x128->256 3.324 -> 3.303; 14x14x512->512 5.400 ->
+        5.341; 7x7x512->1024 2.934 -> 2.860; with it (main at e64d5d2 merged): 56x56x128->128
+        7.490 -> 7.975, 28x28x128->256 3.860 -> 4.150, 14x14x512->512 5.712 -> 5.820,
+        112x112x32->64 7.723 -> 8.449, but 7x7x1024->1024 5.861 -> 5.700, 7x7x512->1024 3.077
+        -> 3.073: the doubled loop body costs instruction-cache misses where a plan has several
+        passes (more code per panel)."""
         return self.panel.pair_gathers
 
     @property
