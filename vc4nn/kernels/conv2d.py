@@ -39,6 +39,7 @@ TAPS = [ra[i] for i in range(30)]
 PACKED = (ra[30], ra[31])      # fp16 result: a channel converted to a half
 MAX_KERNEL_H = 7
 OUT = [rb[i] for i in range(LANES)]            # one register per output channel of a block
+HALF = LANES // 2                              # channels of the rolled loop's body
 OFFSETS = [rb[i] for i in range(16, 21)]       # per kw: lane input column x pixel bytes
 MASKS = [rb[i] for i in range(21, 26)]         # per kw: 1.0 where the column is in the image
 SIX, WEIGHTS, RETURN, SLOT, OWNER = (rb[i] for i in range(26, 31))
@@ -87,6 +88,15 @@ class Conv2dPlan(SpatialShape):
     @property
     def blocks(self):
         return [(c, min(LANES, self.cout - c)) for c in range(0, self.cout, LANES)]
+
+    @property
+    def full_blocks(self):
+        return self.cout // LANES
+
+    @property
+    def rolled(self):
+        """One pass and a full block: the blocks run in a loop (``rolled_blocks``)."""
+        return len(self.passes) == 1 and self.full_blocks > 0
 
     @property
     def groups(self):
@@ -222,10 +232,18 @@ def group(a, plan):
         a.mov(plan.rows[kh], uniform)
     column_offsets(a, plan)
     a.mov(RETURN, uniform)
+    if plan.rolled:
+        rolled_blocks(a, plan)
+    else:
+        unrolled_blocks(a, plan, plan.blocks, 0)
+
+
+def unrolled_blocks(a, plan, blocks, offset):
+    """Each block's code written out: several passes (partial sums stay in OUT between them)
+    or a partial last block. ``offset``: the first block's word in the weight stream."""
     passes = plan.passes
-    offset = 0
-    for b, (c0, n) in enumerate(plan.blocks):
-        pending_gather = b == 0 or len(passes) > 1     # one pass: the taps stay in registers
+    for b, (c0, n) in enumerate(blocks):
+        pending_gather = (b == 0 and not plan.rolled) or len(passes) > 1
         dma.add_constant(a, unif_addr, WEIGHTS, offset * WORD, scratch=r0)
         for p, (t0, t1) in enumerate(passes):
             if pending_gather:
@@ -236,17 +254,63 @@ def group(a, plan):
             for co in range(n):
                 channel(a, plan, co, t0, t1, p == len(passes) - 1)
         offset += n * (1 + len(plan.taps))
-        a.mov(unif_addr, RETURN)
-        if b < len(plan.blocks) - 1:
-            a.ldi(r0, 12)
-            a.add(RETURN, RETURN, r0)
-        else:
-            a.nop()
-            a.nop()
-        for reg in STORE_WORDS:
-            a.mov(reg, uniform)
+        next_block(a, plan)
         with a.scope("store"):
             on_slot(a, plan, lambda slot: stage_and_store(a, plan, slot, n))
+
+
+def next_block(a, plan):
+    """Point the uniforms back at the record (its block store words), stepping RETURN on to the
+    next block's words, and read the store words."""
+    a.mov(unif_addr, RETURN)
+    a.ldi(r0, 4 * len(STORE_WORDS))
+    a.add(RETURN, RETURN, r0)                    # (also the uniform address's 2-slot latency)
+    for reg in STORE_WORDS:
+        a.mov(reg, uniform)
+
+
+def rolled_blocks(a, plan):
+    """One pass: the taps are gathered once; every full 16-channel block runs one shared
+    8-channel body twice (so the group's code fits the instruction cache, docs/kernels.md
+    "Convolution (the stem)"). The body computes into OUT[8..16) after moving the previous
+    half there into OUT[0..8); HALVES counts the halves left, odd in the middle of a block.
+    The rows' registers are free once the taps are in: they hold the counter and WEIGHT_AT,
+    the next block's weights."""
+    halves, weight_at = plan.rows[0], plan.rows[1]
+    gather(a, plan, 0, len(plan.taps))
+    full = plan.full_blocks
+    block_words = LANES * (1 + len(plan.taps))
+    a.mov(weight_at, WEIGHTS)
+    a.ldi(halves, 2 * full)
+    with a.scope("block"):
+        a.label("block")
+        a.mov(unif_addr, weight_at)
+        a.ldi(r0, block_words * WORD)
+        a.add(weight_at, weight_at, r0)          # (also the uniform address's 2-slot latency)
+        a.label("half")
+        for co in range(HALF):
+            a.mov(OUT[co], OUT[HALF + co])
+        for co in range(HALF, LANES):
+            channel(a, plan, co, 0, len(plan.taps), True)
+        a.sub(r1, halves, 1)
+        a.mov(halves, r1)
+        a.and_(null, r1, 1, sf=True)
+        a.branch("half", cond="all_zc")          # odd: the block's second half
+        a.nop()
+        a.nop()
+        a.nop()
+        next_block(a, plan)
+        with a.scope("store"):
+            on_slot(a, plan, lambda slot: stage_and_store(a, plan, slot, LANES))
+        a.mov(null, halves, sf=True)
+        a.branch("block", cond="all_zc")
+        a.nop()
+        a.nop()
+        a.nop()
+    rest = plan.blocks[full:]
+    if rest:
+        with a.scope("rest"):
+            unrolled_blocks(a, plan, rest, full * block_words)
 
 
 def on_slot(a, plan, body):
