@@ -42,7 +42,7 @@ OUT = [rb[i] for i in range(LANES)]            # one register per output channel
 HALF = LANES // 2                              # channels of the rolled loop's body
 OFFSETS = [rb[i] for i in range(16, 21)]       # per kw: lane input column x pixel bytes
 MASKS = [rb[i] for i in range(21, 26)]         # per kw: 1.0 where the column is in the image
-SIX, WEIGHTS, RETURN, SLOT, OWNER = (rb[i] for i in range(26, 31))
+SIX, WEIGHTS, RETURN, SLOT, OWNER, STAGING = (rb[i] for i in range(26, 32))
 STORE_WORDS = (r1, r2, r3)      # the block's store setup, stride and address
 SLOT_ROWS = 16                  # VPM rows of a staging slot: 16 pixels x 16 channels
 DONE_SEMAPHORE = 4              # semaphores 0-3 guard the slots, 4-7 count finished users
@@ -193,18 +193,25 @@ def column_offsets(a, plan):
 
 
 def gather(a, plan, t0, t1, depth=4):
-    """TAPS[0 .. t1-t0] = the group's window taps t0..t1, zero where they are padding."""
+    """TAPS[0 .. t1-t0] = the group's window taps t0..t1, zero where they are padding. A tap's
+    pop (ldtmu0) rides on the instruction that starts the address of the request after it."""
     taps = plan.taps[t0:t1]
 
+    def address(t, sig=None):
+        kh, kw, _ = taps[t]
+        a.add(r1, plan.rows[kh], OFFSETS[kw], sig=sig)
+
     def request(t):
-        kh, kw, ci = taps[t]
-        a.add(r1, plan.rows[kh], OFFSETS[kw])
-        dma.add_constant(a, tmu0_s, r1, ci * plan.in_bytes, scratch=r2)
+        dma.add_constant(a, tmu0_s, r1, taps[t][2] * plan.in_bytes, scratch=r2)
 
     for t in range(min(depth, len(taps))):
+        address(t)
         request(t)
     for t, (kh, kw, ci) in enumerate(taps):
-        a.nop(sig="ldtmu0")
+        if t + depth < len(taps):
+            address(t + depth, sig="ldtmu0")
+        else:
+            a.nop(sig="ldtmu0")
         a.fmul(TAPS[t], r4, MASKS[kw])
         if t + depth < len(taps):
             request(t + depth)
@@ -255,8 +262,7 @@ def unrolled_blocks(a, plan, blocks, offset):
                 channel(a, plan, co, t0, t1, p == len(passes) - 1)
         offset += n * (1 + len(plan.taps))
         next_block(a, plan)
-        with a.scope("store"):
-            on_slot(a, plan, lambda slot: stage_and_store(a, plan, slot, n))
+        stage_and_store(a, plan, n)
 
 
 def next_block(a, plan):
@@ -300,8 +306,7 @@ def rolled_blocks(a, plan):
         a.nop()
         a.nop()
         next_block(a, plan)
-        with a.scope("store"):
-            on_slot(a, plan, lambda slot: stage_and_store(a, plan, slot, LANES))
+        stage_and_store(a, plan, LANES)
         a.mov(null, halves, sf=True)
         a.branch("block", cond="all_zc")
         a.nop()
@@ -334,14 +339,33 @@ def on_slot(a, plan, body):
     a.label("slot_done")
 
 
-def stage_and_store(a, plan, slot, channels):
-    """Write the block (OUT[0..channels)) into the slot's 16 VPM rows, one column per channel,
-    and store it, holding the slot's semaphore."""
-    a.sema_acquire(slot)
+def staging_setup(a, plan):
+    """STAGING = the vw_setup word of this QPU's slot (SLOT): the setup's address is linear in
+    the slot's first row, so it is the slot-0 word plus SLOT steps."""
+    words = [stage_setup(plan, slot) for slot in range(plan.slots)]
+    step = words[1] - words[0] if plan.slots > 1 else 0
+    assert all(word == words[0] + slot * step for slot, word in enumerate(words))
+    a.ldi(r0, words[0])
+    a.ldi(r1, step)
+    a.mul24(r1, SLOT, r1)
+    a.add(STAGING, r0, r1)
+
+
+def stage_setup(plan, slot):
     # 16-bit: laned, so lane (pixel) i writes half H of row i; ADDR steps {X, H}, so channel c
     # lands in half c of the pixel's row.
-    a.ldi(vw_setup, vpm_write_setup(y=SLOT_ROWS * slot, horizontal=False,
-                                    size=plan.out_bits, laned=plan.out_bits == 16))
+    return vpm_write_setup(y=SLOT_ROWS * slot, horizontal=False, size=plan.out_bits,
+                           laned=plan.out_bits == 16)
+
+
+def stage_and_store(a, plan, channels):
+    """Write the block (OUT[0..channels)) into the slot's 16 VPM rows, one column per channel,
+    and store it, holding the slot's semaphore. Only the semaphore instructions name the slot,
+    so only they are written once per slot: the rest is shared (it sits in every group's loop,
+    which must fit the instruction cache)."""
+    with a.scope("take"):
+        on_slot(a, plan, a.sema_acquire)
+    a.mov(vw_setup, STAGING)
     if plan.out_bits == 32:
         for co in range(channels):
             a.mov(vpm, OUT[co])
@@ -357,7 +381,8 @@ def stage_and_store(a, plan, slot, channels):
     a.mov(vw_setup, stride)
     a.mov(vw_addr, address)
     a.read(vw_wait)
-    a.sema_release(slot)
+    with a.scope("give"):
+        on_slot(a, plan, a.sema_release)
 
 
 def open_slot(a, plan, slot):
@@ -384,6 +409,7 @@ def conv2d_kernel(a, plan):
     a.mov(SLOT, uniform)
     if plan.activation == "relu6":
         a.ldi(SIX, 6.0)
+    staging_setup(a, plan)
     with a.scope("open"):
         owner_or_not(a, plan, open_slot, None)
     each_record(a, lambda: group(a, plan))
