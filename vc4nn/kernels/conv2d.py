@@ -10,13 +10,16 @@ A *group* is 16 neighbouring output pixels of one output row. For each group the
 3. for each output channel, runs the taps against the weights, which arrive as scalars in the
    uniform stream (the QPU points ``unif_addr`` at the prepared weights, in exactly the order
    it reads them, and back at its record afterwards): ``fadd r0, r0, product; fmul product,
-   tap, uniform``, one instruction per multiply-add;
+   tap, uniform``, one instruction per multiply-add. With one pass (the stem) the 16-channel
+   blocks run in a loop around one shared 8-channel body, so a group's code fits the QPUs'
+   instruction cache (``rolled_blocks``); several passes or a partial block are written out;
 4. stages 16 channels x 16 pixels in the VPM (vertical writes: one column per channel, one row
    per pixel, which is NHWC) and stores them with one VDW. An fp16 result is packed into
    PACKED (two regfile-A registers kept free of taps) and written with 16-bit laned vertical
    writes:
    channel c lands in half c of the pixel's row, which a 16-bit VDW stores as halves. The staging *slots* (16 VPM rows
-   each, four of them) are shared: QPU q uses slot q % 4, guarded by semaphore q % 4.
+   each, four of them) are shared: QPU q uses slot q % 4, guarded by semaphore q % 4; only the
+   semaphore instructions are written per slot (STAGING holds the slot's write setup).
 """
 
 import dataclasses
@@ -278,10 +281,11 @@ def next_block(a, plan):
 def rolled_blocks(a, plan):
     """One pass: the taps are gathered once; every full 16-channel block runs one shared
     8-channel body twice (so the group's code fits the instruction cache, docs/kernels.md
-    "Convolution (the stem)"). The body computes into OUT[8..16) after moving the previous
-    half there into OUT[0..8); HALVES counts the halves left, odd in the middle of a block.
-    The rows' registers are free once the taps are in: they hold the counter and WEIGHT_AT,
-    the next block's weights."""
+    "Convolution (the stem)"). The body first moves the previous half from OUT[8..16) into
+    OUT[0..8) (on a block's first half that moves values nobody stores), then computes its
+    8 channels into OUT[8..16). The rows' registers are free once the taps are in: they hold
+    ``halves``, the halves left (odd in the middle of a block), and ``weight_at``, the next
+    block's weights (with one pass the stream is every channel's bias and taps in order)."""
     halves, weight_at = plan.rows[0], plan.rows[1]
     gather(a, plan, 0, len(plan.taps))
     full = plan.full_blocks
