@@ -10,9 +10,9 @@ A *group* is 16 neighbouring output pixels of one output row. For each group the
 3. for each output channel, runs the taps against the weights, which arrive as scalars in the
    uniform stream (the QPU points ``unif_addr`` at the prepared weights, in exactly the order
    it reads them, and back at its record afterwards): ``fadd r0, r0, product; fmul product,
-   tap, uniform``, one instruction per multiply-add. With one pass (the stem) the 16-channel
-   blocks run in a loop around one shared 8-channel body, so a group's code fits the QPUs'
-   instruction cache (``rolled_blocks``); several passes or a partial block are written out;
+   tap, uniform``, one instruction per multiply-add. With one pass and Cout a multiple of 8
+   (the stem) the blocks run in a loop around one shared 8-channel body, so a group's code
+   fits the QPUs' instruction cache (``rolled_blocks``); other plans are written out;
 4. stages 16 channels x 16 pixels in the VPM (vertical writes: one column per channel, one row
    per pixel, which is NHWC) and stores them with one VDW. An fp16 result is packed into
    PACKED (two regfile-A registers kept free of taps) and written with 16-bit laned vertical
@@ -89,17 +89,26 @@ class Conv2dPlan(SpatialShape):
         return [(t, min(t + step, taps)) for t in range(0, taps, step)]
 
     @property
-    def blocks(self):
-        return [(c, min(LANES, self.cout - c)) for c in range(0, self.cout, LANES)]
-
-    @property
-    def full_blocks(self):
-        return self.cout // LANES
-
-    @property
     def rolled(self):
-        """One pass and a full block: the blocks run in a loop (``rolled_blocks``)."""
-        return len(self.passes) == 1 and self.full_blocks > 0
+        """One pass and whole halves of 8 channels: the blocks run in a loop
+        (``rolled_blocks``)."""
+        return len(self.passes) == 1 and self.cout % HALF == 0
+
+    @property
+    def blocks(self):
+        """(first channel, channels) in the order the kernel runs them. Rolled, a block of 8
+        (Cout = 16k + 8) runs first: the loop stores after every even count of halves left."""
+        blocks = [(c, min(LANES, self.cout - c)) for c in range(0, self.cout, LANES)]
+        if self.rolled and blocks[-1][1] == HALF:
+            blocks = blocks[-1:] + blocks[:-1]
+        return blocks
+
+    def channel_order(self, c0, n):
+        """A block's channels in the order the kernel computes them: rolled, a full block's
+        upper half first (the loop moves it to OUT[8..16) while computing the lower half)."""
+        if self.rolled and n == LANES:
+            return list(range(c0 + HALF, c0 + LANES)) + list(range(c0, c0 + HALF))
+        return list(range(c0, c0 + n))
 
     @property
     def groups(self):
@@ -137,7 +146,7 @@ class Conv2dPlan(SpatialShape):
         taps = self.taps
         for c0, n in self.blocks:
             for t0, t1 in self.passes:
-                for co in range(c0, c0 + n):
+                for co in self.channel_order(c0, n):
                     if t0 == 0:
                         out.append(bias[co])
                     out.extend(w[kh, kw, ci, co] for kh, kw, ci in taps[t0:t1])
@@ -245,15 +254,16 @@ def group(a, plan):
     if plan.rolled:
         rolled_blocks(a, plan)
     else:
-        unrolled_blocks(a, plan, plan.blocks, 0)
+        unrolled_blocks(a, plan)
 
 
-def unrolled_blocks(a, plan, blocks, offset):
-    """Each block's code written out: several passes (partial sums stay in OUT between them)
-    or a partial last block. ``offset``: the first block's word in the weight stream."""
+def unrolled_blocks(a, plan):
+    """Each block's code written out: several passes (partial sums stay in OUT between them),
+    or output depths that are not whole halves."""
     passes = plan.passes
-    for b, (c0, n) in enumerate(blocks):
-        pending_gather = (b == 0 and not plan.rolled) or len(passes) > 1
+    offset = 0
+    for b, (c0, n) in enumerate(plan.blocks):
+        pending_gather = b == 0 or len(passes) > 1     # one pass: the taps stay in registers
         dma.add_constant(a, unif_addr, WEIGHTS, offset * WORD, scratch=r0)
         for p, (t0, t1) in enumerate(passes):
             if pending_gather:
@@ -279,33 +289,33 @@ def next_block(a, plan):
 
 
 def rolled_blocks(a, plan):
-    """One pass: the taps are gathered once; every full 16-channel block runs one shared
-    8-channel body twice (so the group's code fits the instruction cache, docs/kernels.md
-    "Convolution (the stem)"). The body first moves the previous half from OUT[8..16) into
-    OUT[0..8) (on a block's first half that moves values nobody stores), then computes its
-    8 channels into OUT[8..16). The rows' registers are free once the taps are in: they hold
-    ``halves``, the halves left (odd in the middle of a block), and ``weight_at``, the next
-    block's weights (with one pass the stream is every channel's bias and taps in order)."""
+    """One pass: the taps are gathered once, then every block runs one shared 8-channel body
+    (so the group's code fits the instruction cache, docs/kernels.md "Convolution (the
+    stem)"): a full block twice, a block of 8 once. The body moves OUT[0..8) to OUT[8..16) (the
+    block's upper half, computed first: ``channel_order``; on a block's first half it moves
+    values nobody stores), then computes its 8 channels into OUT[0..8). The rows' registers
+    are free once the taps are in: they hold ``halves``, the halves left (a block is done when
+    an even count is left), and ``weight_at``, the next half's weights (with one pass the
+    stream is every channel's bias and taps, in the order the kernel runs them), where the
+    uniforms resume after a block's store."""
     halves, weight_at = plan.rows[0], plan.rows[1]
     gather(a, plan, 0, len(plan.taps))
-    full = plan.full_blocks
-    block_words = LANES * (1 + len(plan.taps))
     a.mov(weight_at, WEIGHTS)
-    a.ldi(halves, 2 * full)
-    with a.scope("block"):
+    a.ldi(halves, plan.cout // HALF)
+    with a.scope("rolled"):
         a.label("block")
-        a.mov(unif_addr, weight_at)
-        a.ldi(r0, block_words * WORD)
-        a.add(weight_at, weight_at, r0)          # (also the uniform address's 2-slot latency)
+        a.mov(unif_addr, weight_at)              # (a block's second half reads on: no new line)
         a.label("half")
+        a.ldi(r0, HALF * (1 + len(plan.taps)) * WORD)
+        a.add(weight_at, weight_at, r0)          # (also the uniform address's 2-slot latency)
         for co in range(HALF):
-            a.mov(OUT[co], OUT[HALF + co])
-        for co in range(HALF, LANES):
+            a.mov(OUT[HALF + co], OUT[co])
+        for co in range(HALF):
             channel(a, plan, co, 0, len(plan.taps), True)
         a.sub(r1, halves, 1)
         a.mov(halves, r1)
         a.and_(null, r1, 1, sf=True)
-        a.branch("half", cond="all_zc")          # odd: the block's second half
+        a.branch("half", cond="all_zc")          # odd: the block's lower half is next
         a.nop()
         a.nop()
         a.nop()
@@ -316,10 +326,6 @@ def rolled_blocks(a, plan):
         a.nop()
         a.nop()
         a.nop()
-    rest = plan.blocks[full:]
-    if rest:
-        with a.scope("rest"):
-            unrolled_blocks(a, plan, rest, full * block_words)
 
 
 def on_slot(a, plan, body):
