@@ -1,8 +1,14 @@
 """vc4nn.nn.conv2d against a direct float64 loop, with every dynamic check raising."""
 
+import collections
+
 import numpy as np
 import pytest
 
+from asm import isa
+from asm.encoding import branch_target, decode
+
+from vc4nn.emulator.timing import Timing
 from vc4nn.errors import Vc4nnError
 from vc4nn.kernels import conv2d as conv2d_kernel
 from vc4nn.nn import PreparedConv2d, conv2d, prepare_conv2d
@@ -82,3 +88,69 @@ def test_bad_arguments_name_what_is_wrong(device, kwargs, message):
     args.update(kwargs)
     with pytest.raises(Vc4nnError, match=message):
         conv2d(**args)
+
+
+# The rolled path (one pass, Cout a multiple of 8): the blocks loop over a shared 8-channel
+# body; an odd count of full blocks, a block of 8 run first (Cout = 16k + 8), fp16 results.
+ROLLED = [
+    (9, 18, 3, 48, 3, 2, "same", None, True, "fp32"),
+    (6, 7, 2, 40, 3, 1, (0, 2, 1, 0), "relu", True, "fp16"),
+    (5, 17, 3, 16, 3, 2, "valid", "relu6", False, "fp16"),
+    (7, 20, 3, 24, 3, 2, "same", "relu6", True, "fp32"),       # the 0.75 stem, reduced
+    (4, 5, 1, 8, 2, 1, "same", None, True, "fp32"),
+]
+
+
+@pytest.mark.parametrize("case", ROLLED, ids=str)
+def test_rolled_blocks_match_the_direct_loop(device, case):
+    h, w, cin, cout, k, stride, padding, activation, with_bias, storage = case
+    plan = conv2d_kernel.Conv2dPlan(h, w, cin, cout, k, k, stride, stride, (0, 0, 0, 0))
+    assert plan.rolled
+    rng = np.random.default_rng(cout)
+    x = rng.standard_normal((h, w, cin)).astype(np.float32)
+    wt = rng.standard_normal((k, k, cin, cout)).astype(np.float32)
+    bias = rng.standard_normal(cout).astype(np.float32) if with_bias else None
+    y = conv2d(x, wt, bias, stride, padding, activation, device=device, num_qpus=5,
+               dtype=np.float16 if storage == "fp16" else None)
+    pads, _ = resolve_padding("test", padding, h, w, k, k, stride, stride)
+    expected, magnitude = spatial_reference.conv2d(x, wt, bias, stride, pads, activation)
+    if storage == "fp16":
+        assert y.dtype == np.float16
+        # a half's rounding on top of the float32 sum
+        np.testing.assert_allclose(y.astype(np.float64), expected,
+                                   atol=1e-2 * (1 + magnitude.max()), rtol=2 ** -10)
+    else:
+        assert_close(y, expected, magnitude, terms=k * k * cin)
+
+
+def backward_branch_loops(program):
+    """(first, last) instruction of every loop: a relative branch back, to its last delay slot."""
+    found = []
+    for i, word in enumerate(program.words):
+        ins = decode(int(word))
+        if ins.sig == isa.SIG_BRANCH and ins.rel and not ins.reg:
+            target = branch_target(ins, isa.INSTRUCTION_BYTES * i) // isa.INSTRUCTION_BYTES
+            if target <= i:
+                found.append((target, i + isa.BRANCH_DELAY_SLOTS))
+    return found
+
+
+@pytest.mark.parametrize("storage", ["fp32", "fp16"])
+@pytest.mark.parametrize("activation, cout", [(None, 32), ("relu6", 32), ("relu6", 24)])
+def test_the_stems_loops_fit_the_instruction_cache(storage, activation, cout):
+    """Every loop of the MobileNet stem's program (1.0 and 0.75), the per-group loop included,
+    stays in a slice's instruction cache: at most 512 instructions (4 KB) and no more of its
+    64-byte lines in one set than the set has ways (the program starts on a line). It used to
+    be ~1300 instructions (each 16-channel block written out), so every group fetched its code
+    again."""
+    timing = Timing()
+    line = timing.icache_line_bytes // isa.INSTRUCTION_BYTES
+    sets = timing.icache_bytes // (timing.icache_line_bytes * timing.icache_ways)
+    plan = conv2d_kernel.Conv2dPlan(224, 224, 3, cout, 3, 3, 2, 2, (0, 1, 0, 1), activation,
+                                    out_storage=storage)
+    loops = backward_branch_loops(conv2d_kernel.program_for(plan))
+    assert len(loops) >= 2                          # records, halves
+    for first, last in loops:
+        assert last - first + 1 <= timing.icache_bytes // isa.INSTRUCTION_BYTES
+        per_set = collections.Counter(n % sets for n in range(first // line, last // line + 1))
+        assert max(per_set.values()) <= timing.icache_ways, (first, last)

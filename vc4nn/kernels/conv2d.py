@@ -10,13 +10,16 @@ A *group* is 16 neighbouring output pixels of one output row. For each group the
 3. for each output channel, runs the taps against the weights, which arrive as scalars in the
    uniform stream (the QPU points ``unif_addr`` at the prepared weights, in exactly the order
    it reads them, and back at its record afterwards): ``fadd r0, r0, product; fmul product,
-   tap, uniform``, one instruction per multiply-add;
+   tap, uniform``, one instruction per multiply-add. With one pass and Cout a multiple of 8
+   (the stem) the blocks run in a loop around one shared 8-channel body, so a group's code
+   fits the QPUs' instruction cache (``rolled_blocks``); other plans are written out;
 4. stages 16 channels x 16 pixels in the VPM (vertical writes: one column per channel, one row
    per pixel, which is NHWC) and stores them with one VDW. An fp16 result is packed into
    PACKED (two regfile-A registers kept free of taps) and written with 16-bit laned vertical
    writes:
    channel c lands in half c of the pixel's row, which a 16-bit VDW stores as halves. The staging *slots* (16 VPM rows
-   each, four of them) are shared: QPU q uses slot q % 4, guarded by semaphore q % 4.
+   each, four of them) are shared: QPU q uses slot q % 4, guarded by semaphore q % 4; only the
+   semaphore instructions are written per slot (STAGING holds the slot's write setup).
 """
 
 import dataclasses
@@ -39,9 +42,10 @@ TAPS = [ra[i] for i in range(30)]
 PACKED = (ra[30], ra[31])      # fp16 result: a channel converted to a half
 MAX_KERNEL_H = 7
 OUT = [rb[i] for i in range(LANES)]            # one register per output channel of a block
+HALF = LANES // 2                              # channels of the rolled loop's body
 OFFSETS = [rb[i] for i in range(16, 21)]       # per kw: lane input column x pixel bytes
 MASKS = [rb[i] for i in range(21, 26)]         # per kw: 1.0 where the column is in the image
-SIX, WEIGHTS, RETURN, SLOT, OWNER = (rb[i] for i in range(26, 31))
+SIX, WEIGHTS, RETURN, SLOT, OWNER, STAGING = (rb[i] for i in range(26, 32))
 STORE_WORDS = (r1, r2, r3)      # the block's store setup, stride and address
 SLOT_ROWS = 16                  # VPM rows of a staging slot: 16 pixels x 16 channels
 DONE_SEMAPHORE = 4              # semaphores 0-3 guard the slots, 4-7 count finished users
@@ -85,8 +89,26 @@ class Conv2dPlan(SpatialShape):
         return [(t, min(t + step, taps)) for t in range(0, taps, step)]
 
     @property
+    def rolled(self):
+        """One pass and whole halves of 8 channels: the blocks run in a loop
+        (``rolled_blocks``)."""
+        return len(self.passes) == 1 and self.cout % HALF == 0
+
+    @property
     def blocks(self):
-        return [(c, min(LANES, self.cout - c)) for c in range(0, self.cout, LANES)]
+        """(first channel, channels) in the order the kernel runs them. Rolled, a block of 8
+        (Cout = 16k + 8) runs first: the loop stores after every even count of halves left."""
+        blocks = [(c, min(LANES, self.cout - c)) for c in range(0, self.cout, LANES)]
+        if self.rolled and blocks[-1][1] == HALF:
+            blocks = blocks[-1:] + blocks[:-1]
+        return blocks
+
+    def channel_order(self, c0, n):
+        """A block's channels in the order the kernel computes them: rolled, a full block's
+        upper half first (the loop moves it to OUT[8..16) while computing the lower half)."""
+        if self.rolled and n == LANES:
+            return list(range(c0 + HALF, c0 + LANES)) + list(range(c0, c0 + HALF))
+        return list(range(c0, c0 + n))
 
     @property
     def groups(self):
@@ -124,7 +146,7 @@ class Conv2dPlan(SpatialShape):
         taps = self.taps
         for c0, n in self.blocks:
             for t0, t1 in self.passes:
-                for co in range(c0, c0 + n):
+                for co in self.channel_order(c0, n):
                     if t0 == 0:
                         out.append(bias[co])
                     out.extend(w[kh, kw, ci, co] for kh, kw, ci in taps[t0:t1])
@@ -183,18 +205,25 @@ def column_offsets(a, plan):
 
 
 def gather(a, plan, t0, t1, depth=4):
-    """TAPS[0 .. t1-t0] = the group's window taps t0..t1, zero where they are padding."""
+    """TAPS[0 .. t1-t0] = the group's window taps t0..t1, zero where they are padding. A tap's
+    pop (ldtmu0) rides on the instruction that starts the address of the request after it."""
     taps = plan.taps[t0:t1]
 
+    def address(t, sig=None):
+        kh, kw, _ = taps[t]
+        a.add(r1, plan.rows[kh], OFFSETS[kw], sig=sig)
+
     def request(t):
-        kh, kw, ci = taps[t]
-        a.add(r1, plan.rows[kh], OFFSETS[kw])
-        dma.add_constant(a, tmu0_s, r1, ci * plan.in_bytes, scratch=r2)
+        dma.add_constant(a, tmu0_s, r1, taps[t][2] * plan.in_bytes, scratch=r2)
 
     for t in range(min(depth, len(taps))):
+        address(t)
         request(t)
     for t, (kh, kw, ci) in enumerate(taps):
-        a.nop(sig="ldtmu0")
+        if t + depth < len(taps):
+            address(t + depth, sig="ldtmu0")
+        else:
+            a.nop(sig="ldtmu0")
         a.fmul(TAPS[t], r4, MASKS[kw])
         if t + depth < len(taps):
             request(t + depth)
@@ -222,6 +251,15 @@ def group(a, plan):
         a.mov(plan.rows[kh], uniform)
     column_offsets(a, plan)
     a.mov(RETURN, uniform)
+    if plan.rolled:
+        rolled_blocks(a, plan)
+    else:
+        unrolled_blocks(a, plan)
+
+
+def unrolled_blocks(a, plan):
+    """Each block's code written out: several passes (partial sums stay in OUT between them),
+    or output depths that are not whole halves."""
     passes = plan.passes
     offset = 0
     for b, (c0, n) in enumerate(plan.blocks):
@@ -236,17 +274,58 @@ def group(a, plan):
             for co in range(n):
                 channel(a, plan, co, t0, t1, p == len(passes) - 1)
         offset += n * (1 + len(plan.taps))
-        a.mov(unif_addr, RETURN)
-        if b < len(plan.blocks) - 1:
-            a.ldi(r0, 12)
-            a.add(RETURN, RETURN, r0)
-        else:
-            a.nop()
-            a.nop()
-        for reg in STORE_WORDS:
-            a.mov(reg, uniform)
-        with a.scope("store"):
-            on_slot(a, plan, lambda slot: stage_and_store(a, plan, slot, n))
+        next_block(a, plan)
+        stage_and_store(a, plan, n)
+
+
+def next_block(a, plan):
+    """Point the uniforms back at the record (its block store words), stepping RETURN on to the
+    next block's words, and read the store words."""
+    a.mov(unif_addr, RETURN)
+    a.ldi(r0, 4 * len(STORE_WORDS))
+    a.add(RETURN, RETURN, r0)                    # (also the uniform address's 2-slot latency)
+    for reg in STORE_WORDS:
+        a.mov(reg, uniform)
+
+
+def rolled_blocks(a, plan):
+    """One pass: the taps are gathered once, then every block runs one shared 8-channel body
+    (so the group's code fits the instruction cache, docs/kernels.md "Convolution (the
+    stem)"): a full block twice, a block of 8 once. The body moves OUT[0..8) to OUT[8..16) (the
+    block's upper half, computed first: ``channel_order``; on a block's first half it moves
+    values nobody stores), then computes its 8 channels into OUT[0..8). The rows' registers
+    are free once the taps are in: they hold ``halves``, the halves left (a block is done when
+    an even count is left), and ``weight_at``, the next half's weights (with one pass the
+    stream is every channel's bias and taps, in the order the kernel runs them), where the
+    uniforms resume after a block's store."""
+    halves, weight_at = plan.rows[0], plan.rows[1]
+    gather(a, plan, 0, len(plan.taps))
+    a.mov(weight_at, WEIGHTS)
+    a.ldi(halves, plan.cout // HALF)
+    with a.scope("rolled"):
+        a.label("block")
+        a.mov(unif_addr, weight_at)              # (a block's second half reads on: no new line)
+        a.label("half")
+        a.ldi(r0, HALF * (1 + len(plan.taps)) * WORD)
+        a.add(weight_at, weight_at, r0)          # (also the uniform address's 2-slot latency)
+        for co in range(HALF):
+            a.mov(OUT[HALF + co], OUT[co])
+        for co in range(HALF):
+            channel(a, plan, co, 0, len(plan.taps), True)
+        a.sub(r1, halves, 1)
+        a.mov(halves, r1)
+        a.and_(null, r1, 1, sf=True)
+        a.branch("half", cond="all_zc")          # odd: the block's lower half is next
+        a.nop()
+        a.nop()
+        a.nop()
+        next_block(a, plan)
+        stage_and_store(a, plan, LANES)
+        a.mov(null, halves, sf=True)
+        a.branch("block", cond="all_zc")
+        a.nop()
+        a.nop()
+        a.nop()
 
 
 def on_slot(a, plan, body):
@@ -270,14 +349,33 @@ def on_slot(a, plan, body):
     a.label("slot_done")
 
 
-def stage_and_store(a, plan, slot, channels):
-    """Write the block (OUT[0..channels)) into the slot's 16 VPM rows, one column per channel,
-    and store it, holding the slot's semaphore."""
-    a.sema_acquire(slot)
+def staging_setup(a, plan):
+    """STAGING = the vw_setup word of this QPU's slot (SLOT): the setup's address is linear in
+    the slot's first row, so it is the slot-0 word plus SLOT steps."""
+    words = [stage_setup(plan, slot) for slot in range(plan.slots)]
+    step = words[1] - words[0] if plan.slots > 1 else 0
+    assert all(word == words[0] + slot * step for slot, word in enumerate(words))
+    a.ldi(r0, words[0])
+    a.ldi(r1, step)
+    a.mul24(r1, SLOT, r1)
+    a.add(STAGING, r0, r1)
+
+
+def stage_setup(plan, slot):
     # 16-bit: laned, so lane (pixel) i writes half H of row i; ADDR steps {X, H}, so channel c
     # lands in half c of the pixel's row.
-    a.ldi(vw_setup, vpm_write_setup(y=SLOT_ROWS * slot, horizontal=False,
-                                    size=plan.out_bits, laned=plan.out_bits == 16))
+    return vpm_write_setup(y=SLOT_ROWS * slot, horizontal=False, size=plan.out_bits,
+                           laned=plan.out_bits == 16)
+
+
+def stage_and_store(a, plan, channels):
+    """Write the block (OUT[0..channels)) into the slot's 16 VPM rows, one column per channel,
+    and store it, holding the slot's semaphore. Only the semaphore instructions name the slot,
+    so only they are written once per slot: the rest is shared (it sits in every group's loop,
+    which must fit the instruction cache)."""
+    with a.scope("take"):
+        on_slot(a, plan, a.sema_acquire)
+    a.mov(vw_setup, STAGING)
     if plan.out_bits == 32:
         for co in range(channels):
             a.mov(vpm, OUT[co])
@@ -293,7 +391,8 @@ def stage_and_store(a, plan, slot, channels):
     a.mov(vw_setup, stride)
     a.mov(vw_addr, address)
     a.read(vw_wait)
-    a.sema_release(slot)
+    with a.scope("give"):
+        on_slot(a, plan, a.sema_release)
 
 
 def open_slot(a, plan, slot):
@@ -320,6 +419,7 @@ def conv2d_kernel(a, plan):
     a.mov(SLOT, uniform)
     if plan.activation == "relu6":
         a.ldi(SIX, 6.0)
+    staging_setup(a, plan)
     with a.scope("open"):
         owner_or_not(a, plan, open_slot, None)
     each_record(a, lambda: group(a, plan))
