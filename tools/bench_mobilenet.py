@@ -12,8 +12,9 @@
 
 In the emulator every GPU time is a cycle-model ESTIMATE at the board's V3D clock (default
 pi_zero); the Pi Zero host figure scales this machine's measured host work by an assumed factor
-(vc4nn/runtime/bench.py). v1/v2 with random weights are the tests' models
-(vc4nn/runtime/random_mobilenets.py); the timing does not depend on the weights.
+(vc4nn/runtime/bench.py). v1/v2 with random weights are built as the tests' models
+(vc4nn/runtime/random_mobilenets.py), v2 with all 17 blocks of the real network (the tests'
+default has 12); the timing does not depend on the weights.
 """
 
 import argparse
@@ -28,6 +29,7 @@ import onnx  # noqa: E402
 
 import vc4nn  # noqa: E402
 from vc4nn.device import LAUNCH_PATHS  # noqa: E402
+from vc4nn.nn.mobilenet_shapes import V2_GROUPS  # noqa: E402
 from vc4nn.runtime.bench import PI_ZERO_HOST_FACTOR, bench  # noqa: E402
 from vc4nn.runtime.launch_fusion import add_grouping_argument  # noqa: E402
 from vc4nn.runtime.loader import load_graph  # noqa: E402
@@ -43,8 +45,11 @@ def model_file(name, size, width, folder):
         from vc4nn.runtime.mobilenet_v2 import export_mobilenet_v2
         return export_mobilenet_v2(path)
     from vc4nn.runtime import random_mobilenets
-    build = {"v1": random_mobilenets.mobilenet_v1, "v2": random_mobilenets.mobilenet_v2}[name]
-    onnx.save(build(size, width, classes=1000), path)
+    if name == "v1":
+        model = random_mobilenets.mobilenet_v1(size, width, classes=1000)
+    else:       # all 17 blocks: the tests' default v2 has 12
+        model = random_mobilenets.mobilenet_v2(size, width, classes=1000, blocks=V2_GROUPS)
+    onnx.save(model, path)
     return path
 
 

@@ -210,21 +210,25 @@ def test_tuned_plan_keys_keep_nhwc_layers_and_separate_channel_major_ones():
 def test_hand_over_rule(device):
     """Which pairs hand over (vc4nn/nn/handoff.py): float32 pairs whose pointwise layer reads
     x directly (not transposing) after a stride-1 depthwise layer, or a stride-2 one with at
-    least 64 channels and 28x28 pixels, unless the route is forced; halves only where the
-    pointwise layer transposes anyway (1 KB rows of halves: Cin 512, not 128)."""
+    least 64 channels and 28x28 pixels (7x7 when the pointwise layer narrows, as v2's
+    projections do), unless the route is forced; halves only where the pointwise layer
+    transposes anyway (1 KB rows of halves: Cin 512, not 128)."""
     from vc4nn.nn.handoff import hands_over
 
-    def pair(cin, storage="fp32", stride=1, size=28, **forced):
+    def pair(cin, storage="fp32", stride=1, size=28, cout=64, **forced):
         pads, _ = resolve_padding("test", "same", size, size, 3, 3, stride, stride)
         dw = make_plan("depthwise", size, size, cin, (3, 3), (stride, stride), pads, "relu6",
                        12, in_storage=storage, out_storage=storage, w_storage=storage)
         out = (size + stride - 1) // stride
-        pw = PointwisePlan(out, out, cin, 64, 12, x_storage=storage, **forced)
+        pw = PointwisePlan(out, out, cin, cout, 12, x_storage=storage, **forced)
         assert pw.transposed == (storage == "fp16" and cin == 512)
         return hands_over(dw, pw, device)
 
     assert pair(128) and pair(32)
     assert pair(64, stride=2, size=56) and not pair(32, stride=2, size=56)
     assert not pair(64, stride=2, size=54)                  # 27x27 pixels
+    assert pair(128, stride=2, size=14) and not pair(128, stride=2, size=14, cout=128)
+    assert not pair(128, stride=2, size=12)                 # 6x6 pixels
+    assert not pair(48, stride=2, size=28, cout=16)         # 48 channels
     assert not pair(128, transpose_input=False) and not pair(128, max_rows=4)
     assert not pair(128, "fp16") and pair(512, "fp16")

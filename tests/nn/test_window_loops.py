@@ -138,3 +138,16 @@ def test_long_runs_take_the_tiles_variant_by_variant():
     assert make_plan("depthwise", 112, 112, 32, (3, 3), (1, 1), pads).by_variant == 0
     assert make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads,
                      out_layout="chw").by_variant == 0
+
+
+def test_loops_roll_where_that_shortens_them():
+    """The default loop shape: rolled where its body is shorter than the unrolled period (every
+    stride-1 3x3 layer; a stride-2 layer with an even store count per row), unrolled where two
+    store buffers make the rolled body two output rows anyway (7 one-pixel stores per row on
+    12 QPUs at stride 2: MobileNet v2's 14x14x576 layer)."""
+    same = (1, 1, 1, 1)
+    assert make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), same, out_layout="chw").rolled
+    assert make_plan("depthwise", 112, 112, 32, (3, 3), (1, 1), same).rolled
+    assert make_plan("depthwise", 28, 28, 192, (3, 3), (2, 2), (0, 1, 0, 1)).rolled
+    unrolled = make_plan("depthwise", 14, 14, 576, (3, 3), (2, 2), (0, 1, 0, 1))
+    assert (unrolled.rolled, unrolled.out_chunk, unrolled.store_buffers) == (0, 1, 2)

@@ -9,6 +9,7 @@ import onnxruntime as ort
 import pytest
 
 from vc4nn.runtime import InferenceSession, session as session_module
+from vc4nn.runtime.precision import trace
 from vc4nn.runtime.random_mobilenets import OnnxBuilder
 
 from .conftest import rel_error
@@ -96,22 +97,31 @@ def test_fp16_depthwise_hands_over_halves_channel_major(tmp_path, device, monkey
 
 
 def test_auto_compares_layers_across_layouts(tmp_path, device):
-    """precision="auto" tries each fp16 layer on the float32 session's values: here the float32
-    session hands the two 8x8x256 depthwise results over channel-major (float32 rows of 1 KB
-    alias) and the fp16 one does not (rows of halves are 512 bytes), so the values are compared
-    as (H, W, C), not as stored."""
+    """precision="auto" tries each fp16 layer on the float32 session's values (precision.trace,
+    session.hwc_view): the float32 session hands the two 8x8x256 depthwise results over
+    channel-major (float32 rows of 1 KB alias), an fp16 one does not (rows of halves are 512
+    bytes), so the values must be compared as (H, W, C), not as stored. Which layers "auto" then
+    keeps in fp16 follows the cycle model's times; its result must match onnxruntime."""
     path = str(tmp_path / "wide.onnx")
     onnx.save(wide_v1_model(), path)
     x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
     expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
         None, {"input": x})[0]
-    with InferenceSession(path, device=device) as sess:
-        fp32_layouts = set(sess.channel_major)
-    assert len(fp32_layouts) == 2
+    traces = {}
+    for precision in ("fp32", "fp16"):
+        with InferenceSession(path, device=device, precision=precision) as sess:
+            traces[precision] = (set(sess.channel_major), {
+                node: output for node, (_, output, _) in trace(sess, {"input": x}).items()})
+            writers = {n.outputs[0]: n.name for n in sess.graph.nodes}
+    (fp32_layouts, fp32_values), (fp16_layouts, fp16_values) = traces["fp32"], traces["fp16"]
+    assert len(fp32_layouts) == 2 and not fp16_layouts & fp32_layouts
+    for value in fp32_layouts:
+        y32, y16 = fp32_values[writers[value]], fp16_values[writers[value]]
+        assert y32.shape == y16.shape == (8, 8, 256)
+        assert rel_error(y16.astype(np.float32), y32) <= 1e-2
     with InferenceSession(path, device=device, precision="auto", calibration=[x]) as sess:
         (got,) = sess.run(None, {"input": x})
         assert any(s == "fp16" for s in sess.storage.layers.values())
-        assert sess.channel_major != fp32_layouts
         assert all(sess.storage.values[v] == "fp32" for v in sess.channel_major)
         notes = [sess.storage.notes[n.name] for n in sess.graph.nodes if n.op == "pointwise"]
     assert all("error" in note for note in notes)

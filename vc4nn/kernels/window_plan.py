@@ -96,7 +96,7 @@ class WindowPlan(SpatialShape):
     buffers: int = 2            # double buffering of loads
     store_buffers: int = 0      # staging buffers of the stores: 2 (double) or 1; 0: choose
     max_qpus: int = 0           # QPUs the tiles are spread over at most; 0: choose (all, "hwc")
-    rolled: bool = False        # one output row per loop iteration (accumulator sets shifted)
+    rolled: int = -1            # 1: one output row per iteration (sets shifted); 0: a period; -1: choose
     by_variant: int = -1        # 1: QPUs take the tiles variant by variant; 0: in strips; -1: choose
 
     # -- shape ---------------------------------------------------------------------------------
@@ -167,7 +167,17 @@ class WindowPlan(SpatialShape):
             room = (rows - plan.store_buffers * plan.stage_rows(plan.out_chunk)) // plan.buffers
             plan = dataclasses.replace(plan, in_chunk=max(1, min(MAX_CHUNK, room,
                                                                  plan.strip_in_cols(plan.tile_cols))))
+        if plan.rolled == -1:
+            plan = dataclasses.replace(plan, rolled=int(plan._rolling_shortens_loops()))
         return plan
+
+    def _rolling_shortens_loops(self):
+        """Whether a rolled loop body is shorter than the unrolled period for some variant: then
+        its code is smaller (a slice's 4 KB instruction cache holds it, docs/kernels.md
+        "Schedule"); where two store buffers make it two output rows anyway (an odd store count
+        per row at stride 2), the unrolled body is as short and needs no shifts."""
+        rolled, unrolled = (dataclasses.replace(self, rolled=r) for r in (1, 0))
+        return any(rolled.body_rows(v) < unrolled.body_rows(v) for v in self.variants)
 
     def _with_room_for_transposed_stores(self):
         """Spread "chw" tiles over as many QPUs as leave each the VPM rows to stage a whole
@@ -273,8 +283,9 @@ class WindowPlan(SpatialShape):
                             f"{self.out_chunk} (1..tile_cols)")
         if self.max_qpus < 0:
             raise PlanError(f"max_qpus={self.max_qpus}: 0 (all) or more")
-        if self.by_variant not in (0, 1):
-            raise PlanError(f"by_variant={self.by_variant}: 0 or 1")
+        for name in ("by_variant", "rolled"):
+            if getattr(self, name) not in (0, 1):
+                raise PlanError(f"{name}={getattr(self, name)}: 0 or 1")
         if self.store_buffers not in (1, 2):
             raise PlanError(f"store_buffers={self.store_buffers}: 1 or 2")
         need = self.buffers * self.in_chunk + self.store_buffers * self.stage_rows(self.out_chunk)

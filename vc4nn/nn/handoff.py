@@ -44,8 +44,14 @@ def reads_channel_major_faster(depthwise_plan, pointwise_plan):
     reads 8 consecutive pixels of one channel (one or two TMU cache lines, which never alias),
     the direct one 8 pixels Cin*4 bytes apart (8 lines; at Cin = 128 two per set within a TMU
     pair). That pays after a stride-1 depthwise layer, and after a stride-2 one when x has at
-    least MIN_CHW_CHANNELS channels and MIN_CHW_PIXELS pixels; smaller stride-2 pairs lose up to
-    6%. Measured (cycle model, pi_zero, 12 QPUs, full layers, default plans; ms of the
+    least MIN_CHW_CHANNELS channels and MIN_CHW_PIXELS pixels, or MIN_NARROWING_CHW_PIXELS when
+    the pointwise layer has fewer outputs than inputs (v2's projections; with the window
+    kernels' channel-major plans of session 7 and the instruction cache in the model, v2
+    1.0/224 b6 (s2, 14x14x192 -> 64) 1.601 -> 1.481 ms, b13 (s2, 7x7x576 -> 160) 1.697 ->
+    1.604, v2 0.5/128 b3 0.998 -> 0.927, b6 0.274 -> 0.263, v2 0.25/224 b13 0.348 -> 0.347;
+    v1's stride-2 pairs, which widen, stayed faster NHWC below 28x28: 0.5/128 dw4 0.942 ->
+    0.945, dw6 0.618 -> 0.622; with 48 channels v2 0.25/224's b6 0.407 -> 0.414); smaller
+    stride-2 pairs lose up to 6%. Measured (cycle model, pi_zero, 12 QPUs, full layers, default plans; ms of the
     depthwise + pointwise pair, NHWC -> channel-major): v1 1.0/224 dw1+pw1 11.99 -> 11.43,
     dw2+pw2 (s2, 56x56x64) 10.52 -> 10.16, dw3+pw3 12.17 -> 11.54, dw4+pw4 (s2, 28x28x128)
     6.60 -> 6.40; v2 1.0/224 every dw+project pair so chosen 0.3-9% faster (b0 9.28 -> 8.42,
@@ -61,10 +67,14 @@ def reads_channel_major_faster(depthwise_plan, pointwise_plan):
         return False
     if depthwise_plan.stride_h == depthwise_plan.stride_w == 1:
         return True
-    return pointwise_plan.cin >= MIN_CHW_CHANNELS and pointwise_plan.pixels >= MIN_CHW_PIXELS
+    if pointwise_plan.cin < MIN_CHW_CHANNELS:
+        return False
+    narrows = pointwise_plan.cout < pointwise_plan.cin       # MobileNet v2's projections
+    return pointwise_plan.pixels >= (MIN_NARROWING_CHW_PIXELS if narrows else MIN_CHW_PIXELS)
 
 
-MIN_CHW_CHANNELS, MIN_CHW_PIXELS = 64, 28 * 28     # see reads_channel_major_faster
+# see reads_channel_major_faster
+MIN_CHW_CHANNELS, MIN_CHW_PIXELS, MIN_NARROWING_CHW_PIXELS = 64, 28 * 28, 7 * 7
 
 
 def channel_major(depthwise_plan):
