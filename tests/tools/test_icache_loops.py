@@ -23,18 +23,19 @@ def _tool():
 
 
 @pytest.mark.skipif(not ccore.available(), reason="runs whole layers: needs the C core")
-def test_the_stem_loop_does_not_fit_and_the_classifier_does(capsys):
-    """The stem's row loop (conv2d.py, every tap in line) is longer than the cache; the
-    classifier's program is shorter than it."""
-    assert _tool().main(["--net", "v1", "--only", "conv0,fc", "--json"]) == 0
+def test_a_loop_that_spills_the_cache_and_a_classifier_that_fits(capsys):
+    """v2's b3.dw (56x56x144, stride 2) runs a row loop of 892 instructions, longer than the
+    cache (32% of QPU time in its misses when measured); the classifier's program is shorter
+    than the cache."""
+    assert _tool().main(["--net", "v2", "--only", "b3.dw,fc", "--json"]) == 0
     layers = {r["layer"]: r for r in json.loads(capsys.readouterr().out)["layers"]}
-    (stem,), (fc,) = layers["conv0"]["launches"], layers["fc"]["launches"]
+    (dw,), (fc,) = layers["b3.dw"]["launches"], layers["fc"]["launches"]
     assert fc["loops"] == [] and fc["icache_share"] < 0.1 and fc["instructions"] < 512
-    assert stem["loops"] and stem["icache_share"] > 0.2 and stem["misses"] > stem["hits"] / 10
-    for loop in stem["loops"]:
+    assert dw["loops"] and dw["icache_share"] > 0.2 and dw["misses"] > dw["hits"] / 10
+    for loop in dw["loops"]:
         # a loop that spills a set: more lines in one set than it has ways, so more lines in all
         # than one set's share of the cache, and at least 8 instructions a line
         assert loop["most_lines_in_a_set"] > WAYS
         assert loop["instructions"] == loop["last"] - loop["first"] + 1
         assert loop["lines"] >= loop["instructions"] // LINE_INSTRUCTIONS
-    assert max(loop["instructions"] for loop in stem["loops"]) > 512
+    assert max(loop["instructions"] for loop in dw["loops"]) > 512
