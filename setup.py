@@ -6,7 +6,7 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 C_SOURCES = ["alu.c", "pack.c", "sfu.c", "memory.c", "units.c", "qpu.c", "plans.c", "vpm.c", "dma.c",
-             "cache.c", "bus.c", "tmu.c", "sync.c", "scheduler.c", "module.c"]
+             "cache.c", "bus.c", "icache.c", "tmu.c", "sync.c", "scheduler.c", "module.c"]
 
 
 def _float_flags():

@@ -34,12 +34,13 @@ from .registers import resolve
 from .vpm import MACROS as VPM_MACROS, VpmMacros
 
 
-def _method_name(op_name):
+def method_name(op_name):
+    """The Assembler method of an op: its name, "_" after a Python keyword (and_, or_, not_)."""
     return op_name + "_" if keyword.iskeyword(op_name) else op_name
 
 
 # Method name -> op name, for every op of either ALU plus mov.
-OP_METHODS = {_method_name(name): name for table in (isa.ADD_OPS, isa.MUL_OPS)
+OP_METHODS = {method_name(name): name for table in (isa.ADD_OPS, isa.MUL_OPS)
               for name in table if name != "nop"}
 OP_METHODS["mov"] = "mov"
 

@@ -8,13 +8,12 @@ was expected.
 """
 
 import collections
-import keyword
 import os
 import re
 
 from . import isa, lexer, registers
 from .errors import ParseError, SourceLocation
-from .kernel import Assembler
+from .kernel import Assembler, method_name
 
 _LABEL_NAME = re.compile(r"[A-Za-z_][\w.$/]*")
 _ROTATE = re.compile(r"^rot(r5|\d+)$")
@@ -28,10 +27,6 @@ _SINGLE_FORMS = (*_LOAD_FORMS, "branch", ".quad")
 def is_label_name(name):
     """Whether ``name`` can be written as a label (``pc`` means the branch's own address)."""
     return bool(_LABEL_NAME.fullmatch(name)) and name != "pc"
-
-
-def _method(op_name):
-    return op_name + "_" if keyword.iskeyword(op_name) else op_name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,7 +109,7 @@ def _alu_part(tokens, alu):
         sources.append(lexer.source(tokens))
     tokens.finish()
     # Chained onto the ADD half (or a nop), ops of both ALUs (mov, v8adds, v8subs) go to MUL.
-    return _method(name), [dst] + sources, kwargs
+    return method_name(name), [dst] + sources, kwargs
 
 
 def _extras(parts, allow_alu_extras):

@@ -12,8 +12,9 @@
 
 In the emulator every GPU time is a cycle-model ESTIMATE at the board's V3D clock (default
 pi_zero); the Pi Zero host figure scales this machine's measured host work by an assumed factor
-(vc4nn/runtime/bench.py). v1/v2 with random weights are the tests' models
-(vc4nn/runtime/random_mobilenets.py); the timing does not depend on the weights.
+(vc4nn/runtime/bench.py). v1/v2 with random weights are built as the tests' models
+(vc4nn/runtime/random_mobilenets.py), v2 with all 17 blocks of the real network (the tests'
+default has 12); the timing does not depend on the weights.
 """
 
 import argparse
@@ -27,10 +28,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import onnx  # noqa: E402
 
 import vc4nn  # noqa: E402
+from vc4nn.device import LAUNCH_PATHS  # noqa: E402
+from vc4nn.nn.mobilenet_shapes import V2_GROUPS  # noqa: E402
 from vc4nn.runtime.bench import PI_ZERO_HOST_FACTOR, bench  # noqa: E402
 from vc4nn.runtime.launch_fusion import add_grouping_argument  # noqa: E402
 from vc4nn.runtime.loader import load_graph  # noqa: E402
 from vc4nn.runtime.planner import plan_memory  # noqa: E402
+from vc4nn.runtime.precision import PRECISIONS  # noqa: E402
 
 
 def model_file(name, size, width, folder):
@@ -41,8 +45,11 @@ def model_file(name, size, width, folder):
         from vc4nn.runtime.mobilenet_v2 import export_mobilenet_v2
         return export_mobilenet_v2(path)
     from vc4nn.runtime import random_mobilenets
-    build = {"v1": random_mobilenets.mobilenet_v1, "v2": random_mobilenets.mobilenet_v2}[name]
-    onnx.save(build(size, width, classes=1000), path)
+    if name == "v1":
+        model = random_mobilenets.mobilenet_v1(size, width, classes=1000)
+    else:       # all 17 blocks: the tests' default v2 has 12
+        model = random_mobilenets.mobilenet_v2(size, width, classes=1000, blocks=V2_GROUPS)
+    onnx.save(model, path)
     return path
 
 
@@ -116,12 +123,12 @@ def main(argv=None):
     p.add_argument("--qpus", type=int, default=12)
     p.add_argument("--board", default="pi_zero")
     p.add_argument("--device", default=None)
-    p.add_argument("--launch", choices=("mailbox", "direct", "both"), default="mailbox",
+    p.add_argument("--launch", choices=LAUNCH_PATHS + ("both",), default="mailbox",
                    help="launch path (both: one session per path, in this run)")
     p.add_argument("--plan-only", action="store_true", help="memory plans of v1 and mnv2")
     p.add_argument("--memory-budget", type=float, default=24.0, metavar="MB",
                    help="device memory the session may hold with recorded launches; 0: no limit")
-    p.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "auto"),
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
                    help="storage of weights and activations (InferenceSession precision=)")
     add_grouping_argument(p)
     p.add_argument("--json", action="store_true")
@@ -132,7 +139,7 @@ def main(argv=None):
                        for m in ("v1", "mnv2")]
         else:
             path = model_file(args.model, args.size, args.width, folder)
-            launches = ("mailbox", "direct") if args.launch == "both" else (args.launch,)
+            launches = LAUNCH_PATHS if args.launch == "both" else (args.launch,)
             reports = [bench_one(path, args, launch) for launch in launches]
             if len(reports) == 2:
                 reports.append(comparison(reports))

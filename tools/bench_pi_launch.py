@@ -19,6 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from vc4nn.device import LAUNCH_PATHS  # noqa: E402
 from vc4nn.pi.host_cost import seconds_per_launch  # noqa: E402
 from vc4nn.runtime.bench import PI_ZERO_HOST_FACTOR  # noqa: E402
 
@@ -32,7 +33,7 @@ def main(argv=None):
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     reports = []
-    for launch in ("mailbox", "direct"):
+    for launch in LAUNCH_PATHS:
         sequence, single = seconds_per_launch(launch, [args.qpus] * args.launches,
                                               runs=args.runs)
         reports.append({"launch_path": launch, "qpus": args.qpus, "launches": args.launches,

@@ -25,6 +25,7 @@ from vc4nn import sgemm  # noqa: E402
 from vc4nn.emulator import EmulatorDevice  # noqa: E402
 from vc4nn.emulator.timing import BOARDS  # noqa: E402
 from vc4nn.kernels.sgemm import reference  # noqa: E402
+from vc4nn.nn.layer_figures import FLOPS_PER_QPU_CLOCK, stall_shares  # noqa: E402
 
 # (M, N, K, what it is)
 SHAPES = [
@@ -37,23 +38,7 @@ QUICK_SHAPES = [
     (784, 64, 32, "MobileNet pw1, M/16"),
     (49, 128, 256, "MobileNet pw13, N/8 K/4"),
 ]
-LANES, FLOPS_PER_LANE, ISSUE_CLOCKS = 16, 2, 4
-STALL_ORDER = ("issue", "tmu", "uniform", "vpm", "dma", "mutex", "semaphore", "sfu", "idle")
-
-
-def peak_flops_per_clock(num_qpus):
-    return num_qpus * LANES * FLOPS_PER_LANE / ISSUE_CLOCKS
-
-
-def stall_shares(run):
-    """Share of QPU-time (QPUs x run clocks) per cause."""
-    total = run.num_qpus * run.cycles
-    shares = dict.fromkeys(STALL_ORDER, 0.0)
-    for q in run.qpus:
-        for cause, clocks in q.stalls.items():
-            shares[cause] = shares.get(cause, 0.0) + clocks / total
-        shares["idle"] += (run.cycles - (q.cycles or 0)) / total
-    return shares
+STALL_ORDER = ("issue", "tmu", "uniform", "icache", "vpm", "dma", "mutex", "semaphore", "sfu", "idle")
 
 
 def bench_one(m, n, k, num_qpus, board, rng):
@@ -105,7 +90,7 @@ def main(argv=None):
                 flops = 2.0 * m * n * k
                 seconds = run.cycles / clock_hz
                 gflops = flops / seconds / 1e9
-                share = flops / run.cycles / peak_flops_per_clock(num_qpus)
+                share = flops / run.cycles / (num_qpus * FLOPS_PER_QPU_CLOCK)
                 stalls = stall_shares(run)
                 print(f"{f'{m}x{n}x{k}':>18} {num_qpus:>4} {clock_hz / 1e6:>4.0f} {run.cycles:>10} "
                       f"{seconds * 1e3:>8.3f} {gflops:>6.2f} {share:>5.0%} | "

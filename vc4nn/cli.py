@@ -25,11 +25,9 @@ from asm.__main__ import ArgumentParser
 from asm.errors import AsmError
 
 from . import __version__
-from .cli_common import instruction_budget, print_run
+from .cli_common import instruction_budget
 from .emulator.machine import DEFAULT_MAX_INSTRUCTIONS
 from .errors import Vc4nnError
-
-_print_run = print_run      # the name older callers use
 
 
 def _asm_main(command):
@@ -86,7 +84,7 @@ def main(argv=None):
                    "disasm": _asm_main("disasm"), "doctor": _own_parser(_doctor_main)}
     passthrough.update({name: _runtime_main(name) for name in RUNTIME_COMMANDS})
     if argv and argv[0] in passthrough:
-        return passthrough[argv[0]](argv[1:])
+        return _reported(argv[0], lambda: passthrough[argv[0]](argv[1:]))
 
     from . import cli_bench, cli_run, cli_sgemm, cli_tune
     parser = ArgumentParser(prog="vc4nn", description=__doc__,
@@ -131,20 +129,25 @@ def main(argv=None):
     handler = {"run": cli_run.run_main, "sgemm": cli_sgemm.sgemm_main,
                "bench-layers": cli_bench.bench_main, "tune": cli_tune.tune_main}[args.command]
     args.command_line = "vc4nn " + " ".join(argv)
+    return _reported(args.command, lambda: handler(args))
+
+
+def _reported(command, run):
+    """``run()``'s exit status; what stops a subcommand is one line on stderr, not a traceback."""
     try:
-        return handler(args)
+        return run()
     except BrokenPipeError:
         # The reader of the output went away (| head): stop quietly, as other tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (Vc4nnError, AsmError, OSError) as error:
-        print(f"vc4nn {args.command}: error: {error}", file=sys.stderr)
+        print(f"vc4nn {command}: error: {error}", file=sys.stderr)
         return 1
     except MemoryError as error:
-        print(f"vc4nn {args.command}: error: out of memory ({error})", file=sys.stderr)
+        print(f"vc4nn {command}: error: out of memory ({error})", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"vc4nn {args.command}: interrupted", file=sys.stderr)
+        print(f"vc4nn {command}: interrupted", file=sys.stderr)
         return 130
 
 

@@ -11,8 +11,8 @@
 Per layer: its shape, kernel time on each board preset, GFLOPS, bytes moved, % of the
 arithmetic peak (QPUs x 16 lanes x 2 flops / 4 clocks), % of the memory roofline (its bytes
 moved once in 64-byte DMA rows at the model's DMA rates) and what bounds it (the largest share of
-QPU time: instruction issue, memory = DMA/VPM/uniform fills, TMU, semaphores, imbalance = QPUs
-idle at the end); totals per network. Every figure is a cycle-model ESTIMATE at the board's V3D
+QPU time: instruction issue, memory = DMA/VPM/uniform fills, icache = instruction-cache misses,
+TMU, semaphores, imbalance = QPUs idle at the end); totals per network. Every figure is a cycle-model ESTIMATE at the board's V3D
 clock; kernel times exclude the launch overhead (stated per network).
 
 Full layers run when the emulator's C core is in use. On the pure-Python core (or with

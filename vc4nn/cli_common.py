@@ -187,3 +187,15 @@ def qpus(text):
 def seed(text):
     """--seed: an int >= 0."""
     return integer_at_least(text, 0)
+
+
+def pyplot():
+    """matplotlib.pyplot drawing into files (the Agg backend: no display needed), or an error
+    naming the extra to install, for the subcommands' --png."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise Vc4nnError("--png needs matplotlib: pip install 'vc4nn[plots]'") from None
+    return plt

@@ -8,7 +8,7 @@ import pytest
 
 from asm.__main__ import main
 
-from .test_disasm import alu
+from .reference_words import alu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGRAM = """\

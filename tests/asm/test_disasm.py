@@ -1,7 +1,8 @@
 """Disassembler: words derived by hand from the fact sheet -> expected text; input formats.
 
-The bit positions are copied from the table in facts section 1 (not from asm.isa), and every
-op, register, mux, condition and signal number was looked up in the fact sheet's lists.
+The bit positions are copied from the table in facts section 1 (reference_words.py, not from
+asm.isa), and every op, register, mux, condition and signal number was looked up in the fact
+sheet's lists.
 """
 
 import struct
@@ -12,32 +13,7 @@ import pytest
 from asm import Program, disasm, parser
 from asm.errors import AsmError, EncodingError, ParseError
 
-# facts section 1, "ALU / ALU+small imm" column: field -> lsb
-ALU_LSB = dict(sig=60, unpack=57, pm=56, pack=52, cond_add=49, cond_mul=46, sf=45, ws=44,
-               waddr_add=38, waddr_mul=32, op_mul=29, op_add=24, raddr_a=18, raddr_b=12,
-               add_a=9, add_b=6, mul_a=3, mul_b=0)
-LDI_LSB = dict(sig=60, mode=57, pm=56, pack=52, cond_add=49, cond_mul=46, sf=45, ws=44,
-               waddr_add=38, waddr_mul=32, imm=0)
-BRANCH_LSB = dict(sig=60, unused=56, cond_br=52, rel=51, reg=50, raddr_a=45, ws=44, waddr_add=38,
-                  waddr_mul=32, imm=0)
-NOP = 39
-
-
-def _word(lsb, defaults, fields):
-    return sum(value << lsb[name] for name, value in {**defaults, **fields}.items())
-
-
-def alu(**fields):
-    """ALU word: sig 1 (none), nop writes and reads, everything else 0."""
-    return _word(ALU_LSB, dict(sig=1, waddr_add=NOP, waddr_mul=NOP, raddr_a=NOP, raddr_b=NOP), fields)
-
-
-def ldi(**fields):
-    return _word(LDI_LSB, dict(sig=14, waddr_add=NOP, waddr_mul=NOP), fields)
-
-
-def branch(**fields):
-    return _word(BRANCH_LSB, dict(sig=15, waddr_add=NOP, waddr_mul=NOP), fields)
+from .reference_words import alu, branch, ldi
 
 
 def text_of(word, address=0):

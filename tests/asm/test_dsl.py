@@ -16,7 +16,7 @@ from asm.disasm import words_from_hex
 from asm.encoding import decode
 from asm.parser import assemble_file
 
-from .test_encoding_reference import ALWAYS, OR, alu, branch
+from .reference_words import ALWAYS, OR, alu, branch
 
 NOP_WORD = 0x100009e7_009e7000
 

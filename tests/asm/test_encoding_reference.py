@@ -1,9 +1,9 @@
 """DSL -> instruction words, checked against words derived by hand from the fact sheet.
 
-The bit positions below are copied from the table in facts section 1 (not from asm.isa), and
-every op, register, mux and signal number in the expectations was looked up in the fact sheet's
-lists. Where a word is a well-known constant (nop, the exit sequence, the worked examples of
-facts section 1) it is also written as literal hex.
+The bit positions are copied from the table in facts section 1 (reference_words.py, not from
+asm.isa), and every op, register, mux and signal number in the expectations was looked up in the
+fact sheet's lists. Where a word is a well-known constant (nop, the exit sequence, the worked
+examples of facts section 1) it is also written as literal hex.
 """
 
 import pytest
@@ -11,41 +11,8 @@ import pytest
 from asm import (Assembler, AssemblerError, element_number, host_int, r0, r1, r2, r3, r4, r5, ra,
                  rb, uniform, vpm, vr_setup, vr_wait, vw_wait)
 
-# facts section 1, "ALU / ALU+small imm" column: field -> lsb
-ALU_LSB = dict(sig=60, unpack=57, pm=56, pack=52, cond_add=49, cond_mul=46, sf=45, ws=44,
-               waddr_add=38, waddr_mul=32, op_mul=29, op_add=24, raddr_a=18, raddr_b=12,
-               add_a=9, add_b=6, mul_a=3, mul_b=0)
-# "Load immediate / semaphore" column
-LDI_LSB = dict(sig=60, mode=57, pm=56, pack=52, cond_add=49, cond_mul=46, sf=45, ws=44,
-               waddr_add=38, waddr_mul=32, imm=0)
-# "Branch" column (raddr_a is bits 49:45)
-BRANCH_LSB = dict(sig=60, cond_br=52, rel=51, reg=50, raddr_a=45, ws=44, waddr_add=38,
-                  waddr_mul=32, imm=0)
-
-NOP = 39            # register address 39 = nop, read or write
-ALWAYS, ZS = 1, 2   # write conditions
-MUX_A, MUX_B = 6, 7
-OR, ADD, FADD, ITOF, V8ADDS_ADD = 21, 12, 1, 8, 30
-FMUL, V8MIN, V8ADDS_MUL = 1, 4, 6
-
-
-def pack_fields(lsb, defaults, fields):
-    values = {**defaults, **fields}
-    return sum(value << lsb[name] for name, value in values.items())
-
-
-def alu(**fields):
-    """Canonical ALU word: sig 1 (none), nop writes and reads, everything else 0."""
-    return pack_fields(ALU_LSB, dict(sig=1, waddr_add=NOP, waddr_mul=NOP, raddr_a=NOP, raddr_b=NOP),
-                       fields)
-
-
-def ldi(**fields):
-    return pack_fields(LDI_LSB, dict(sig=14, waddr_add=NOP, waddr_mul=NOP), fields)
-
-
-def branch(**fields):
-    return pack_fields(BRANCH_LSB, dict(sig=15, waddr_add=NOP, waddr_mul=NOP), fields)
+from .reference_words import (ADD, ALWAYS, FADD, FMUL, ITOF, MUX_A, MUX_B, OR, V8ADDS_ADD,
+                              V8ADDS_MUL, V8MIN, ZS, alu, branch, ldi)
 
 
 def one_word(emit):

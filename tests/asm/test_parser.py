@@ -8,7 +8,7 @@ import pytest
 from asm import parser
 from asm.errors import AssemblerError, HazardError, ParseError
 
-from .test_disasm import alu, branch, ldi
+from .reference_words import alu, branch, ldi
 
 NOP = 39
 R0, R1, R2, R3 = 32, 33, 34, 35          # write addresses of r0..r3 (facts section 1 map)

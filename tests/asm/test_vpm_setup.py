@@ -5,7 +5,7 @@ import pytest
 from asm import (AssemblerError, Assembler, ra, uniform, vdr_pitch, vdr_setup, vdw_setup,
                  vdw_stride, vpm_read_setup, vpm_write_setup)
 
-from .test_encoding_reference import ALWAYS, MUX_A, MUX_B, OR, alu, ldi
+from .reference_words import ALWAYS, MUX_A, MUX_B, OR, alu, ldi
 
 VR_SETUP, VW_SETUP, VR_ADDR, VW_ADDR = 49, 49, 50, 50     # facts section 1 register map
 

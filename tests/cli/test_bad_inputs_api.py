@@ -14,6 +14,8 @@ import pytest
 import vc4nn
 import vc4nn.nn as nn
 
+from vc4nn.runtime.image import Normalization
+
 from .test_bad_inputs import expect_typed_error
 
 HUGE = 1 << 70
@@ -124,7 +126,10 @@ SESSION_CASES = {
     "path": [5, None, b"x", "/nonexistent.onnx", "/dev/zero", "/"],
     "device": ["emulator", 5],
     "num_qpus": [0, 13, math.nan, "12", None, 4.5, HUGE],
-    "image_input": ["bogus", 5, [], "TFLITE"],
+    "image_input": ["bogus", 5, [], "TFLITE", ((0, 0, 0), (1, 1, 1)),
+                    Normalization((0, 0), (1, 1)), Normalization(("a", "b", "c"), (1, 1, 1)),
+                    Normalization((0, 0, 0), (0, 1, 1)), Normalization((0, math.nan, 0), (1,) * 3),
+                    Normalization(0, 1)],
     "progress": ["bar", 5],
     "replay": ["yes", 5, None],
     "memory_budget": [-1, 0, math.nan, math.inf, "24"],

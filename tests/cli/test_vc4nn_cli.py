@@ -84,10 +84,10 @@ def test_doctor_off_a_pi_says_what_to_do(capsys):
 
 
 def test_run_report_of_a_real_pi_says_what_is_measured(capsys):
-    from vc4nn.cli import _print_run
+    from vc4nn.cli_common import print_run
     from vc4nn.device import QpuStats, RunResult
-    _print_run(RunResult(num_qpus=2, host_interrupts=2, qpus=[QpuStats(), QpuStats()],
-                         seconds=0.00025, board="pi3", clock_hz=300e6, estimated=False))
+    print_run(RunResult(num_qpus=2, host_interrupts=2, qpus=[QpuStats(), QpuStats()],
+                        seconds=0.00025, board="pi3", clock_hz=300e6, estimated=False))
     out = capsys.readouterr().out
     assert "QPU 1: instruction count not available" in out
     assert "250.0 us measured on pi3" in out and "estimate" not in out
@@ -302,3 +302,31 @@ def test_max_instructions_none_means_no_budget(command, monkeypatch):
         if given is None and command == "sgemm":
             expected = {"max_instructions": 1000}
         assert opened.pop() == expected, (command, given)
+
+
+def test_png_without_matplotlib_names_the_extra(monkeypatch):
+    from vc4nn import cli_common
+    from vc4nn.errors import Vc4nnError
+    monkeypatch.setitem(sys.modules, "matplotlib", None)        # import matplotlib fails
+    with pytest.raises(Vc4nnError, match=r"--png needs matplotlib: pip install 'vc4nn\[plots\]'"):
+        cli_common.pyplot()
+
+
+@pytest.mark.parametrize("command", ["ops", "doctor", "disasm"])
+def test_subcommands_parsing_their_own_arguments_report_like_the_others(command, monkeypatch,
+                                                                          capsys):
+    """Ctrl-C and running out of memory in a subcommand that parses its own arguments (the
+    runtime's, doctor, asm's) end with one line and a status, as in run or sgemm."""
+    import vc4nn.cli as cli_module
+
+    def stopped(_):
+        raise stop
+
+    for stop, status, said in ((KeyboardInterrupt(), 130, f"vc4nn {command}: interrupted"),
+                               (MemoryError("2 GB"),
+                                1, f"vc4nn {command}: error: out of memory (2 GB)")):
+        monkeypatch.setattr(cli_module, "_runtime_main", lambda name: stopped)
+        monkeypatch.setattr(cli_module, "_own_parser", lambda load: stopped)
+        monkeypatch.setattr(cli_module, "_asm_main", lambda name: stopped)
+        assert main([command]) == status
+        assert capsys.readouterr().err.strip() == said

@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from asm import kernel, mutex_acquire, ra31, uniform, vpm
+from asm import kernel, mutex_acquire, qpu_number, r1, ra31, uniform, vpm
 from vc4nn.emulator import EmulatorDevice
 
 OUT = ra31
@@ -30,6 +30,15 @@ def store_and_exit(a, outputs, shared):
     if shared:
         a.mutex_release()
     a.exit()
+
+
+def branch_by_qpu(a):
+    """QPU 0 falls through; every other QPU goes to label "other"."""
+    a.mov(r1, qpu_number, sf=True)
+    a.branch("other", cond="all_zc")
+    a.nop()
+    a.nop()
+    a.nop()
 
 
 def assemble_body(body, outputs, num_qpus=1, check=True):

@@ -4,7 +4,8 @@
 ``scenario(device)`` and returns, per launch: the RunResult (cycles, per-QPU instructions,
 cycles and stall counters, warnings) or the error (type, message, rule, QPU, PC, unit,
 address), the final registers and flags of every QPU, the memory bus's statistics (busy
-clocks, V3D and VideoCore L2 hits and misses, write epoch), the VPM (its bytes, setups, read
+clocks, V3D and VideoCore L2 hits and misses, write epoch), the instruction caches' hits and
+misses, the VPM (its bytes, setups, read
 queues and DMAs) and the bytes of every allocation. Two cores are equivalent on a scenario
 when the two observations are equal.
 """
@@ -75,6 +76,8 @@ def observe(core, scenario, **options):
                 record["state"] = _state_record(machine.final_state)
                 record["memory"] = _memory(device)
                 record["bus"] = _bus_record(machine.bus)
+                icache = getattr(machine, "icache", None)
+                record["icache"] = None if icache is None else (icache.hits, icache.misses)
                 record["vpm"] = _vpm_record(getattr(machine, "vpm", None))
                 launches.append(record)
 

@@ -17,6 +17,7 @@ from asm.encoding import Instruction, encode
 from asm.parser import assemble_file
 from vc4nn import nn, sgemm
 from vc4nn.emulator import ccore
+from vc4nn.emulator.timing import Timing
 
 from . import test_fuzz as fuzz
 from .core_observer import assert_equivalent, observe
@@ -141,6 +142,58 @@ def _sweep_scenario(lines):
 def test_tmu_sweeps_through_both_l2s(board):
     observed = assert_equivalent(_sweep_scenario(1024), board=board)
     assert (observed["launches"][0]["bus"]["vc_l2_hits"] > 0) == (board == "pi1")
+
+
+# --- the instruction caches: misses, thrashing, sharing within and across slices ---------------
+
+def _icache_scenario(body, iterations, num_qpus, **overrides):
+    """Every QPU runs a loop of ``body`` instructions ``iterations`` times, then (QPUs past the
+    first) a loop of its own length 64 * QPU: QPUs of a slice share lines, or thrash each
+    other's sets, at clocks that drift apart."""
+    from asm import kernel, qpu_number, r1, r2
+
+    @kernel
+    def program(a):
+        a.ldi(r2, iterations)
+        a.label("loop")
+        a.sub(r2, r2, 1, sf=True)
+        for _ in range(body - 5):
+            a.nop()
+        a.branch("loop", cond="any_zc")
+        for _ in range(3):
+            a.nop()
+        a.mov(r1, qpu_number)
+        a.shl(r1, r1, 6)
+        a.label("spin")
+        a.sub(r1, r1, 1, sf=True)
+        a.branch("spin", cond="any_nc")
+        for _ in range(3):
+            a.nop()
+        for _ in range(3 * 64):         # straight-line code: 24 more lines
+            a.nop()
+        a.exit()
+
+    def scenario(device):
+        if overrides:
+            device.machine.timing = Timing(device.timing.name, **overrides)
+        device.execute(program.assemble(), num_qpus)
+    return scenario
+
+
+@pytest.mark.parametrize("body, iterations, num_qpus, board, overrides", [
+    (16, 5, 1, "pi_zero", {}),          # fits: misses in the first pass only
+    (600, 3, 1, "pi1", {}),             # 75 lines: thrashes 11 sets
+    (600, 2, 12, "pi_zero", {}),        # 3 slices, 4 QPUs each sharing fills
+    (520, 3, 7, "pi3", {}),             # just past the cache, slices 0 and 1
+    (600, 2, 12, "pi1", {"icache_prefetch_lines": 2}),
+    (300, 2, 9, "pi_zero", {"icache_bytes": 0}),    # no cache: every line entry fetches
+])
+def test_instruction_cache(body, iterations, num_qpus, board, overrides):
+    observed = assert_equivalent(_icache_scenario(body, iterations, num_qpus, **overrides),
+                                 board=board)
+    hits, misses = observed["launches"][0]["icache"]
+    no_cache = overrides.get("icache_bytes") == 0
+    assert misses > 0 and (hits == 0 if no_cache else hits > 0 or num_qpus == 1)
 
 
 # --- float additions: the C core's float32 shortcut (csrc/alu.c fadd_toward_zero) ------------

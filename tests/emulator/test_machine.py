@@ -12,7 +12,7 @@ from vc4nn.emulator import EmulatorDevice
 from vc4nn.emulator.checks import CheckWarning
 from vc4nn.errors import DeviceError, Vc4nnError
 
-from .conftest import assemble_body, run_program
+from .conftest import assemble_body, branch_by_qpu, run_program
 
 
 def test_twelve_qpus_each_run_program_i_on_qpu_i(run_body):
@@ -52,12 +52,14 @@ def test_run_statistics_and_board_clock():
         with EmulatorDevice(board=board) as dev:
             result = dev.execute(program)
         assert result.board == board and result.clock_hz == clock
-        # 10 nops + host_int + thrend + 2 delay slots, 4 clocks each (facts §4)
+        # 10 nops + host_int + thrend + 2 delay slots, 4 clocks each (facts §4), in 2 code
+        # lines of 8, each fetched from RAM by the instruction cache: 80 clocks each (timing)
         assert result.qpus[0].instructions == 14
-        assert result.cycles == result.qpus[0].cycles == 56
+        assert result.cycles == result.qpus[0].cycles == 56 + 2 * 80
         assert result.qpus[0].stalls["issue"] == 56
-        assert sum(result.qpus[0].stalls.values()) == 56
-        assert result.seconds == pytest.approx(56 / clock + 100e-6)    # the mailbox path
+        assert result.qpus[0].stalls["icache"] == 2 * 80
+        assert sum(result.qpus[0].stalls.values()) == 56 + 2 * 80
+        assert result.seconds == pytest.approx(216 / clock + 100e-6)    # the mailbox path
         assert result.estimated and result.warnings == []
 
 
@@ -71,8 +73,9 @@ def test_the_launch_path_picks_the_launch_overhead():
     with EmulatorDevice(board="pi1") as dev:
         dev.machine.timing = Timing("pi1", launch_path="direct")
         result = dev.execute(nothing.assemble())
-    # host_int + thrend + 2 delay slots = 16 clocks; facts §3 / timing.py: 100 us vs 20 us
-    assert result.seconds == pytest.approx(16 / 250e6 + 20e-6)
+    # host_int + thrend + 2 delay slots = 16 clocks, their line from RAM 80 (the instruction
+    # cache); facts §3 / timing.py: 100 us vs 5 us
+    assert result.seconds == pytest.approx((16 + 80) / 250e6 + 5e-6)
     assert Timing("pi1").launch_overhead == 100e-6
     with pytest.raises(DeviceError, match="launch path"):
         Timing("pi1", launch_path="doorbell")
@@ -89,17 +92,10 @@ def test_stalls_add_up_to_the_cycles(run_body):
     _, result = run_body(lambda a: a.mov(r1, uniform), [r1], uniforms=[3], num_qpus=4)
     for q in result.qpus:
         assert sum(q.stalls.values()) == q.cycles
-        assert q.stalls["uniform"] > 0 and q.stalls["dma"] > 0
+        assert q.stalls["uniform"] > 0 and q.stalls["icache"] > 0
+    # QPU 0's store completes while it waits for its second code line; the others wait on it
+    assert all(q.stalls["dma"] > 0 for q in result.qpus[1:])
     assert result.cycles == max(q.cycles for q in result.qpus)
-
-
-def _branch_by_qpu(a):
-    """QPU 0 falls through; every other QPU goes to label "other"."""
-    a.mov(r1, qpu_number, sf=True)
-    a.branch("other", cond="all_zc")
-    a.nop()
-    a.nop()
-    a.nop()
 
 
 def _delay_loop(a, n):
@@ -115,7 +111,7 @@ def _delay_loop(a, n):
 
 def test_semaphore_makes_the_consumer_wait_for_the_producer(run_body):
     def body(a):
-        _branch_by_qpu(a)
+        branch_by_qpu(a)
         _delay_loop(a, 50)           # QPU 0: work, then signal
         a.sema_release(3)
         a.branch("done")

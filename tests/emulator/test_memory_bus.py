@@ -252,5 +252,8 @@ def test_the_model_is_deterministic():
 def test_the_machine_bus_runs_at_the_board_clock(board, fill):
     with EmulatorDevice(board=board) as device:
         table = device.alloc(16 * 16, np.uint32)
-        device.execute(gather_lines.assemble(), 1, [[table.address]])
-        assert device.machine.bus.busy_clocks == (16 + 1) * fill     # 16 TMU lines, 1 uniform
+        program = gather_lines.assemble()
+        assert len(program.words) == 8                  # one line of code
+        device.execute(program, 1, [[table.address]])
+        # 16 TMU lines, 1 uniform line, 1 code line (the instruction cache's fill)
+        assert device.machine.bus.busy_clocks == (16 + 1 + 1) * fill

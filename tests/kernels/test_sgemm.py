@@ -281,11 +281,12 @@ def test_panel_kernel_has_no_width_limit(device):
 
 
 def test_panel_chunk_loop_fits_the_instruction_cache():
-    """The cycle model has no instruction cache, so it would not see a chunk loop unrolled past
-    the QPUs' 4 KB one (facts §4: 4 KB, 4-way, 64-byte lines, shared by a slice). The loop body
-    (from the chunk label to its branch's last delay slot) plus the master's and a relay's
-    barrier code, which every chunk also runs, must fit in it; found here from the decoded
-    branch targets, not from the kernel's own layout."""
+    """The chunk loop stays inside a slice's 4 KB instruction cache (facts §4: 4 KB, 4-way,
+    64-byte lines, shared by a slice; the cycle model charges every miss, docs/cycle-model.md
+    "Instruction cache"): a loop past it would miss on every chunk. The loop body (from the
+    chunk label to its branch's last delay slot) plus the master's and a relay's barrier code,
+    which every chunk also runs, must fit in it; found here from the decoded branch targets,
+    not from the kernel's own layout."""
     from asm import isa
     from asm.encoding import branch_target, decode
     from vc4nn.kernels import sgemm_panel as panel

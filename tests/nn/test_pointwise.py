@@ -373,6 +373,170 @@ def test_spread_rows(device, h, w, cin, cout, num_qpus, vectors, layout, activat
         assert_close(y, *dense(x, wt, b, None, activation), cin)
 
 
+# spread_leaves: the pieces on the leaves only (PanelPlan.piece_qpus), the master and the relays
+# running the last pass without one: 7x7 on 12 QPUs as 4 pixels each and one vector of pixel
+# 48 on each of the 8 leaves; 27 = 2 x 12 + 3 pixels (pieces of 4 vectors, two leaves compute
+# one again and store nothing); 14 = 12 + 2 pixels of 6 vectors on 7 leaves (two-k gathers, odd
+# K); 14x14 in passes of 6, 6 and 4 pixels and pieces of 4 vectors; each against the pieces on
+# every QPU.
+@pytest.mark.parametrize("h,w,cin,cout,vectors,layout,activation,bias", [
+    (7, 7, 40, 256, 8, "chw", "relu6", True),
+    (3, 9, 33, 128, 8, "hwc", None, False),
+    (2, 7, 35, 96, 6, "hwc", "relu", True),
+    (14, 14, 27, 128, 8, "chw", "relu6", True),
+])
+def test_spread_leaves(device, h, w, cin, cout, vectors, layout, activation, bias):
+    x, wt, b, _ = tensors(h * w + cin + 7, h, w, cin, cout, bias, False)
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    for leaves in (True, False):
+        tiling = {"panel_vectors": vectors, "gather_weights": True, "spread_rows": True,
+                  "spread_leaves": leaves}
+        plan = kernel.PointwisePlan(h, w, cin, cout, 12, bias, False, activation,
+                                    input_layout=layout, **tiling)
+        assert plan.panel.spread_leaves is leaves
+        y = pointwise(xin, wt, b, activation, device=device, num_qpus=12, tiling=tiling,
+                      x_layout=layout)
+        assert_close(y, *dense(x, wt, b, None, activation), cin)
+
+
+def test_spread_leaves_limits():
+    """Refused without spread_rows and where the leaves are fewer than the rows left over (4
+    QPUs: the master and three relays, no leaf)."""
+    for shape, tiling in [((7, 7, 64, 128, 12), {"spread_rows": False}),
+                          ((3, 3, 19, 64, 4), {"panel_vectors": 2})]:
+        with pytest.raises(ValueError, match="spread_leaves"):
+            kernel.PointwisePlan(*shape, spread_leaves=True, gather_weights=True,
+                                 **tiling).panel
+
+
+# pair_gathers: x gathered two k at a time where the chunks hold 3 k-rows (8-vector panels), a
+# gather spanning two chunks and the chunk loop's body two chunks: odd K (the last gather holds
+# one k), K of one and two chunks, an odd number of chunks (the loop's body pairs them), panels
+# running k backwards, channel-major and NHWC x, the pieces of spread rows on the leaves and
+# on every QPU; each against single-k gathers on the same shape.
+@pytest.mark.parametrize("h,w,cin,cout,layout,activation,bias,spread", [
+    (7, 7, 40, 256, "chw", "relu6", True, True),
+    (3, 9, 33, 384, "hwc", None, False, True),
+    (2, 7, 3, 128, "chw", "relu", True, False),
+    (1, 13, 6, 256, "hwc", "relu6", True, False),
+    (14, 14, 27, 128, "chw", "relu6", True, True),
+    (4, 6, 99, 128, "chw", None, True, False),
+])
+def test_pair_gathers(device, h, w, cin, cout, layout, activation, bias, spread):
+    x, wt, b, _ = tensors(h * w + cin + 11, h, w, cin, cout, bias, False)
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    for pair in (True, False):
+        tiling = {"panel_vectors": 8, "gather_weights": True, "spread_rows": spread,
+                  "pair_gathers": pair}
+        plan = kernel.PointwisePlan(h, w, cin, cout, 12, bias, False, activation,
+                                    input_layout=layout, **tiling)
+        assert plan.panel.gather_k == (2 if pair else 1)
+        y = pointwise(xin, wt, b, activation, device=device, num_qpus=12, tiling=tiling,
+                      x_layout=layout)
+        assert_close(y, *dense(x, wt, b, None, activation), cin)
+
+
+def test_pair_gathers_default_and_limits():
+    """By default on the transposed route where the chunks hold an odd number of k-rows and the
+    weights are gathered (pw2-pw13 in v1); not on the NHWC routes, whose aliasing rule counts
+    lines per gather; refused with DMA'd weights and fp16 x (both use r1 at the chunk
+    boundary)."""
+    assert kernel.PointwisePlan(56, 56, 128, 128, 12, True, input_layout="chw").pairs
+    assert kernel.PointwisePlan(7, 7, 512, 1024, 12, True, False, "relu6").pairs    # transposed
+    assert not kernel.PointwisePlan(28, 28, 96, 256, 12, True).pairs                 # direct
+    for tiling in [{"gather_weights": False}, {"x_storage": "fp16"}]:
+        with pytest.raises(ValueError, match="pair_gathers"):
+            kernel.PointwisePlan(14, 14, 256, 256, 12, input_layout="chw", panel_vectors=8,
+                                 pair_gathers=True, **tiling).panel
+
+
+@pytest.mark.parametrize("h,w,cin,layout", [(5, 5, 30, "chw"), (2, 9, 27, "hwc")])
+def test_weights_gathered_in_shallower_chunks(device, h, w, cin, layout):
+    """Where the deepest chunk's rows do not split into 1 or 2 per QPU (4-vector panels on 12
+    QPUs: 5 k-rows of 4 vectors), the weights are gathered in the deepest chunk that does (3
+    k-rows, one row per QPU) and that width is preferred to a DMA'd one: Cout = 64."""
+    plan = kernel.PointwisePlan(h, w, cin, 64, 12, True, False, "relu6",
+                                input_layout=layout).panel
+    assert (plan.panel_vectors, plan.chunk_depth, plan.b_gather) == (4, 3, True)
+    x, wt, b, _ = tensors(h * w * cin, h, w, cin, 64, True, False)
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    y = pointwise(xin, wt, b, "relu6", device=device, num_qpus=12, x_layout=layout)
+    assert_close(y, *dense(x, wt, b, None, "relu6"), cin)
+
+
+def test_paired_chunk_loops_fit_the_instruction_cache():
+    """A slice's QPUs share a 4 KB instruction cache (facts §4) and the first slice runs the
+    master and the relays: every chunk loop (from its label to its branch's last delay slot)
+    with the barrier code its boundaries branch to must fit in it, the paired loops' two-chunk
+    bodies too (6 pixels of 8 vectors per QPU: 2.9 KB of loop). Found from the decoded
+    branches, not from the kernel's own layout."""
+    from asm import isa
+    from asm.encoding import branch_target, decode
+    for shape in [(56, 56, 128, 128), (7, 7, 512, 1024), (14, 14, 512, 512),
+                  (112, 112, 32, 64)]:         # (4-vector panels with parked rows' stores)
+        plan = kernel.PointwisePlan(*shape, 12, True, False, "relu6", input_layout="chw")
+        assert plan.pairs
+        program = sgemm_panel.program_for(plan.panel)
+        words = [decode(int(w)) for w in program.words]
+        starts = sorted(set(program.labels.values()) | {8 * len(words)})
+        loops = [address for name, address in program.labels.items()
+                 if name.endswith("/chunk")]
+        assert loops
+        for start in loops:
+            back = max(8 * i for i, ins in enumerate(words) if ins.sig == isa.SIG_BRANCH
+                       and branch_target(ins, 8 * i) == start)
+            end = back + 8 * (1 + isa.BRANCH_DELAY_SLOTS)
+            called = {branch_target(ins, 8 * i) for i, ins in enumerate(words[start // 8:end // 8],
+                                                                        start // 8)
+                      if ins.sig == isa.SIG_BRANCH}
+            outside = [t for t in called if not start <= t < end]
+            hot = end - start + sum(min(a for a in starts if a > t) - t for t in outside)
+            assert 1000 < end - start and hot <= 4096, (shape, end - start, hot)
+
+
+# park_rows: the last rows of each pass parked in spare registers and stored during the next
+# pass's chunks (vc4nn/kernels/panel_park.py): 4-vector panels of 8 rows (16 spare registers)
+# with 3 passes (the last of 5 rows), NHWC x on the direct route, odd K and more store slots
+# than parked vectors (the last ones stored again), 2-vector panels with even chunks (one
+# chunk per loop body) and all 6 rows parked; each against no parking on the same shape.
+@pytest.mark.parametrize("h,w,cin,cout,vectors,layout,activation,bias,park", [
+    (14, 14, 32, 64, 4, "chw", "relu6", True, 4),
+    (10, 20, 30, 64, 4, "hwc", "relu", True, 2),
+    (9, 13, 33, 64, 4, "chw", None, False, 3),
+    (12, 12, 62, 32, 2, "chw", "relu6", True, 6),
+])
+def test_park_rows(device, h, w, cin, cout, vectors, layout, activation, bias, park):
+    x, wt, b, _ = tensors(h * w + cin + 5, h, w, cin, cout, bias, False)
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    for rows in (park, 0):
+        tiling = {"panel_vectors": vectors, "park_rows": rows}
+        plan = kernel.PointwisePlan(h, w, cin, cout, 12, bias, False, activation,
+                                    input_layout=layout, **tiling)
+        assert plan.parks == rows and plan.panel.passes >= 2
+        y = pointwise(xin, wt, b, activation, device=device, num_qpus=12, tiling=tiling,
+                      x_layout=layout)
+        assert_close(y, *dense(x, wt, b, None, activation), cin)
+
+
+def test_park_rows_default_and_limits():
+    """By default where the next pass's store slots are about the parked vectors (pw1: 4 of 8
+    rows, 16 slots for 16 vectors), not where they are many more (14x14x384->64: 252 slots);
+    refused for more than one panel, more vectors than the registers left or the store slots,
+    DMA'd weights, a residual and fewer than 2 passes."""
+    assert kernel.PointwisePlan(112, 112, 32, 64, 12, True, False, "relu6",
+                                input_layout="chw").parks == 4
+    assert kernel.PointwisePlan(14, 14, 384, 64, 12, True, input_layout="chw").parks == 0
+    for shape, tiling, why in [((14, 14, 32, 128, 12), {}, "not one panel"),
+                               ((112, 112, 32, 64, 12), {"park_rows": 5}, "registers"),
+                               ((14, 14, 32, 64, 12), {"park_rows": 5}, "slots"),
+                               ((14, 14, 32, 64, 12), {"gather_weights": False}, "gathered"),
+                               ((14, 14, 32, 64, 12), {"residual": True}, "residual"),
+                               ((5, 5, 32, 64, 12), {}, "passes")]:
+        with pytest.raises(ValueError, match=f"park_rows: .*{why}"):
+            kernel.PointwisePlan(*shape, **dict({"park_rows": 2, "panel_vectors": 4},
+                                                **tiling)).panel
+
+
 def test_spread_rows_default_and_limits():
     """By default wherever the panel allows it (pw6-pw13: 14x14 and 7x7 on 12 QPUs); refused
     with a residual, fewer pixels than QPUs in the last pass, none left over, too few registers
@@ -382,11 +546,11 @@ def test_spread_rows_default_and_limits():
     assert kernel.PointwisePlan(7, 7, 512, 1024, 12, True, False, "relu6").spreads
     plan = kernel.PointwisePlan(14, 14, 512, 512, 12, True, input_layout="chw").panel
     assert plan.spread_rows and [rows for _, rows in plan.pass_blocks()] == [6, 6, 4]
-    assert plan.piece_vectors == 3
+    assert plan.spread_leaves and plan.piece_qpus == (4, 8) and plan.piece_vectors == 4
     assert not kernel.PointwisePlan(7, 7, 512, 1024, 12, True, True).spreads   # a residual
     assert not kernel.PointwisePlan(28, 28, 256, 256, 12, True, input_layout="chw").spreads
     for shape, tiling in [((1, 5, 64, 128, 12), {}), ((2, 12, 64, 128, 12), {}),
-                          ((28, 28, 256, 256, 12), {"input_layout": "chw"}),
+                          ((28, 28, 256, 256, 12), {"input_layout": "chw", "panel_vectors": 8}),
                           ((7, 7, 64, 128, 12), {"gather_weights": False})]:
         with pytest.raises(ValueError, match="spread_rows"):
             kernel.PointwisePlan(*shape, spread_rows=True, **tiling).panel

@@ -281,7 +281,7 @@ def test_unknown_launch_paths_are_refused_by_both_backends():
 
 def test_open_device_passes_the_launch_path():
     with vc4nn.open_device("emulator", launch="direct") as dev:
-        assert dev.launch_path == "direct" and dev.timing.launch_overhead == 20e-6
+        assert dev.launch_path == "direct" and dev.timing.launch_overhead == 5e-6
     with vc4nn.open_device("emulator") as dev:
         assert dev.launch_path == "mailbox" and dev.timing.launch_overhead == 100e-6
 
@@ -297,7 +297,7 @@ def test_the_emulator_charges_the_launch_path_overhead():
         with EmulatorDevice(launch=launch) as dev:
             run = dev.execute(empty.assemble())
             seconds[launch] = run.seconds - run.cycles / run.clock_hz
-    assert seconds == pytest.approx({"mailbox": 100e-6, "direct": 20e-6})
+    assert seconds == pytest.approx({"mailbox": 100e-6, "direct": 5e-6})
 
 
 def test_the_runner_sees_the_uniforms_of_each_program():

@@ -8,16 +8,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-import vc4nn
 from vc4nn.runtime import InferenceSession, session as session_module
-
+from vc4nn.runtime.precision import trace
 from vc4nn.runtime.random_mobilenets import OnnxBuilder
 
-
-@pytest.fixture
-def device(device_name):
-    with vc4nn.open_device(device_name) as dev:
-        yield dev
+from .conftest import rel_error
 
 
 def wide_v1_model(size=32, seed=3):
@@ -54,7 +49,7 @@ def runs_with_and_without_handoff(path, x, device, monkeypatch, tolerance, **opt
             with InferenceSession(path, device=device, group_launches=False, **options) as sess:
                 for _ in range(2):
                     (got,) = sess.run(None, {"input": x})
-                    err = np.max(np.abs(got - expected)) / np.max(np.abs(expected))
+                    err = rel_error(got, expected)
                     assert err <= tolerance and np.argmax(got) == np.argmax(expected)
                 handed = sorted(sess.channel_major)
                 counts[handoff] = (launches(sess), handed, sess.graph,
@@ -88,25 +83,6 @@ def wide_fp16_model(size=32, seed=4):
     return b.model("input", size, b.head(y, 64, 10))
 
 
-def test_auto_precision_compares_sessions_that_hand_over_different_values(tmp_path, device):
-    """precision="auto" tries each fp16 layer on the input a float32 session gave it: there the
-    8x8x256 depthwise results are handed over channel-major (float32 rows of 1 KB alias), in
-    the fp16 session not (rows of halves are 512 bytes): the values are compared as (H, W, C)."""
-    path = str(tmp_path / "wide.onnx")
-    onnx.save(wide_v1_model(), path)
-    x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
-    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
-        None, {"input": x})[0]
-    with InferenceSession(path, device=device, num_qpus=12) as fp32:
-        assert len(fp32.channel_major) == 2
-    with InferenceSession(path, device=device, precision="auto") as sess:
-        (got,) = sess.run(None, {"input": x})
-        assert any(s == "fp16" for s in sess.storage.layers.values())
-        assert all(sess.storage.values[v] == "fp32" for v in sess.channel_major)
-    assert np.max(np.abs(got - expected)) / np.max(np.abs(expected)) <= 1e-2
-    assert device._allocations == []
-
-
 def test_fp16_depthwise_hands_over_halves_channel_major(tmp_path, device, monkeypatch):
     """precision="fp16": the depthwise result is stored as halves channel-major and the
     pointwise layer reads them so (one launch fewer), within fp16 storage's error of
@@ -121,20 +97,33 @@ def test_fp16_depthwise_hands_over_halves_channel_major(tmp_path, device, monkey
 
 
 def test_auto_compares_layers_across_layouts(tmp_path, device):
-    """precision="auto" tries each fp16 layer on the float32 session's values: here the float32
-    session hands the 256-channel depthwise results over channel-major and the fp16 one does not
-    (in halves those rows do not alias), so the values are compared in NHWC, not as stored."""
+    """precision="auto" tries each fp16 layer on the float32 session's values (precision.trace,
+    session.hwc_view): the float32 session hands the two 8x8x256 depthwise results over
+    channel-major (float32 rows of 1 KB alias), an fp16 one does not (rows of halves are 512
+    bytes), so the values must be compared as (H, W, C), not as stored. Which layers "auto" then
+    keeps in fp16 follows the cycle model's times; its result must match onnxruntime."""
     path = str(tmp_path / "wide.onnx")
     onnx.save(wide_v1_model(), path)
     x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
     expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
         None, {"input": x})[0]
-    with InferenceSession(path, device=device) as sess:
-        fp32_layouts = set(sess.channel_major)
+    traces = {}
+    for precision in ("fp32", "fp16"):
+        with InferenceSession(path, device=device, precision=precision) as sess:
+            traces[precision] = (set(sess.channel_major), {
+                node: output for node, (_, output, _) in trace(sess, {"input": x}).items()})
+            writers = {n.outputs[0]: n.name for n in sess.graph.nodes}
+    (fp32_layouts, fp32_values), (fp16_layouts, fp16_values) = traces["fp32"], traces["fp16"]
+    assert len(fp32_layouts) == 2 and not fp16_layouts & fp32_layouts
+    for value in fp32_layouts:
+        y32, y16 = fp32_values[writers[value]], fp16_values[writers[value]]
+        assert y32.shape == y16.shape == (8, 8, 256)
+        assert rel_error(y16.astype(np.float32), y32) <= 1e-2
     with InferenceSession(path, device=device, precision="auto", calibration=[x]) as sess:
         (got,) = sess.run(None, {"input": x})
-        assert fp32_layouts and sess.channel_major != fp32_layouts
+        assert any(s == "fp16" for s in sess.storage.layers.values())
+        assert all(sess.storage.values[v] == "fp32" for v in sess.channel_major)
         notes = [sess.storage.notes[n.name] for n in sess.graph.nodes if n.op == "pointwise"]
     assert all("error" in note for note in notes)
-    assert np.max(np.abs(got - expected)) / np.max(np.abs(expected)) <= 2e-2
+    assert rel_error(got, expected) <= 1e-2
     assert device._allocations == []

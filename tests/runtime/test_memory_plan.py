@@ -1,12 +1,22 @@
 """The memory plan of full-size MobileNets: liveness packing and the 24 MB budget."""
 
 import onnx
+import pytest
 
 from vc4nn.runtime.loader import load_graph
 from vc4nn.runtime.planner import plan_memory
 from vc4nn.runtime import random_mobilenets as onnx_models
 
 BUDGET = 24e6          # bytes: a Pi's GPU memory split is often 64 MB, shared with the firmware
+
+
+@pytest.fixture(scope="module")
+def small_v2(tmp_path_factory):
+    """(graph, memory plan) of a small MobileNetV2-style model (residual adds)."""
+    path = str(tmp_path_factory.mktemp("model") / "v2.onnx")
+    onnx.save(onnx_models.mobilenet_v2(32, 0.35), path)
+    graph = load_graph(path)
+    return graph, plan_memory(graph)
 
 
 def test_mobilenet_v1_224_fits_in_24_mb(tmp_path):
@@ -21,11 +31,8 @@ def test_mobilenet_v1_224_fits_in_24_mb(tmp_path):
     assert plan.total_bytes() <= BUDGET
 
 
-def test_residual_operands_stay_alive(tmp_path):
-    path = str(tmp_path / "v2.onnx")
-    onnx.save(onnx_models.mobilenet_v2(32, 0.35), path)
-    graph = load_graph(path)
-    plan = plan_memory(graph)
+def test_residual_operands_stay_alive(small_v2):
+    graph, plan = small_v2
     for node in graph.nodes:
         if node.op == "pointwise" and len(node.inputs) > 3:
             res, out = plan.storage[node.inputs[3]], plan.storage[node.outputs[0]]
@@ -33,13 +40,10 @@ def test_residual_operands_stay_alive(tmp_path):
             assert a + plan.sizes[res] <= b or b + plan.sizes[out] <= a
 
 
-def test_free_span_is_the_largest_gap_no_live_value_uses(tmp_path):
+def test_free_span_is_the_largest_gap_no_live_value_uses(small_v2):
     """Checked against a byte map of the arena built from the values alive at each step."""
     import numpy as np
-    path = str(tmp_path / "v2.onnx")
-    onnx.save(onnx_models.mobilenet_v2(32, 0.35), path)
-    graph = load_graph(path)
-    plan = plan_memory(graph)
+    graph, plan = small_v2
     steps = [n for n in graph.nodes if n.op != "softmax"]
     for step, node in enumerate(steps):
         busy = np.zeros(plan.arena_bytes, bool)

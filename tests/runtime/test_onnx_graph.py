@@ -10,6 +10,7 @@ from vc4nn.runtime.errors import ModelFormatError, UnsupportedModelError
 from vc4nn.runtime.loader import load_graph
 from vc4nn.runtime import random_mobilenets as onnx_models
 
+from .conftest import rel_error
 from .reference import evaluate
 
 
@@ -29,7 +30,7 @@ def check(model, tmp_path, size):
     expected = run_ort(model, x)[0]
     graph = load_graph(save(model, tmp_path))
     got = evaluate(graph, x[0].transpose(1, 2, 0))[0].reshape(-1)
-    error = np.max(np.abs(got - expected)) / np.max(np.abs(expected))
+    error = rel_error(got, expected)
     assert error <= 1e-4, error
     assert np.argmax(got) == np.argmax(expected)
     return graph

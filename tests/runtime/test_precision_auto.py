@@ -105,9 +105,10 @@ def test_a_folded_stem_is_tried_on_its_whole_frame(tiny_v1, device):
     """With a uint8 frame the stem reads the padded frame whose border holds the normalisation's
     mean; its tries copy all of it, so the stem's half result measures a half's rounding (under
     2**-11 of its largest value, plus the halves of its neighbours' inputs; it measured 1.0
-    while the border was left out) and stays fp16."""
+    while the border was left out), within the tolerance: whether it then stays fp16 is the
+    cycle model's call on its time."""
     with InferenceSession(tiny_v1, device=device, precision="auto",
                           image_input="torchvision") as sess:
         stem = next(r for r in sess.profile() if r.op == "conv2d")
     error = float(stem.choice.split(" error ")[1].split()[0])
-    assert error < 2e-3 and stem.storage == "fp16", stem.choice
+    assert error < 2e-3 and f"error {error:.1e} <= " in stem.choice, stem.choice

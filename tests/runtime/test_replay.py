@@ -59,3 +59,22 @@ def test_patched_restores_instance_attributes_when_nested():
             assert t.f() == "inner"
         assert t.f() == "outer"
     assert t.f() == "class" and "f" not in vars(t)
+
+
+def test_recorded_stream_lengths_are_the_words_execute_placed():
+    """The lengths chaining relies on (the last word of each QPU's stream) are counted, not
+    encoded: they must equal the streams Device.execute placed, read back from the control list."""
+    program = add_one.assemble(n_rows=1)
+    with vc4nn.open_device() as device:
+        given = device.array(np.arange(3, dtype=np.uint32))
+        uniforms = [None, [], [1.5, -1, (1 << 32) - 1, given], given, np.arange(5, dtype=np.int32)]
+        recording = Recording(device)
+        with recording.capture(run=False):
+            device.execute(program, num_qpus=len(uniforms), uniforms=uniforms)
+        (num_qpus, control, _), = recording.launches
+        entries = np.frombuffer(recording.placed[control].tobytes(), "<u4").reshape(num_qpus, 2)
+        placed = [recording.placed[int(address)].nbytes // 4 if int(address) != given.address
+                  else given.nbytes // 4 for address, _ in entries]
+        assert placed == [1, 1, 4, 3, 5]
+        assert recording.stream_words == [placed]
+        recording.free()

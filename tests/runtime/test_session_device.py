@@ -14,22 +14,12 @@ from vc4nn.runtime import InferenceSession
 from vc4nn.runtime import random_mobilenets as onnx_models
 
 from . import tflite_models
-from .conftest import CAT_CLASSES, top
+from .conftest import CAT_CLASSES, rel_error, top
 
 KERNELS = ("conv2d", "depthwise", "pointwise", "fully_connected", "global_avg_pool")
 missing = [k for k in KERNELS if not hasattr(vc4nn.nn, k)]
 pytestmark = pytest.mark.skipif(bool(missing), reason=f"vc4nn.nn has no {', '.join(missing)} "
                                                       f"on this branch yet")
-
-
-@pytest.fixture
-def device(device_name):
-    with vc4nn.open_device(device_name) as dev:
-        yield dev
-
-
-def rel_error(got, expected):
-    return np.max(np.abs(got - expected)) / np.max(np.abs(expected))
 
 
 @pytest.mark.parametrize("build,size,width", [(onnx_models.mobilenet_v1, 32, 0.25),

@@ -14,7 +14,7 @@ from vc4nn.runtime.image import NORMALIZATIONS, normalize
 from vc4nn.runtime import random_mobilenets as onnx_models
 
 from . import tflite_models
-from .conftest import top
+from .conftest import rel_error, top
 
 
 @pytest.fixture
@@ -31,10 +31,6 @@ def save_onnx(model, tmp_path, name="m.onnx"):
 def ort_run(path, x):
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     return sess.run(None, {sess.get_inputs()[0].name: x})[0]
-
-
-def rel_error(got, expected):
-    return np.max(np.abs(got - expected)) / np.max(np.abs(expected))
 
 
 @pytest.mark.parametrize("build", [onnx_models.mobilenet_v1, onnx_models.mobilenet_v2])

@@ -8,6 +8,7 @@ from vc4nn.runtime.errors import ModelFormatError, UnsupportedModelError
 from vc4nn.runtime.loader import load_graph
 
 from . import tflite_models
+from .conftest import rel_error
 from .reference import evaluate
 
 
@@ -21,7 +22,7 @@ def check(data, x, ref, tmp_path):
     graph = load(data, tmp_path)
     got = evaluate(graph, x[0])[0].reshape(-1)
     ref = ref.reshape(-1)
-    assert np.max(np.abs(got - ref)) / np.max(np.abs(ref)) <= 1e-5
+    assert rel_error(got, ref) <= 1e-5
     assert np.argmax(got) == np.argmax(ref)
     return graph
 

@@ -1,5 +1,5 @@
-"""The memory path the DMA engines, the TMUs and the uniform fetches share, with the V3D L2 and
-the VideoCore L2 behind it (the C core has the same in csrc/bus.c)."""
+"""The memory path the DMA engines, the TMUs, the uniform and the instruction fetches share,
+with the V3D L2 and the VideoCore L2 behind it (the C core has the same in csrc/bus.c)."""
 
 import bisect
 
@@ -11,7 +11,8 @@ from .vpm_layout import WORD_BYTES
 
 
 class MemoryBus:
-    """The memory path the DMA engines, the TMUs and the uniform fetches share, with the V3D L2.
+    """The memory path the DMA engines, the TMUs, the uniform and the instruction fetches share,
+    with the V3D L2.
 
     The bus carries one transfer at a time: a transfer takes the first idle stretch at or after
     the clock it is asked for, so transfers of all 12 QPUs queue behind each other (contention).
@@ -26,8 +27,8 @@ class MemoryBus:
     at which its data was read from memory, so a read served by a line filled before the last
     write to the word it reads is stale (the TMU's ``tmu_stale_read`` check).
 
-    The L2 (timing.l2_cache_*) is shared by all slices and sits in front of the bus for TMU and
-    uniform line fills (``read_line``): a line another QPU has read recently costs no bus time,
+    The L2 (timing.l2_cache_*) is shared by all slices and sits in front of the bus for TMU,
+    uniform and instruction line fills (``read_line``): a line another QPU has read recently costs no bus time,
     and a line whose fill is still under way is waited for rather than read twice. The DMA
     engines use the bus directly (``reserve``): the VDW writes memory directly (maazl/vc4asm#5,
     after the guide's block diagram, p. 13), and the VDR is assumed to do the same.
@@ -99,7 +100,7 @@ class MemoryBus:
         self.written.update(dict.fromkeys(range(start, end), self.write_epoch))
 
     def read_line(self, now, address, nbytes, miss_latency):
-        """A TMU or uniform cache asks at ``now`` for its ``nbytes`` line at bus ``address``:
+        """A TMU, uniform or instruction cache asks at ``now`` for its ``nbytes`` line at bus ``address``:
         (the clock at which the line is there, the write epoch its data dates from).
 
         Per L2 line: a hit arrives after ``l2_hit_latency``, or when the fill under way brings

@@ -28,6 +28,10 @@ class LruCache:
             lines.move_to_end(line_number)
         return value
 
+    def peek(self, line_number):
+        """The value stored with the line, or None; the order of use does not change."""
+        return self.sets[line_number % len(self.sets)].get(line_number)
+
     def put(self, line_number, value):
         """Store the line as most recently used, evicting its set's least recently used."""
         lines = self.sets[line_number % len(self.sets)]

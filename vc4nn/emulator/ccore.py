@@ -4,7 +4,8 @@ Two cores run the same launches with the same results (docs/design.md "Two cores
 pure-Python core (qpu.py, plan.py, machine.py), which is the specification, and a C core
 (csrc/). The C core runs the scheduler, the QPUs and the ALUs, the VPM with its generic
 access and its DMA engines, the TMU requests and caches, semaphores and the mutex, and the
-memory bus with both L2s and the uniform line timing (``memory_bus``: bus.MemoryBus in C);
+memory bus with both L2s and the uniform line timing (``memory_bus``: bus.MemoryBus in C), and
+the slices' instruction caches (csrc/icache.c: icache.py's, whose hit and miss counts it sets);
 decoding stays in Python (``lowering.py`` turns each instruction into a compact record, which
 the machine's record cache keeps across launches). Rare paths (check reports, whose messages
 are the Python units' own, faults, the seeded scheduler's draws) call back into Python, into
@@ -88,6 +89,7 @@ class _Glue:
         self.machine = machine
         self.tmu, self.vpm, self.sync, self.bus = machine.tmu, machine.vpm, machine.sync, \
             machine.bus
+        self.icache = machine.icache
         self.rng = machine._rng
         self.timeout = None
         self.tmu_in_c = TMU_IN_C

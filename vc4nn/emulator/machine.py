@@ -10,8 +10,8 @@ by default): one interrupt for the whole launch is what GPU_FFT, QPULib and py-v
 Scheduling follows modelled time: each QPU has its own clock and the runnable QPU with the
 smallest clock runs next (ties by QPU number). With ``seed`` the ties are broken at random and a
 QPU may run up to ``JITTER_CLOCKS`` ahead, to shake out races between QPUs; the model of each
-QPU's own time is unchanged. An instruction either completes or blocks with no side effect
-(semaphore, mutex); a blocked QPU is retried after another QPU changes a semaphore or frees the
+QPU's own time is unchanged. An instruction either completes or blocks (semaphore, mutex) with
+no side effect but the fetch of its code line (instruction cache); a blocked QPU is retried after another QPU changes a semaphore or frees the
 mutex, and resumes no earlier than that QPU's clock. When every live QPU is blocked the run is
 a deadlock.
 """
@@ -30,6 +30,7 @@ from . import ccore
 from .bus import MemoryBus
 from .checks import as_checks
 from .errors import DeadlockError, EmulatorError, EmulatorTimeout, MemoryFault
+from .icache import InstructionCaches
 from .plan import compile_word
 from .qpu import Qpu, final_state
 from .sync import Sync
@@ -108,6 +109,7 @@ class Machine:
         self.vpm = Vpm(self.memory, timing, checks, bus=self.bus)
         self.tmu = Tmu(self.memory, timing, checks, bus=self.bus)
         self.sync = Sync(timing, checks)
+        self.icache = InstructionCaches(timing, self.bus)
         self.run_plans = {}
         self.final_state = None
         entries = [(int(control[CONTROL_ENTRY_WORDS * i]), int(control[CONTROL_ENTRY_WORDS * i + 1]))

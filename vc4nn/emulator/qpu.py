@@ -19,7 +19,7 @@ from . import sfu
 from .alu import NO_CARRY, U32, ZERO, lanes, word_lanes
 from .errors import MemoryFault
 
-STALL_CAUSES = ("issue", "uniform", "sfu", "tmu", "vpm", "dma", "semaphore", "mutex")
+STALL_CAUSES = ("issue", "uniform", "icache", "sfu", "tmu", "vpm", "dma", "semaphore", "mutex")
 _NEVER_WRITTEN = -1 << 30
 ELEMENT_NUMBER = np.arange(isa.SIMD_WIDTH, dtype=U32)
 
@@ -86,6 +86,8 @@ class Qpu:
         self.last_mul = ZERO                 # the MUL ALU's last result (facts §5.17)
         self.qpu_number = lanes(index)
         self.pc = code_address & 0xFFFFFFFF
+        self._fetch_line = None              # code line the QPU runs from (instruction cache)
+        self._fetch_line_bytes = machine.timing.icache_line_bytes
         self.unif_addr = uniforms_address & 0xFFFFFFFF
         self.unif_written = _NEVER_WRITTEN   # count of the last uniforms-address write
         self._unif_line = None               # memory line of the last uniform read
@@ -106,8 +108,15 @@ class Qpu:
 
     # -- execution ---------------------------------------------------------------------------
     def step(self):
-        """Run the instruction at pc. False if it blocked (nothing changed)."""
+        """Run the instruction at pc. False if it blocked (nothing changed but the fetch of its
+        line, which a retry does not repeat)."""
         pc = self.pc
+        line = pc // self._fetch_line_bytes
+        if line != self._fetch_line:
+            # A new code line waits for its slice's instruction cache (docs/cycle-model.md
+            # "Instruction cache"); the rest of the line runs from what was fetched.
+            self._fetch_line = line
+            self.wait(self.m.icache.fetch(self.index, self.clock, pc), "icache")
         plan = self.plans.get(pc)
         if plan is None:
             plan = self.m.plan_at(pc, self)

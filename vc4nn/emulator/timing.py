@@ -53,8 +53,9 @@ PARAMETERS = MappingProxyType({
         "direct-mapped: a line has one place in the 4 KB"),
     "l2_cache_bytes": (
         32768, "bytes", "facts §4 (ADD): V3D L2 ~32 KB (uncertain)",
-        "UNCERTAIN (the errata write '32 kiB ?'). One L2 shared by all slices; TMU and uniform "
-        "line fills look in it before the memory bus, DMA bypasses it (docs/cycle-model.md)"),
+        "UNCERTAIN (the errata write '32 kiB ?'). One L2 shared by all slices; TMU, uniform and "
+        "instruction line fills look in it before the memory bus, DMA bypasses it "
+        "(docs/cycle-model.md)"),
     "l2_cache_line_bytes": (
         64, "bytes", "ADD (cache table): V3D L2C lines 64 B", ""),
     "l2_cache_ways": (
@@ -115,6 +116,35 @@ PARAMETERS = MappingProxyType({
         "a uniform read in a new line waits this long when the line is not in the L2, and the "
         "line takes its turn on the memory bus; no prefetch of the next line (no source "
         "describes one, docs/cycle-model.md)"),
+    "icache_bytes": (
+        4096, "bytes", "facts §4 (ADD cache table): instruction cache 4 KB",
+        "one per slice, shared by its 4 QPUs (the guide, p. 14: 'each slice shares an "
+        "instruction cache'; Linux vc4_regs.h SLCACTL.ICC: one clear bit per slice); empty at "
+        "each launch (the launch paths clear the V3D caches). 0 models no cache: every new "
+        "line is fetched"),
+    "icache_line_bytes": (
+        64, "bytes", "ADD (cache table): instruction cache lines 64 B",
+        "8 instructions. A QPU looks its line up when its PC enters a new line (in sequence "
+        "or by a branch) and runs the rest of the line from what it fetched, as it reads "
+        "uniforms (docs/cycle-model.md 'Instruction cache')"),
+    "icache_ways": (
+        4, "ways", "ADD (cache table): instruction cache 4-way (address bits 0:7 in words: "
+        "1 KB a way, 16 sets)",
+        "LRU within a set (assumption: no source names the replacement; as the L2)"),
+    "icache_miss_latency": (
+        80, "clocks", "assumption, as uniform_miss_latency: facts §4 (WIKI) 20 instructions "
+        "for a read from RAM",
+        "a fetch in a line the slice's cache lacks stalls its QPU (stall cause 'icache') "
+        "until the line comes through the L2 (l2_hit_latency) or, missing it, over the "
+        "memory bus (this long, or when its bus slot ends); a line another QPU of the slice "
+        "is fetching is waited for, not fetched twice"),
+    "icache_prefetch_lines": (
+        0, "lines", "assumption (UNCERTAIN: no source describes a prefetch)",
+        "the model's reading is none (0). n > 0 models a next-line prefetch instead: a QPU "
+        "entering a line also has the n lines after it fetched if its slice's cache lacks them "
+        "(through the L2 and the bus, as a miss), so straight code and long loops wait less; "
+        "for comparing the two readings (docs/hardware-choices.md 'Cycle model: the "
+        "instruction cache')"),
     "semaphore_clocks": (
         0, "clocks", "assumption", "no cost beyond the instruction's issue when it does not block"),
     "mutex_clocks": (
@@ -124,14 +154,18 @@ PARAMETERS = MappingProxyType({
         "a launch through the firmware (what vc4nn.pi does): added to the modelled run time "
         "when Timing.launch_path is 'mailbox' (the default)"),
     "launch_overhead_direct": (
-        20e-6, "s", "calibrated: GPU_FFT 2.0 timings, Pi 1 (gpu_fft.txt; tools/calibrate.py "
+        5e-6, "s", "calibrated: GPU_FFT 2.0 timings, Pi 1 (gpu_fft.txt; tools/calibrate.py "
         "--case fft)",
         "a launch by direct V3D register writes (cache clears, SRQUA/SRQPC per program, then "
         "SRQCS polls), as GPU_FFT launches batches of at most 20480 points. GPU_FFT's published "
-        "per-transform times for batches of 1 and 10 at 256..2048 points differ by 0.9 x the "
-        "launch cost: (T1 - T10) x 10/9 = 22, 27, 28, 17 us; with 20 us the model's 256..1024-"
-        "point batch-1 rows are 0.95-1.03x the published times. Was 5 us (an assumption) "
-        "(docs/hardware-choices.md 'Launch paths')"),
+        "per-transform times for batches of 1 and 10 at 256..2048 points differ by 0.9 x (the "
+        "launch + the first transform's instruction-cache misses, which later transforms of a "
+        "batch do not pay): (T1 - T10) x 10/9 = 22, 27, 28, 17 us. With the instruction cache "
+        "modelled, 5 us puts the model's 256..1024-point batch-1 rows at 0.93-1.07x the "
+        "published times (10 us: 1.03-1.14x; 20 us: up to 1.38x). Which part of the 22-28 us is "
+        "the launch and which the cold cache is UNCERTAIN: only their sum is published. Was "
+        "20 us (fitted before the instruction cache was modelled), before that 5 us (an "
+        "assumption) (docs/hardware-choices.md 'Launch paths')"),
 })
 
 

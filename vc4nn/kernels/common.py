@@ -10,6 +10,10 @@ MASK = 0xFFFFFFFF               # a uniform word: offsets wrap modulo 2**32
 GATHER_DEPTH = 4
 # The VDW stride field is 16 bits (facts §5.14).
 MAX_VDW_STRIDE = (1 << isa.VDW_STRIDE["stride"][1]) - 1
+# Activation layouts, named by their axes: "hwc" (H, W, C), the layer contract's NHWC; "chw"
+# (C, H, W), channel-major, what a depthwise layer may write for the pointwise layer after it
+# (docs/kernels.md "Handing over transposed").
+LAYOUTS = ("hwc", "chw")
 
 
 def ceil_div(a, b):

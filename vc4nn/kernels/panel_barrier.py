@@ -50,7 +50,7 @@ def skip_unless(a, cond):
     a.nop()
 
 
-def boundary(a, plan, variant, masters, stepped=True):
+def boundary(a, plan, variant, masters, stepped=True, leaves=False):
     """Before each chunk: finish my load of it (fp16 B: and widen it in the master's or the
     relay's code, panel_halves), meet the others, start my load of the next (b_gather: ask for
     my rows of the next, panel_gather_b; ``stepped`` says how).
@@ -78,8 +78,11 @@ def boundary(a, plan, variant, masters, stepped=True):
     Leaves fall through; the master and the relays branch to their code, placed after the end
     of the program (``masters``). Flat arrival, with the master acquiring one DONE per QPU and
     releasing one GO per QPU, measured 15.00 GFLOPS on the quick AlexNet shape, this 15.22.
+    ``leaves``: code that only leaves run (``leaf_boundary``).
     """
     regs = registers(plan)[0]
+    if leaves:
+        return leaf_boundary(a, plan, stepped)
     number = len(masters)
     # b_gather: my requests for the next chunk's rows of B fill the branches' free delay slots;
     # the master and the relays do the rest first thing in their code.
@@ -108,6 +111,18 @@ def boundary(a, plan, variant, masters, stepped=True):
     masters.append(functools.partial(master, a, plan, variant, number, back, ops[1:]))
     if relays(plan):
         masters.append(functools.partial(relay, a, plan, variant, number, back, rest, stepped))
+
+
+def leaf_boundary(a, plan, stepped):
+    """``boundary`` in code only leaves run (PanelPlan.spread_leaves): no branch to the master's
+    or a relay's part, and no load of B (b_gather)."""
+    regs = registers(plan)[0]
+    a.xor(regs["buffer"], regs["buffer"], regs["toggle"])
+    for op in request_ops(a, plan, stepped):
+        op()
+    a.add(r3, regs["buffer"], plan.row_base)
+    a.sema_release(SEMA_ARRIVED)
+    a.sema_acquire(SEMA_GO)
 
 
 def relays(plan):

@@ -13,9 +13,10 @@ chunk's row r is VPM row r of its buffer), L consecutive vectors of one k-row:
   per row at ``b_next`` (my last row's address plus 4 x the element number), which then steps
   by ``b_step`` (one chunk along the panel's direction). The boundaries that ask for a panel's
   last chunk (whose k-rows past the panel's end re-read its last k-row, as the DMA path does) or
-  for the next panel's first take the rows' addresses from the uniform stream instead: they are
-  generated outside the chunk loop (sgemm_panel.panel). A uniform read at every boundary would
-  queue its line fill behind the other QPUs' row fills (14x14x512->512: 4% of the time).
+  for the next panel's first take the rows' offsets from ``b_next`` from the uniform stream
+  instead (``boundary_offsets``): they are generated outside the chunk loop
+  (sgemm_panel.panel). A uniform read at every boundary would queue its line fill behind the
+  other QPUs' row fills (14x14x512->512: 4% of the time).
 - at the end of the chunk's last k-row (before A's pop of the next gather, since both land in
   r4), pop them and write them: the setup is the next buffer's read setup (``buffer`` xor
   ``toggle``) plus ``b_write``, this QPU's offset from a read setup to its rows' write setup.
@@ -34,7 +35,7 @@ stores, whose gathers take the whole TMU FIFO; in the k loop A asks fewer gather
 A's and B's requests together stay within the 4 a QPU may have in flight (facts §5.13).
 """
 
-from asm import element_number, r1, r3, r4, tmu1_s, uniform, vpm, vpm_read_setup, \
+from asm import element_number, r1, r3, r4, r5, r5rep, tmu1_s, uniform, vpm, vpm_read_setup, \
     vpm_write_setup, vw_setup
 
 from .common import LANES, WORD
@@ -46,24 +47,27 @@ from .panel_registers import registers
 
 def request_ops(a, plan, stepped):
     """The instructions (emitters) that ask for my rows of the next chunk: at ``b_next`` when
-    ``stepped``, else at the uniform stream's addresses. r1 is free at a chunk boundary (the
-    next k-row copies A's gather into it); the chunk boundary spreads them over its branches'
-    delay slots (panel_barrier)."""
+    ``stepped``, else at the uniform stream's offsets from it (``boundary_offsets``). They use
+    neither r1, which may hold A's gather across the boundary (PanelPlan.pair_gathers), nor a
+    lane-wise temporary: the constant goes to r5, dead between chunks with gathered B (a relay
+    only relays). The chunk boundary spreads them over its branches' delay slots
+    (panel_barrier)."""
     regs = registers(plan)[0]
     if not stepped:
-        return [lambda: a.shl(r1, element_number, 2)] + \
-            [lambda: a.add(tmu1_s, uniform, r1)] * plan.b_gathers
+        return [lambda: a.add(tmu1_s, regs["b_next"], uniform)] * plan.b_gathers
     ops = []
     if plan.b_gathers == 2:         # (PanelPlan allows 1 or 2) the row before my last
-        ops += [lambda: a.ldi(r1, ROW_BYTES), lambda: a.sub(tmu1_s, regs["b_next"], r1)]
+        ops += [lambda: a.ldi(r5rep, ROW_BYTES), lambda: a.sub(tmu1_s, regs["b_next"], r5)]
     return ops + [lambda: a.add(regs["b_next"], regs["b_next"], regs["b_step"])
                   .mov(tmu1_s, regs["b_next"])]
 
 
-def request_rows(a, plan, stepped):
-    """The requests as plain instructions (chunk 0, before the first panel)."""
-    for op in request_ops(a, plan, stepped):
-        op()
+def request_first_rows(a, plan):
+    """Chunk 0's requests, before the first panel (``b_next`` is not set yet): at the uniform
+    stream's addresses."""
+    a.shl(r1, element_number, 2)
+    for _ in range(plan.b_gathers):
+        a.add(tmu1_s, uniform, r1)
 
 
 def start_panel(a, plan):
@@ -128,6 +132,16 @@ def row_addresses(plan, b_addr, chunk, q):
         else:
             out.append(b_addr + (k * plan.n + col + j * LANES) * WORD)
     return out
+
+
+def boundary_offsets(plan, b_addr, chunk, index, panel, q):
+    """The uniform words of a boundary that does not step (before chunk ``index`` of a panel
+    whose ``panel_words`` are ``panel``; it asks for ``chunk``'s rows): each row's address less
+    ``b_next``'s, which stepped at the boundaries before it (the lanes' offsets cancel)."""
+    start, step = panel
+    step -= (step & 0x80000000) << 1            # (a signed step)
+    b_next = start + min(index, max(0, plan.chunks - 2)) * step
+    return [(row - b_next) & 0xFFFFFFFF for row in row_addresses(plan, b_addr, chunk, q)]
 
 
 def panel_words(plan, b_addr, chunk, q):

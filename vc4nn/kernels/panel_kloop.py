@@ -10,9 +10,9 @@ from asm import isa, r0, r1, r2, r3, r4, r5, r5rep, tmu0_s, vpm, vr_setup
 
 from .common import LANES, ceil_div
 from .panel_act_halves import copy_steps
-from .panel_gather_b import pop_steps
+from .panel_gather_b import pop_steps, stepped
 from .panel_plan import MAX_ROWS, TMU_REQUESTS
-from .panel_registers import registers
+from .panel_registers import registers, stepped_loads
 from .panel_spread import next_row_setup, read_setup
 
 
@@ -84,12 +84,27 @@ def flip(plan, steps):
 
 
 def steady_kinds(plan):
-    """The KSteps of a chunk in the middle of a panel: the chunk loop's body."""
+    """The KSteps of the chunks in the middle of a panel: the chunk loop's body, chunk_period
+    chunks."""
     width = plan.gather_k
     flipped = flip(plan, gathers_ahead(plan))
     return [KStep(row % width, "full" if row % width == 0 else None, row % width == width - 1,
                   flipped)
-            for row in range(plan.chunk_rows)]
+            for row in range(plan.chunk_rows * plan.chunk_period)]
+
+
+def steady_chunks(plan):
+    """How many of a panel's first chunks its chunk loop runs (a multiple of chunk_period):
+    those whose k steps are steady_kinds and whose boundaries step B's addresses (the last
+    chunks, whose k stop asking for gathers, are generated one by one)."""
+    kinds, kc, period = k_kinds(plan), plan.chunk_rows, plan.chunk_period
+    body = steady_kinds(plan)
+    steady = 0
+    while steady + period < plan.chunks and kinds[steady * kc:(steady + period) * kc] == body \
+            and (not (plan.b_gather or stepped_loads(plan)) or
+                 all(stepped(plan, c) for c in range(steady, steady + period))):
+        steady += period
+    return steady
 
 
 def count_row(plan):
@@ -97,7 +112,8 @@ def count_row(plan):
     that copies a gather (a free ADD slot next to the copy), else row 1 on its own. fp16 A:
     the last row that copies, after its copy, since a copy's flags would clobber the count's
     before the loop's branch."""
-    copies = [row for row, kind in enumerate(steady_kinds(plan)) if kind.half == 0]
+    last = steady_kinds(plan)[-plan.chunk_rows:]        # the body's last chunk (its branch)
+    copies = [row for row, kind in enumerate(last) if kind.half == 0]
     if plan.a_halves:
         return copies[-1]
     rows = [row for row in copies if row]

@@ -91,6 +91,18 @@ class PanelPlan:
     # over the QPUs, a piece of W vectors each (vc4nn/kernels/panel_spread.py): 7x7 = 49
     # pixels on 12 QPUs as 4 rows + one vector of pixel 48, instead of 5 rows on 10 QPUs.
     spread_rows: bool = False
+    # spread_rows with the pieces on the leaves only (``piece_qpus``): the master and the
+    # relays, whose barrier work is on every chunk's path, run the last pass without a piece
+    # and the leaves' boundary has no branch to theirs (panel_spread). Off by default.
+    spread_leaves: bool = False
+    # A gathered two k at a time also when a chunk's k-rows are odd (8 vectors x 3): a gather
+    # then spans two chunks, so the chunk loop's body is two chunks (``chunk_period``) and r1
+    # holds A's gather across the boundary. Gathered B and float32 A only. Off by default.
+    pair_gathers: bool = False
+    # The last ``park_rows`` rows of each pass but the last parked in spare registers at the
+    # panel's end and stored during the next pass's chunks (vc4nn/kernels/panel_park.py), so
+    # that part of the store burst overlaps the k steps. 0: off (the default).
+    park_rows: int = 0
 
     def __post_init__(self):
         if not 1 <= self.max_rows <= MAX_ROWS:
@@ -112,6 +124,13 @@ class PanelPlan:
             self._check_b_gather()
         if self.spread_rows:
             self._check_spread()
+        elif self.spread_leaves:
+            raise ValueError("spread_leaves: it needs spread_rows")
+        if self.park_rows:
+            self._check_park()
+        if self.pair_gathers and (not self.b_gather or self.a_halves):
+            raise ValueError("pair_gathers: it needs gathered B and float32 A (the chunk "
+                             "boundary of the DMA path and fp16 A's copies use r1)")
         if (self.c_halves or self.r_halves) and not (self.alpha_one and self.beta_zero):
             raise ValueError("fp16 C or residual needs alpha = 1 and beta = 0")
         if self.b_halves and self.panel_vectors % 2 and self.n > self.panel_vectors * LANES:
@@ -144,6 +163,9 @@ class PanelPlan:
             if not rows or not extra:
                 why = (f"M = {self.m} on {self.num_qpus} QPUs leaves {extra} rows past "
                        f"{rows} per QPU in the last pass")
+            elif self.piece_qpus[1] < extra:
+                why = (f"spread_leaves: {self.piece_qpus[1]} leaves for the {extra} rows left "
+                       f"over")
             elif rows + 1 > self.max_rows or \
                     rows * self.panel_vectors + self.piece_vectors > self.accumulator_budget:
                 why = f"{rows} rows per QPU and a piece of {self.piece_vectors} vectors do not fit"
@@ -151,15 +173,31 @@ class PanelPlan:
             raise ValueError(f"spread_rows: {why}")
         piece_registers(self)               # (raises if the piece's own registers do not fit)
 
+    def _check_park(self):
+        from .panel_kloop import steady_chunks      # (they import this module)
+        from .panel_park import check
+        why = check(self, steady_chunks(self))
+        if why:
+            raise ValueError(f"park_rows: {why}")
+
     def _spread_split(self):
         """(rows per QPU of the last pass, rows left over for the pieces) with spread_rows."""
         left = self.m - (self.passes - 1) * self.num_qpus * self.rows
         return divmod(left, self.num_qpus)
 
     @property
+    def piece_qpus(self):
+        """spread_rows: (the first QPU with a piece, how many have one): all of them, or
+        (``spread_leaves``) the QPUs after the master and the relays (QPUs 1..Kc, loader_slot)."""
+        if not self.spread_leaves:
+            return 0, self.num_qpus
+        first = 1 + self.chunk_rows if self.qpus > self.chunk_rows else self.qpus
+        return first, self.num_qpus - first
+
+    @property
     def pieces_per_row(self):
         """spread_rows: QPUs per row left over (each takes a piece of it)."""
-        return self.num_qpus // self._spread_split()[1]
+        return self.piece_qpus[1] // self._spread_split()[1]
 
     @property
     def piece_vectors(self):
@@ -263,9 +301,14 @@ class PanelPlan:
 
     @property
     def gather_k(self):
-        """k per TMU gather of A: 2 when every chunk's k-rows pair up (see
+        """k per TMU gather of A: 2 when every chunk's k-rows pair up or ``pair_gathers`` (see
         panel_kloop.GATHERS_AHEAD)."""
-        return 2 if self.chunk_rows % 2 == 0 else 1
+        return 2 if self.chunk_rows % 2 == 0 or self.pair_gathers else 1
+
+    @property
+    def chunk_period(self):
+        """Chunks after which the k steps' gather pattern repeats: the chunk loop's body."""
+        return 2 if self.chunk_rows % self.gather_k else 1
 
     # -- n: full panels, then one edge variant ------------------------------------------------
     @property

@@ -10,8 +10,9 @@ from asm import ra, rb
 #   r0 product (added by the next instruction)   r1 the current gather of A (8 rows x 1-2 k)
 #   r2 TMU address of the next gather to ask for r3 VPM read setup of the chunk's k-row 1
 #   r4 the next gather as ldtmu0 delivers it     r5 the broadcast scalar A[m0+g, k]
-# (r5 is dead between chunks: a relay keeps the address of its next load there across the
-# barrier, see relay.)
+# (r5 is dead between chunks: a relay of DMA'd B keeps the address of its next load there
+# across the barrier, see relay; with gathered B the boundary's requests put a constant there,
+# panel_gather_b. r1 is not free there with paired gathers: see PanelPlan.pair_gathers.)
 # The regfile holds the R x V accumulators and the bookkeeping below. A counter decremented
 # with a small immediate must be on regfile A (a small-immediate instruction cannot read
 # regfile B, facts §1), and so must acc[g][V-1]: it is added in the instruction that rotates

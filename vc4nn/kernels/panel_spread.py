@@ -31,11 +31,16 @@ def last_pass(plan):
     return plan.pass_blocks()[-1]
 
 
+def has_piece(plan, q):
+    """Whether QPU q takes a piece in the last pass (``PanelPlan.piece_qpus``)."""
+    return plan.piece_qpus[0] <= q
+
+
 def piece(plan, q):
     """QPU q's piece: (its row of C, its first vector, vectors it stores: the last ones)."""
     first, rows = last_pass(plan)
     extra = plan.m - first - rows * plan.num_qpus
-    row, index = divmod(q, plan.pieces_per_row)
+    row, index = divmod(q - plan.piece_qpus[0], plan.pieces_per_row)
     width, vectors = plan.piece_vectors, plan.panel_vectors
     start = min(index * width, vectors - width)
     stores = max(0, min((index + 1) * width, vectors) - index * width)

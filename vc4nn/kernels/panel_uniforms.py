@@ -9,12 +9,14 @@ from asm import vdr_setup, vdw_setup, vpm_read_setup, vpm_write_setup
 
 from . import dma
 from . import chain
+from . import panel_park as park
 from . import panel_spread as spread
 from .common import LANES, MASK, WORD, ceil_div
 from .panel_act_halves import scaled_offset
-from .panel_gather_b import panel_words, row_addresses, stepped, write_offset
+from .panel_gather_b import boundary_offsets, panel_words, row_addresses, stepped, write_offset
 from .panel_halves import column_bytes, halves_y, padded_columns, slot_y, widen_words, word_rows
 from .panel_plan import HALF, ROLE_LOADER, ROLE_MASTER, ROW_BYTES
+from .panel_kloop import steady_chunks
 from .panel_registers import stepped_loads
 
 
@@ -39,8 +41,8 @@ from .panel_registers import stepped_loads
 #                    stepped loads only [vdr setup] (or nothing: setup_in_registers), [vdr setup,
 #                    address] on the panel's last two chunks (the rest comes from registers:
 #                    see stepped_loads);
-#                    (b_gather) every QPU, on a panel's last two chunks: the addresses of
-#                    its rows of the next chunk
+#                    (b_gather) every QPU, on a panel's last two chunks: its rows of the
+#                    next chunk as offsets from b_next (panel_gather_b.boundary_offsets)
 # ---------------------------------------------------------------------------------------------
 def dma_pieces(plan, variant, slot, buffer):
     """(vdr setup, column offset) of the loads that bring one k-row of a panel into ``slot``."""
@@ -204,6 +206,7 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
     ``bias``, ``residual``: bus addresses of the epilogue's operands, when the plan has them."""
     a_addr, b_addr, c_addr = addresses
     chunks = chunk_sequence(plan)
+    bodies = steady_chunks(plan) // plan.chunk_period if plan.park_rows else 0
     # A harmless extra load after the last chunk keeps the boundary code the same for every
     # chunk: it refills the buffer of the chunk before the last one, which nobody reads again.
     loads_after = chunks[1:] + chunks[:1]
@@ -232,11 +235,13 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
         panels = iter(panel_sequence(plan))
         index = 0
         for pass_index, (first, rows) in enumerate(plan.pass_blocks()):
+            m0_before = m0 if pass_index else None
             m0 = first + q * rows
             store = m0 < plan.m
             if not store:               # past the end: repeat the last block
                 m0 = first + (ceil_div(plan.m - first, rows) - 1) * rows
-            piece = plan.spread_rows and pass_index + 1 == plan.passes
+            piece = plan.spread_rows and pass_index + 1 == plan.passes and \
+                spread.has_piece(plan, q)
             if piece:
                 words += spread.header_words(plan, q)
             words += [a_addr + m0 * plan.a_lane, min(rows, plan.m - m0) - 1]
@@ -250,10 +255,14 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
             for _ in plan.panel_starts():
                 words += panel_direction(plan, next(panels)[2])
                 if plan.b_gather:
-                    words += panel_words(plan, b_addr, loads_after[index], q)
+                    b_panel = panel_words(plan, b_addr, loads_after[index], q)
+                    words += b_panel
+                if plan.park_rows and pass_index:       # the store slots (panel_park)
+                    words += park.drain_words(plan, c_addr, m0_before, bodies)
                 for c in range(plan.chunks):
                     if plan.b_gather and not stepped(plan, c):
-                        words += row_addresses(plan, b_addr, loads_after[index], q)
+                        words += boundary_offsets(plan, b_addr, loads_after[index], c,
+                                                  b_panel, q)
                     if loader and plan.b_halves and not steps and not plan.b_gather:
                         words += widen_words(plan, chunks[index][0], slot, index % 2)
                     if loader and not plan.b_gather:

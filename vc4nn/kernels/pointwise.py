@@ -28,8 +28,9 @@ import collections
 
 from .. import hardware
 from ..errors import DeviceError
-from . import sgemm_panel, transpose
-from .common import MAX_VDW_STRIDE
+from . import panel_park, sgemm_panel, transpose
+from .panel_kloop import steady_chunks
+from .common import LAYOUTS, MAX_VDW_STRIDE
 from .epilogue import Epilogue
 from .spatial import STORAGE_BITS, check_storage
 
@@ -48,8 +49,14 @@ class PointwisePlan:
     5.57 ms, pi_zero). ``spread_rows``: one pass of H*W // QPUs pixels per QPU, the pixels
     left over spread one vector per QPU (``PanelPlan.spread_rows``, panel_spread.py; 7x7 on
     12 QPUs: 4 pixels and a vector of pixel 48 each); None: wherever the panel allows it
-    (``spreads``). The panel kernel's own tiling (rows per QPU, chunk rows, passes) is
-    derived in ``panel``.
+    (``spreads``). ``spread_leaves``: those pieces on the leaves only, the QPUs without barrier
+    work (``PanelPlan.spread_leaves``; 7x7 on 12 QPUs: one vector of pixel 48 on each of the 8
+    leaves); None: wherever the panel allows it (``spreads_on_leaves``). ``pair_gathers``: x
+    gathered two k at a time also where a chunk's k-rows are odd (``PanelPlan.pair_gathers``);
+    None: on the transposed route wherever the panel allows it (``pairs``). ``park_rows``: the
+    last rows of each pass stored during the next pass (``PanelPlan.park_rows``,
+    panel_park.py); None: where it pays (``parks``), 0: never. The panel kernel's own tiling
+    (rows per QPU, chunk rows, passes) is derived in ``panel``.
     """
 
     height: int
@@ -73,12 +80,16 @@ class PointwisePlan:
     gather_weights: typing.Optional[bool] = None
     balance_passes: bool = True
     spread_rows: typing.Optional[bool] = None
+    spread_leaves: typing.Optional[bool] = None
+    pair_gathers: typing.Optional[bool] = None
+    park_rows: typing.Optional[int] = None
 
     def __post_init__(self):
         for name in ("x_storage", "y_storage", "r_storage", "w_storage"):
             check_storage(f"pointwise: {name}", getattr(self, name))
-        if self.input_layout not in ("hwc", "chw"):
-            raise DeviceError(f"pointwise: input_layout={self.input_layout!r}; 'hwc' or 'chw'")
+        if self.input_layout not in LAYOUTS:
+            raise DeviceError(f"pointwise: input_layout={self.input_layout!r}; "
+                              f"{' or '.join(map(repr, LAYOUTS))}")
         if self.input_layout == "chw" and (self.transpose_input is False or self.max_rows
                                            not in (None, sgemm_panel.MAX_ROWS)):
             raise DeviceError(f"pointwise: an input in 'chw' layout is read by the transposed "
@@ -98,29 +109,71 @@ class PointwisePlan:
 
     def _panel(self, trans_a, max_rows=sgemm_panel.MAX_ROWS, vectors=None):
         vectors = vectors or self.vectors
-        fields = (self.pixels, self.cout, self.cin, trans_a, self.num_qpus, True, True,
-                  self.epilogue, max_rows, vectors,
-                  sgemm_panel.deepest_chunk(vectors, self.num_qpus), self.w_storage == "fp16",
-                  self.x_storage == "fp16", self.y_storage == "fp16",
-                  self.residual and self.r_storage == "fp16")
+        deepest = sgemm_panel.deepest_chunk(vectors, self.num_qpus)
+
+        def plan(depth, gather):
+            return sgemm_panel.PanelPlan(
+                self.pixels, self.cout, self.cin, trans_a, self.num_qpus, True, True,
+                self.epilogue, max_rows, vectors, depth, self.w_storage == "fp16",
+                self.x_storage == "fp16", self.y_storage == "fp16",
+                self.residual and self.r_storage == "fp16", gather, self.balance_passes)
+
         gather = self.gather_weights
         panel = None
-        if gather is None:          # the default (``gathers``)
-            try:
-                panel = sgemm_panel.PanelPlan(*fields, True, self.balance_passes)
-            except ValueError:
-                pass
-            if panel is None or panel.chunks < MIN_GATHER_CHUNKS:
-                panel = None
+        if gather is not False:     # the deepest chunk whose rows the QPUs can gather
+            for depth in range(deepest, min(deepest, MIN_GATHER_DEPTH) - 1, -1):
+                try:
+                    panel = plan(depth, True)
+                    break
+                except ValueError:
+                    continue
+            if gather is None and (panel is None or panel.chunks < MIN_GATHER_CHUNKS):
+                panel = None        # the default (``gathers``)
                 gather = False
         if panel is None:
-            panel = sgemm_panel.PanelPlan(*fields, gather, self.balance_passes)
+            panel = plan(deepest, gather)
+        panel = self._paired(panel)
+        if self.park_rows:          # forced: the panel plan says why it cannot
+            return dataclasses.replace(panel, park_rows=self.park_rows)
+        if self.park_rows is None and max_rows == sgemm_panel.MAX_ROWS and \
+                self.spread_rows is not True:
+            parked = parking_default(panel)     # (``parks``)
+            if parked.park_rows:
+                return parked
         if self.spread_rows is False or max_rows < sgemm_panel.MAX_ROWS:
+            if self.spread_leaves:
+                raise ValueError("spread_leaves: it needs spread_rows")
             return panel
         if self.spread_rows:        # forced: the panel plan says why it cannot
-            return dataclasses.replace(panel, spread_rows=True)
-        try:                        # the default (``spreads``)
-            return dataclasses.replace(panel, spread_rows=True)
+            panel = dataclasses.replace(panel, spread_rows=True)
+        else:
+            try:                    # the default (``spreads``)
+                panel = dataclasses.replace(panel, spread_rows=True)
+            except ValueError:
+                if self.spread_leaves:
+                    raise
+                return panel
+        if self.spread_leaves is False:
+            return panel
+        if self.spread_leaves:      # forced
+            return dataclasses.replace(panel, spread_leaves=True)
+        try:                        # the default (``spreads_on_leaves``)
+            return dataclasses.replace(panel, spread_leaves=True)
+        except ValueError:
+            return panel
+
+    def _paired(self, panel):
+        """``panel`` with A gathered two k at a time across chunks (``pairs``) or not."""
+        if self.pair_gathers is False or panel.gather_k == 2:
+            if self.pair_gathers and not panel.pair_gathers:
+                return dataclasses.replace(panel, pair_gathers=True)   # (nothing to pair)
+            return panel
+        if self.pair_gathers:       # forced: the panel plan says why it cannot
+            return dataclasses.replace(panel, pair_gathers=True)
+        if not panel.trans_a:       # the default: the NHWC routes keep their rule (``route``)
+            return panel
+        try:
+            return dataclasses.replace(panel, pair_gathers=True)
         except ValueError:
             return panel
 
@@ -131,18 +184,22 @@ class PointwisePlan:
     @property
     def vectors(self):
         """The panel's width in vectors: ``panel_vectors``, else the width of PANEL_WIDTHS whose
-        panel kernel issues the fewest instructions (``sgemm_panel.issue_estimate``) on its route.
-        Wider panels spend fewer instructions per multiply-add on broadcasting A but hold fewer
-        rows per QPU and fewer k-rows per chunk (PanelPlan); edge panels waste lanes."""
+        panel kernel gathers the weights (``gathers``: the layers are bound by the bus) and
+        issues the fewest instructions (``sgemm_panel.issue_estimate``) on its route. Wider
+        panels spend fewer instructions per multiply-add on broadcasting A but hold fewer rows
+        per QPU and fewer k-rows per chunk (PanelPlan); edge panels waste lanes. (Cout = 64 on 12
+        QPUs, channel-major x, pi_zero, full layers: 4 vectors in chunks of 5 k-rows DMA'd,
+        then 4 in chunks of 3 gathered: 112x112x32->64 6.594 -> 6.391 ms, 14x14x384->64 0.790
+        -> 0.637; 6 vectors DMA'd, which the issue estimate alone would pick: 6.475, 0.787.)"""
         if self.panel_vectors:
             return self.panel_vectors
         estimates = {}
         for vectors in PANEL_WIDTHS:
             try:
-                estimates[vectors] = sgemm_panel.issue_estimate(
-                    self._panel(*self._route(vectors), vectors))
+                panel = self._panel(*self._route(vectors), vectors)
             except ValueError:      # a forced option this width cannot take
                 continue
+            estimates[vectors] = (not panel.b_gather, sgemm_panel.issue_estimate(panel))
         return min(estimates, key=estimates.get) if estimates else PANEL_WIDTHS[0]
 
     @property
@@ -206,6 +263,40 @@ class PointwisePlan:
         return self.panel.spread_rows
 
     @property
+    def parks(self):
+        """How many rows of each pass are parked and stored during the next pass
+        (``park_rows``, vc4nn/kernels/panel_park.py). By default as many as the registers left
+        by the accumulators hold, where the next pass's store slots are about as many as the
+        parked vectors (a single panel of few chunks: 112x112x32->64, 4 of 8 rows, 16 slots
+        for 16 vectors). Measured (pi_zero, 12 QPUs, full layers, channel-major input, ms):
+        112x112x32->64 6.391 -> 5.752; but 14x14x384->64 0.637 -> 0.989, where 252 slots store
+        16 vectors and then repeat the last ones."""
+        return self.panel.park_rows
+
+    @property
+    def pairs(self):
+        """Whether x is gathered two k at a time across the chunks (``pair_gathers``: one
+        request and one copy per two k instead of per k, where 8-vector panels have chunks of
+        3 k-rows; the chunk loop's body becomes two chunks, 3.0 KB for 6 pixels per QPU). By
+        default on the transposed route wherever the panel allows it (the weights gathered,
+        float32 x); the NHWC routes keep their aliasing rule, which counts lines per gather.
+        Measured (pi_zero, 12 QPUs, full layers, channel-major input, ms, one k -> two k per
+        gather): 56x56x128->128 6.611 -> 6.573; 28x28x128->256 3.324 -> 3.303; 14x14x512->512
+        5.400 -> 5.341; 7x7x512->1024 2.934 -> 2.860."""
+        return self.panel.pair_gathers
+
+    @property
+    def spreads_on_leaves(self):
+        """Whether only the leaves take the pieces (``spread_leaves``): the master and the
+        relays, whose barrier work is on every chunk's path, then run the last pass without a
+        piece, and the leaves' chunk boundaries without the branches to the barrier roles.
+        By default wherever there are at least as many leaves as pixels left over (pw6-pw13 on
+        12 QPUs). Measured (pi_zero, 12 QPUs, full layers, channel-major input, ms, pieces on
+        every QPU -> on the leaves): 7x7x512->1024 3.011 -> 2.934; 7x7x1024->1024 5.846 ->
+        5.690; 14x14x512->512 5.441 -> 5.400; 14x14x256->512 2.943 -> 2.926."""
+        return self.panel.spread_leaves
+
+    @property
     def transposed(self):
         """Whether the activation is transposed on the GPU first (``route``)."""
         return self.route[0]
@@ -227,6 +318,23 @@ class PointwisePlan:
 PANEL_WIDTHS = (8, 6, 4)
 MIN_ROWS = 4        # fewer rows per QPU re-read the weights too often to beat the transpose
 MIN_GATHER_CHUNKS = 8   # fewer chunks per panel: the weights are DMA'd (``gathers``)
+MIN_GATHER_DEPTH = 3    # k-rows per chunk at least, to gather the weights in shallower chunks
+
+
+def parking_default(panel):
+    """``panel`` with the most rows parked (``PanelPlan.park_rows``) whose store slots in the
+    next pass are no more than the parked vectors and a chunk loop body's slots (the slots past
+    the parked vectors store the last ones again: with many chunks per panel they would flood
+    the bus), or ``panel`` itself."""
+    for rows in range(panel.rows, 0, -1):
+        try:
+            parked = dataclasses.replace(panel, park_rows=rows)
+        except ValueError:
+            continue
+        slots = panel_park.slots_per_body(parked) * (steady_chunks(parked) // parked.chunk_period)
+        if slots <= panel_park.parked_vectors(parked) + panel_park.slots_per_body(parked):
+            return parked
+    return panel
 
 
 def lines_per_set(panel, qpus=1):

@@ -27,7 +27,8 @@ QPU waits for another's store.
 The kernel is this module; its parts, each a module of one job: the plan (panel_plan.py), the
 uniform streams (panel_uniforms.py), the registers (panel_registers.py), the chunk boundary
 (panel_barrier.py), the k loop (panel_kloop.py), the bias start and the stores (panel_store.py),
-the last pass's leftover rows in pieces (panel_spread.py).
+the last pass's leftover rows in pieces (panel_spread.py), B gathered through the TMU
+(panel_gather_b.py), rows parked and stored during the next pass (panel_park.py).
 """
 
 import functools
@@ -37,10 +38,12 @@ from asm import element_number, kernel, null, r0, r2, r3, uniform, vpm_read_setu
 from .common import LANES, ceil_div, lane_addresses, zero
 from . import chain
 from .panel_barrier import boundary, issue_loads
-from .panel_gather_b import pop_rows, request_rows, start_panel, stepped
-from .panel_kloop import gather_kind, gathers_ahead, k_kinds, k_step, request_a, steady_kinds
+from .panel_gather_b import pop_rows, request_first_rows, start_panel, stepped
+from .panel_kloop import (gather_kind, gathers_ahead, k_kinds, k_step, request_a, steady_chunks,
+                          steady_kinds)
+from . import panel_park as parking
 from .panel_plan import MAX_ROWS
-from .panel_registers import accumulators, registers, stepped_loads
+from .panel_registers import accumulators, registers
 from .panel_spread import fix_lane, read_header
 from .panel_store import start_at_bias, store
 
@@ -81,26 +84,50 @@ def panel_kernel(a, plan):
     a.ldi(regs["buffer"], vpm_read_setup(vectors, plan.buffer_rows))
     a.ldi(regs["toggle"], vpm_read_setup(vectors, 0) ^ vpm_read_setup(vectors, plan.buffer_rows))
     if plan.b_gather:              # chunk 0's rows of B, into the VPM before the first barrier
-        request_rows(a, plan, stepped=False)
+        request_first_rows(a, plan)
         pop_rows(a, plan)
     else:
         with a.scope("first_load"):
             issue_loads(a, plan)
     # The passes: all of ``rows`` rows per QPU, or (``last_rows``) the last one of fewer.
+    # park_rows: the first pass and the last are generated on their own (panel_park).
     looped = plan.passes - (plan.last_rows != plan.rows or plan.spread_rows)
+    if plan.park_rows:
+        with a.scope("first_pass"):
+            one_pass(a, plan, plan.rows, masters, park=True)
+        looped = plan.passes - 2
     if looped:
         a.ldi(regs["passes_left"], looped)
         a.label("pass")
         with a.scope("passes"):
-            one_pass(a, plan, plan.rows, masters)
+            one_pass(a, plan, plan.rows, masters, drain=bool(plan.park_rows),
+                     park=bool(plan.park_rows))
         a.sub(regs["passes_left"], regs["passes_left"], 1, sf=True)
         a.branch("pass", cond="all_zc")
         a.nop()
         a.nop()
         a.nop()
-    if looped < plan.passes:
+    if plan.park_rows:
+        with a.scope("last_pass"):
+            one_pass(a, plan, plan.last_rows, masters, drain=True)
+    elif looped < plan.passes:
+        if plan.spread_leaves:      # the master and the relays: the last pass without a piece
+            a.mov(null, regs["role"], sf=True)
+            a.branch("plain_last", cond="all_zc")
+            a.nop()
+            a.nop()
+            a.nop()
         with a.scope("last_pass"):
             one_pass(a, plan, plan.last_rows, masters, plan.spread_rows)
+        if plan.spread_leaves:
+            a.branch("last_done")
+            a.nop()
+            a.nop()
+            a.nop()
+            a.label("plain_last")
+            with a.scope("plain_last_pass"):
+                one_pass(a, plan, plan.last_rows, masters)
+            a.label("last_done")
     if not plan.b_gather:
         a.read(vr_wait)             # the extra load after the last chunk (see uniform_streams)
     a.read(vw_wait)                 # the last store of C (store_row does not wait for its own)
@@ -110,9 +137,10 @@ def panel_kernel(a, plan):
         emit()
 
 
-def one_pass(a, plan, rows, masters, piece=False):
+def one_pass(a, plan, rows, masters, piece=False, drain=False, park=False):
     """One pass: ``rows`` rows of A per QPU against every panel of B (``piece``: and the
-    QPU's piece of the rows left over, panel_spread)."""
+    QPU's piece of the rows left over, panel_spread; ``drain``: storing the rows the pass
+    before parked, ``park``: parking its last rows, panel_park)."""
     regs = registers(plan)[0]
     if piece:
         read_header(a, plan)
@@ -128,7 +156,7 @@ def one_pass(a, plan, rows, masters, piece=False):
         a.ldi(regs["panels_left"], plan.full_panels)
         a.label("panel")
         with a.scope("full"):
-            panel(a, plan, plan.variants[0], masters, rows, piece)
+            panel(a, plan, plan.variants[0], masters, rows, piece, drain, park)
         a.ldi(r3, panel_bytes)
         a.add(regs["c_panel"], regs["c_panel"], r3)
         a.sub(regs["panels_left"], regs["panels_left"], 1, sf=True)
@@ -143,9 +171,9 @@ def one_pass(a, plan, rows, masters, piece=False):
             panel(a, plan, plan.edge, masters, rows, piece)
 
 
-def panel(a, plan, variant, masters, rows, piece=False):
+def panel(a, plan, variant, masters, rows, piece=False, drain=False, park=False):
     """One panel of C (``rows`` rows x the variant's vectors, and ``piece``): its chunks, then
-    the store."""
+    the store (``drain``, ``park``: see one_pass)."""
     regs = registers(plan)[0]
     acc = accumulators(plan, variant.vectors, rows, piece)
     if plan.epilogue.bias:
@@ -179,28 +207,37 @@ def panel(a, plan, variant, masters, rows, piece=False):
     a.nop(sig="ldtmu0")
     # The first multiply-add of each k finishes the previous k's last one: make it add 0.
     a.ldi(r0, 0)
-    kinds, kc = k_kinds(plan), plan.chunk_rows
+    kinds, kc, period = k_kinds(plan), plan.chunk_rows, plan.chunk_period
     chunk_kinds = [kinds[c * kc:(c + 1) * kc] for c in range(plan.chunks)]
-    # The chunks in the middle of the panel are one loop; the last chunks, whose k stop asking
-    # for gathers, are generated one by one. A chunk's k are unrolled: no k counter, and the
-    # read setups of each k-row are small-immediate offsets from r3 (see k_step).
-    steady = 0
-    while steady < plan.chunks - 1 and chunk_kinds[steady] == steady_kinds(plan) and \
-            (not (plan.b_gather or stepped_loads(plan)) or stepped(plan, steady)):
-        steady += 1
+    # The chunks in the middle of the panel are one loop (its body chunk_period chunks); the
+    # last chunks, whose k stop asking for gathers, are generated one by one. A chunk's k are
+    # unrolled: no k counter, and the read setups of each k-row are small-immediate offsets
+    # from r3 (see k_step).
+    body, steady = steady_kinds(plan), steady_chunks(plan)
+    leaves = piece and plan.spread_leaves       # only leaves run this panel's code
     if steady:
-        a.ldi(regs["chunks_left"], steady)
+        a.ldi(regs["chunks_left"], steady // period)
         a.label("chunk")
-        boundary(a, plan, variant, masters, True)
-        for row, kind in enumerate(steady_kinds(plan)):
-            k_step(a, plan, acc, kind, row, row + 1 == kc, loop="chunk")
+        for part in range(period):
+            boundary(a, plan, variant, masters, True, leaves)
+            for row in range(kc):
+                k_step(a, plan, acc, body[part * kc + row], row, row + 1 == kc,
+                       loop="chunk" if part + 1 == period else None)
+                if drain and row < parking.slots_per_chunk(plan):
+                    parking.drain_slot(a, plan, part * parking.slots_per_chunk(plan) + row)
+                    if part + 1 == period and row + 1 == parking.slots_per_chunk(plan):
+                        parking.shift(a, plan)
     for chunk, ks in enumerate(chunk_kinds[steady:], steady):
         with a.scope():
-            boundary(a, plan, variant, masters, stepped(plan, chunk))
+            boundary(a, plan, variant, masters, stepped(plan, chunk), leaves)
             for row, kind in enumerate(ks):
                 k_step(a, plan, acc, kind, row, row + 1 == len(ks))
     a.fadd(acc[-1][-1], acc[-1][-1], r0)
     if delta:
         a.ldi(r3, delta)
         a.sub(regs["buffer"], regs["buffer"], r3)
-    store(a, plan, variant, acc)
+    if park:
+        store(a, plan, variant, parking.store_rows(plan, acc))
+        parking.park(a, plan, acc)
+    else:
+        store(a, plan, variant, acc)

@@ -2,9 +2,10 @@
 docs/kernels.md "Depthwise convolution and average pooling").
 
 Registers:
-- ra0..ra27 accumulators: ``acc_sets`` output rows x ``tile_cols`` columns; ra28 the bias;
-- rb0..rb23 the window's weights (depthwise) or the column scales (avg_pool); rb24 6.0 (relu6);
-  rb25.. the tile's VPM rows (as read and as write setup offsets), setup bases, current input
+- ra0..ra27 (and ra30, ra31 without fp16 storage) accumulators: ``acc_sets`` output rows x
+  ``tile_cols`` columns; ra28 the bias;
+- rb0..rb19 the window's weights (depthwise) or the column scales (avg_pool); rb20..rb23 the
+  two load buffers' read and load setups; rb24 6.0 (relu6); rb25.. the tile's VPM rows (as read and as write setup offsets), setup bases, current input
   row and store address; ra29 the loop count;
 - r0 scratch, r1 the input vector, r2/r3 products (alternating, so that the add of one product
   issues with the multiply of the next).
@@ -20,18 +21,22 @@ writes and 16-bit DMA stores. fp16 weights reach the lanes through r4's unpack.
 import functools
 
 from asm import element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb, tmu0_s, uniform, vpm, \
-    vr_setup, vr_wait, vw_setup, vw_wait
+    vr_addr, vr_setup, vr_wait, vw_setup, vw_wait
 
 from . import dma
 from . import chain
 from .common import each_record
 from .epilogue import activate
 from .halves import HALF_HIGH, HALF_LOW, gathered_half
-from .window_plan import ACCUMULATOR_REGISTERS
+from .window_plan import WEIGHT_REGISTERS
 
-ACC = [ra[i] for i in range(ACCUMULATOR_REGISTERS)]
+ACC = [ra[i] for i in list(range(28)) + [30, 31]]     # the last two: without halves only
 BIAS = ra[28]
-WEIGHTS = [rb[i] for i in range(24)]
+WEIGHTS = [rb[i] for i in range(WEIGHT_REGISTERS)]
+# The two load buffers: their generic read (and write) setup offsets and their DMA load setup
+# bases, in the roles of the current iteration (swapped after an odd number of chunks).
+BUFFER_ROWS = (rb[20], rb[21])
+BUFFER_LOADS = (rb[22], rb[23])
 SIX = rb[24]
 VPM_ROW0, LOAD_BASE, STORE_BASE, ROW, STORE, VPM_WRITE_ROW0 = (rb[i] for i in range(25, 31))
 COUNT = ra[29]
@@ -182,64 +187,154 @@ def tile_setup(a, plan):
     for i in reversed(range(len(variants))):    # the last one is where the tests fall through
         a.label(f"variant{i}")
         run_variant(a, plan, i)
-        if i > 0:
-            a.branch("tile_end")
-            a.nop()
-            a.nop()
-            a.nop()
     a.label("tile_end")
 
 
 def run_variant(a, plan, index):
-    """Prologue (column scales, first load), the row loop, the drain of the last prefetch."""
+    """Prologue (column scales, first load), the row loop, the drain of the last prefetch, then
+    the variant's out-of-line blocks (``aside``: the zero fills of its prefetches, the shifts of
+    the rows it does not store)."""
     variant = plan.variants[index]
     if plan.op == "avg_pool":
         for j in range(variant.cols):
             a.ldi(WEIGHTS[j], 1.0 / plan.cols_in_window(variant, j))
     chunks = plan.chunks(variant)
-    a.mov(ROW, uniform)
-    a.nop()
-    dma.start_load(a, LOAD_BASE, chunks[0][1], 0, plan.in_bits, ROW, 0)
+    aside = []
+    name_buffers(a, plan)
+    a.mov(ROW, uniform, sf=True)
+    prefetch(a, plan, aside, f"first{index}", 0, chunks[0][1], 0)
     a.label(f"loop{index}")
-    loop_body(a, plan, variant)
+    tail = loop_body(a, plan, index, aside)
     a.sub(COUNT, COUNT, 1, sf=True)
+    # The iteration's last steps (the buffers' swap, a rolled loop's shift) need no flags:
+    # the last three run in the delay slots of the loop's branch.
+    tail += swap_buffers(a) if plan.flips_buffers(variant) else []
+    for step in tail[:-3]:
+        step()
     a.branch(f"loop{index}", cond="all_zc")
+    for step in tail[-3:]:
+        step()
+    for _ in range(3 - len(tail[-3:])):
+        a.nop()
+    a.read(vr_wait)                     # the prefetch past the last row, if any
+    a.branch("tile_end")
     a.nop()
     a.nop()
     a.nop()
-    a.read(vr_wait)                     # the prefetch past the last row (from the zero row)
+    for block in aside:
+        block()
 
 
-def loop_body(a, plan, variant):
+def read_setup(plan, pixels):
+    """A generic read of ``pixels`` rows of the first load buffer, relative to the QPU's rows."""
+    return dma.vpm_read_setup(pixels, 0, size=plan.in_bits, stride=dma.row_stride(plan.in_bits))
+
+
+def name_buffers(a, plan):
+    """Point the buffer registers at buffer 0 (the QPU's first VPM row) and buffer 1
+    (``in_chunk`` rows on) for a tile's first iteration: the generic read and the DMA load
+    setups of a whole chunk."""
+    rows = dma.generic_row_offset(plan.in_chunk, plan.in_bits)
+    for buffer in (0, 1):
+        a.ldi(r0, read_setup(plan, plan.in_chunk) + rows * buffer)
+        a.add(BUFFER_ROWS[buffer], VPM_ROW0, r0)
+        a.ldi(r3, dma.load_setup_delta(plan.in_chunk, plan.in_chunk * buffer, plan.in_bits))
+        a.add(BUFFER_LOADS[buffer], LOAD_BASE, r3)
+
+
+def swap_buffers(a):
+    """The six one-instruction steps that swap the two buffers' registers through r0 and r3
+    (free between iterations), in order."""
+    return [lambda: a.mov(r0, BUFFER_ROWS[0]), lambda: a.mov(r3, BUFFER_LOADS[0]),
+            lambda: a.mov(BUFFER_ROWS[0], BUFFER_ROWS[1]),
+            lambda: a.mov(BUFFER_LOADS[0], BUFFER_LOADS[1]),
+            lambda: a.mov(BUFFER_ROWS[1], r0), lambda: a.mov(BUFFER_LOADS[1], r3)]
+
+
+def setup_steps(a, dst, base, delta):
+    """dst = base + delta, as a list of one-instruction steps (a mov, or an ldi and an add)."""
+    if delta == 0:
+        return [lambda: a.mov(dst, base)]
+    return [lambda: a.ldi(r0, delta), lambda: a.add(dst, base, r0)]
+
+
+def prefetch(a, plan, aside, name, buffer, pixels, offset, read_pixels=0, read_buffer=0):
+    """Set up the generic read of this chunk (``read_pixels`` rows of buffer ``read_buffer``),
+    and start the load of the next chunk (``pixels`` at ``offset`` bytes from the row address,
+    into buffer ``buffer``) unless the flags say its row address is 0: then the chunk is
+    filled with zeros out of line (``aside``), costing the bus nothing. Address 0 is a padding
+    row, or a row past the last one the tile needs (it only feeds outputs the tile does not
+    store). The branch's delay slots hold the read setup and as much of the load's as fits
+    (a load setup is only used once vr_addr is written)."""
+    steps = []
+    if read_pixels:
+        steps += setup_steps(a, vr_setup, BUFFER_ROWS[read_buffer],
+                             read_setup(plan, read_pixels) - read_setup(plan, plan.in_chunk))
+    steps += setup_steps(a, vr_setup, BUFFER_LOADS[buffer],
+                         dma.load_setup_delta(pixels, 0, plan.in_bits)
+                         - dma.load_setup_delta(plan.in_chunk, 0, plan.in_bits))
+    start = setup_steps(a, vr_addr, ROW, offset)     # starts the load: after the slots
+    steps += start[:-1]
+    a.branch(f"zero_{name}", cond="all_zs")
+    for step in steps[:3]:
+        step()
+    for _ in range(3 - len(steps)):
+        a.nop()
+    for step in steps[3:] + start[-1:]:
+        step()
+    a.label(f"back_{name}")
+    aside.append(lambda: zero_fill(a, plan, name, buffer, pixels))
+
+
+def zero_fill(a, plan, name, buffer, pixels):
+    """The zero fill of one prefetch: generic writes of zero vectors into its buffer (the
+    buffer's read setup, made a write setup of the input's element size), then back (the last
+    writes in the branch's delay slots)."""
+    a.label(f"zero_{name}")
+    write = dma.vpm_write_setup(0, size=plan.in_bits, stride=dma.row_stride(plan.in_bits))
+    for step in setup_steps(a, vw_setup, BUFFER_ROWS[buffer],
+                            write - read_setup(plan, plan.in_chunk)):
+        step()
+    in_slots = min(3, pixels)
+    for _ in range(pixels - in_slots):
+        a.mov(vpm, 0)
+    a.branch(f"back_{name}")
+    for slot in range(3):
+        if slot < in_slots:
+            a.mov(vpm, 0)
+        else:
+            a.nop()
+
+
+def loop_body(a, plan, index, aside):
+    """One iteration of variant ``index``'s row loop; returns the steps (one instruction each)
+    left for its end."""
+    variant = plan.variants[index]
     chunks = plan.chunks(variant)
     rows = plan.body_rows(variant)
     steps = [(r, k) for r in range(rows) for k in range(len(chunks))]
     pipe = MacPipe(a, halves=plan.in_storage == "fp16")
-    stores = 0
+    stores = shifts = 0
+    tail = []
+    flags_of_row = False                # the flags are the previous step's test of ROW
     size = plan.in_bits
     cols_bytes = plan.channels * plan.in_bytes
-    for index, (r, k) in enumerate(steps):
+    for step, (r, k) in enumerate(steps):
         first_col, pixels = chunks[k]
-        next_col, next_pixels = chunks[steps[(index + 1) % len(steps)][1]]
+        next_col, next_pixels = chunks[steps[(step + 1) % len(steps)][1]]
         pipe.flush()
         a.read(vr_wait)
-        # Prefetch the next chunk, unless its row address is 0: a row past the last one the
-        # tile needs (it would only feed outputs the tile does not store).
         if k == len(chunks) - 1:        # the next chunk starts the next row
             a.mov(ROW, uniform, sf=True)
-        else:
+        elif not flags_of_row:          # (the flags of ROW hold until a store sets others)
             a.mov(null, ROW, sf=True)
-        with a.scope("prefetch"):
-            a.branch("skip", cond="all_zs")
-            dma.read_rows(a, VPM_ROW0, pixels, plan.in_chunk * (index % 2), size)
-            a.nop()
-            dma.start_load(a, LOAD_BASE, next_pixels, plan.in_chunk * ((index + 1) % 2), size,
-                           ROW, (next_col - variant.lo) * cols_bytes)
-            a.label("skip")
+        flags_of_row = True
+        prefetch(a, plan, aside, f"{index}_{step}", (step + 1) % 2, next_pixels,
+                 (next_col - variant.lo) * cols_bytes, pixels, step % 2)
         for col in range(first_col, first_col + pixels):
             pipe.read_input()
             for kh, out_row in plan.taps(r):
-                acc_set = out_row % plan.acc_sets
+                acc_set = plan.acc_set(out_row, shifts)
                 for kw in range(plan.kernel_w):
                     j, rest = divmod(col - kw, plan.stride_w)
                     if rest or not 0 <= j < variant.cols:
@@ -254,32 +349,72 @@ def loop_body(a, plan, variant):
         if k == len(chunks) - 1:
             out_row = plan.finished(r)
             if out_row is not None:
-                pipe.settle()
-                stores = store_row(a, plan, variant, out_row % plan.acc_sets, stores)
+                pipe.flush()            # (the store reads no accumulator for 3 instructions)
+                acc_set = plan.acc_set(out_row, shifts)
+                paired = pairs_first_shift(plan, variant, acc_set)
+                stores = store_row(a, plan, variant, acc_set, stores, paired, aside)
+                flags_of_row = False
+                if plan.rolled:
+                    moves = shift_sets(a, plan, variant, first=1 if paired else 0)
+                    if step < len(steps) - 1:
+                        for move in moves:
+                            move()
+                    else:
+                        tail = moves        # the iteration's last steps
+                    shifts += 1
     pipe.flush()
+    return tail
 
 
-def store_row(a, plan, variant, acc_set, stores):
+def shift_sets(a, plan, variant, first=0):
+    """Rolled loops: after set 0's row is stored, every set moves down one (set i + 1 into
+    set i, from set ``first`` on; one-instruction steps); the top set's next tap starts from
+    the bias."""
+    return [lambda dst=ACC[s * variant.cols + j], src=ACC[(s + 1) * variant.cols + j]:
+            a.mov(dst, src)
+            for s in range(first, plan.acc_sets - 1) for j in range(variant.cols)]
+
+
+def pairs_first_shift(plan, variant, acc_set):
+    """{set 0 register: set 1 register} when a rolled loop's first shift (set 1 into set 0) can
+    ride in the stored row's relu6 (the fmin writing the VPM reads r0 and rb24, so the MUL ALU
+    can move within regfile A in the same instruction), else None."""
+    if not (plan.rolled and plan.acc_sets > 1 and plan.op == "depthwise"
+            and plan.activation == "relu6" and plan.out_bits == 32):
+        return None
+    assert acc_set == 0
+    return {ACC[j]: ACC[variant.cols + j] for j in range(variant.cols)}
+
+
+def store_row(a, plan, variant, acc_set, stores, paired=None, aside=None):
     """Finish one output row (scale or bias+activation), stage it and store it in chunks.
-    Returns the count of stores emitted so far (it picks the staging buffer)."""
+    Returns the count of stores emitted so far (it picks the staging buffer). ``paired``: moves
+    (dst: src) that ride in the staging; a row not stored makes them out of line (``aside``)."""
     size = plan.out_bits
     horizontal = plan.out_layout == "hwc"
     if plan.op == "avg_pool":
         a.mov(r1, uniform)              # 1 / valid rows of this output row's windows
     a.mov(STORE, uniform, sf=True)      # 0: an output row the tile does not own
+    unstored = f"unstored{len(a)}"      # (unique: the instruction's index)
     with a.scope("store"):
-        a.branch("skip", cond="all_zs")
-        a.nop()
-        a.nop()
-        a.nop()
-        for first, pixels in plan.store_chunks(variant):
+        if paired:
+            a.branch(unstored, cond="all_zs")
+            aside.append(lambda: moves_aside(a, unstored, paired))
+        else:
+            a.branch("skip", cond="all_zs")
+        for index, (first, pixels) in enumerate(plan.store_chunks(variant)):
             y = 2 * plan.in_chunk + plan.stage_rows(plan.out_chunk) * (stores %
                                                                       plan.store_buffers)
+            # The first chunk's wait and write setup fill the branch's delay slots: on a
+            # skipped row they only wait for the last store and set a setup nothing uses.
+            start = len(a)
             if plan.store_buffers == 1:
                 a.read(vw_wait)         # the one staging buffer: its last store must be out
             dma.write_rows(a, VPM_WRITE_ROW0, y, plan.stage_bits)
+            for _ in range(3 - (len(a) - start) if index == 0 else 0):
+                a.nop()
             stage_pixels(a, plan, [ACC[acc_set * variant.cols + j]
-                                   for j in range(first, first + pixels)], first)
+                                   for j in range(first, first + pixels)], first, paired)
             if plan.store_buffers == 2:
                 a.read(vw_wait)
             if not horizontal:
@@ -288,14 +423,30 @@ def store_row(a, plan, variant, acc_set, stores):
                             first * plan.out_pixel_bytes(), horizontal)
             stores += 1
         a.label("skip")
+    if paired:
+        a.label(f"{unstored}_back")
     return stores
 
 
-def stage_pixels(a, plan, accs, first):
+def moves_aside(a, name, moves):
+    """The moves ({dst: src}) of a row not stored, out of line, then back."""
+    moves = list(moves.items())
+    a.label(name)
+    for dst, src in moves[:-3]:
+        a.mov(dst, src)
+    a.branch(f"{name}_back")
+    for dst, src in moves[-3:]:
+        a.mov(dst, src)
+    for _ in range(3 - len(moves[-3:])):
+        a.nop()
+
+
+def stage_pixels(a, plan, accs, first, paired=None):
     """Finish the outputs in ``accs`` (columns ``first``.. of a row) into the staging rows that
     generic writes were set up for. fp16: each result is packed by the op that computes it into
     ra30/ra31 (alternating, so the previous one is readable) and written once its word is
-    complete: one pixel per word, or two (16a, 16b) when pixels are staged in pairs."""
+    complete: one pixel per word, or two (16a, 16b) when pixels are staged in pairs. ``paired``:
+    {acc: register} moves (a v8min, the MUL ALU's mov) that ride in the relu6's fmin."""
     pairs = plan.pixels_per_stage_row == 2
     packed = None           # fp16: the word not yet written
     for index, acc in enumerate(accs):
@@ -307,6 +458,9 @@ def stage_pixels(a, plan, accs, first):
         if plan.op == "avg_pool":
             a.fmul(r0, acc, r1)
             a.fmul(dst, r0, WEIGHTS[first + index], pack=pack)
+        elif paired:                    # relu6 with a shift move on the MUL ALU
+            a.fmax(r0, acc, 0)
+            a.fmin(dst, r0, SIX).v8min(acc, paired[acc], paired[acc])
         else:
             activate(a, dst, acc, plan.activation, SIX, pack=pack)
         if packed is not None:

@@ -13,11 +13,12 @@ Padding is handled inside the kernel, never by a padded copy of the activation:
 - left/right: the code of each *variant* (a class of strips: which local input columns exist)
   simply has no load and no multiply for the missing columns;
 - top/bottom: the row loop is the same for every row; the uniform stream gives each input row's
-  address, and a row outside the image is loaded from a small zero buffer.
+  address, 0 for a row outside the image, whose buffer the kernel fills with zero vectors by
+  generic VPM writes instead of a load (the bus never carries padding).
 The loop body covers ``body_rows`` input rows. The loop's ramp-up and ramp-down compute output
 rows the tile does not own: their store address is 0 and the kernel skips the store (no QPU
 writes another's outputs); input rows past the last one the tile needs have address 0 too and
-are not loaded.
+are zero-filled, not loaded.
 
 The result is NHWC (``out_layout`` "hwc") or channel-major (C, H*W) ("chw": what the pointwise
 kernel's transposed-input path reads, docs/kernels.md "Handing over transposed"): the same
@@ -34,17 +35,19 @@ from asm.vpm import MAX_EXTENDED_PITCH
 
 from . import dma
 from . import chain
-from .common import LANES, MAX_VDW_STRIDE
+from .common import LANES, LAYOUTS, MAX_VDW_STRIDE
 from .spatial import STORAGE_BITS, PlanError, SpatialShape, check_storage
 
-ACCUMULATOR_REGISTERS = 28          # ra0..ra27; ra28..ra31 hold the bias and spares
+# ra0..ra27, and ra30, ra31 unless fp16 storage needs them (ra28: the bias, ra29: the count)
+ACCUMULATOR_REGISTERS = {True: 28, False: 30}
+WEIGHT_REGISTERS = 20               # rb0..rb19: the window's weights or avg_pool's column scales
 MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (16)
 # For the tile-height choice (cycle model, docs/kernels.md): a 64-byte store row costs 0.7 of a
 # load row (the DMA row models of docs/cycle-model.md), and one QPU alone keeps about 2/3 of the
 # bus busy (vc4nn bench-layers --kind spatial --qpus 1).
 STORE_ROW_COST = 0.7
 ONE_QPU_BUS_SHARE = 0.66
-OUT_LAYOUTS = ("hwc", "chw")
+TRANSPOSED_LOAD_PIXELS = 4           # pixels per load of the default "chw" plans
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +96,8 @@ class WindowPlan(SpatialShape):
     buffers: int = 2            # double buffering of loads
     store_buffers: int = 0      # staging buffers of the stores: 2 (double) or 1; 0: choose
     max_qpus: int = 0           # QPUs the tiles are spread over at most; 0: choose (all, "hwc")
+    rolled: bool = False        # one output row per loop iteration (accumulator sets shifted)
+    by_variant: int = -1        # 1: QPUs take the tiles variant by variant; 0: in strips; -1: choose
 
     # -- shape ---------------------------------------------------------------------------------
     @property
@@ -109,6 +114,16 @@ class WindowPlan(SpatialShape):
         return -(-self.kernel_h // self.stride_h)
 
     @property
+    def uses_halves(self):
+        """fp16 storage in or out: ra30 and ra31 hold the halves read or packed."""
+        return self.in_bits == 16 or self.out_bits == 16
+
+    @property
+    def accumulators(self):
+        """Registers for accumulators: acc_sets x tile_cols of them at most."""
+        return ACCUMULATOR_REGISTERS[self.uses_halves]
+
+    @property
     def period(self):
         """Input rows after which the accumulator sets are back in the same roles."""
         return self.acc_sets * self.stride_h
@@ -121,7 +136,14 @@ class WindowPlan(SpatialShape):
         """This plan with every 0 tiling choice replaced by the default for the shape."""
         plan = self
         if plan.tile_cols == 0:
-            cols = max(1, min(ACCUMULATOR_REGISTERS // plan.acc_sets, 8, plan.out_w))
+            widest = max(1, min(plan.accumulators // plan.acc_sets, plan.out_w))
+            cols = min(widest, 8)
+            strips = -(-plan.out_w // widest)
+            if plan.out_layout == "chw" and strips < -(-plan.out_w // cols):
+                # As few strips as the accumulators allow, as even as they go: each strip
+                # re-reads the halo columns, and a channel-major store's memory rows are a
+                # strip row long (v1 1.0/224 stride 2: 14 columns, 3-5% faster than 8).
+                cols = -(-plan.out_w // strips)
             plan = dataclasses.replace(plan, tile_cols=cols)
         if plan.out_layout == "chw" and plan.max_qpus == 0:
             plan = plan._with_room_for_transposed_stores()
@@ -132,6 +154,8 @@ class WindowPlan(SpatialShape):
             heights = {-(-plan.out_h // splits) for splits in range(1, most + 1)}
             plan = min((dataclasses.replace(plan, tile_rows=h) for h in sorted(heights)),
                        key=lambda p: p.estimated_bus_time())
+        if plan.by_variant == -1:
+            plan = dataclasses.replace(plan, by_variant=int(plan._runs_cycle_variants()))
         rows = plan.vpm_rows_per_qpu(plan.qpus)
         if plan.out_layout == "chw" and (plan.out_chunk == 0 or plan.store_buffers == 0):
             plan = plan._with_transposed_stores(rows)
@@ -147,14 +171,25 @@ class WindowPlan(SpatialShape):
 
     def _with_room_for_transposed_stores(self):
         """Spread "chw" tiles over as many QPUs as leave each the VPM rows to stage a whole
-        tile row (one store buffer) next to its two load rows: with 12 QPUs a QPU's 5 rows
-        stage 3 float32 pixels per store, and the short memory rows cost more bus time than the
-        QPUs given up (v1 1.0/224, pi_zero: dw7 1.50 ms on 12 QPUs with 3-pixel stores, 1.30 on
-        6 with 8-pixel ones; NHWC 1.22; docs/kernels.md "Handing over transposed")."""
-        need = self.buffers * max(1, self.in_chunk) + self.stage_rows(
+        tile row (one store buffer) next to two load buffers of TRANSPOSED_LOAD_PIXELS: with 12
+        QPUs a QPU's 5 rows stage 3 float32 pixels per store, and the short memory rows cost
+        more bus time than the QPUs given up (v1 1.0/224, pi_zero: dw7 1.50 ms on 12 QPUs with
+        3-pixel stores, 1.30 on 6 with 8-pixel ones; NHWC 1.22); 4 QPUs with 4-pixel loads keep
+        the bus as busy with a quarter of the DMAs (dw7 1.184 ms against 1.203 on 6 QPUs with
+        1-pixel loads; docs/kernels.md "Handing over transposed")."""
+        need = self.buffers * (self.in_chunk or TRANSPOSED_LOAD_PIXELS) + self.stage_rows(
             self.out_chunk or self.tile_cols)
         qpus = max(1, min(self.num_qpus, isa.VPM_ROWS // need))
         return dataclasses.replace(self, max_qpus=qpus)
+
+    def _runs_cycle_variants(self):
+        """Whether QPUs taking contiguous runs of the tile list would cycle through three
+        variants or more (a run longer than a block's tiles): their loops together exceed a
+        slice's instruction cache, so the tiles are better taken variant by variant. (With
+        shorter runs the neighbouring QPUs of a slice take neighbouring strips, mostly of one
+        variant, and the contiguous runs balance better.)"""
+        per_block = len(self.tiles) // self.blocks
+        return len(self.variants) > 2 and len(self.tiles) >= per_block * self.qpus
 
     @property
     def spread(self):
@@ -169,7 +204,7 @@ class WindowPlan(SpatialShape):
         VPM rows stage stores: double-buffered if that still holds a tile row, else one buffer
         of as many pixels as fit (the QPU then waits for each store before staging the next,
         while its loads go on)."""
-        room = rows - self.buffers * max(1, self.in_chunk)
+        room = rows - self.buffers * (self.in_chunk or TRANSPOSED_LOAD_PIXELS)
         per_row = self.pixels_per_stage_row
         if self.store_buffers:
             buffers = self.store_buffers
@@ -195,7 +230,8 @@ class WindowPlan(SpatialShape):
 
     def estimated_bus_time(self):
         """Memory-bus time of the tiling in units of a 64-byte DMA load row: every tile's input
-        rows (halo included) and output rows; or, if more, the busiest QPU's share divided by
+        rows in the image (halo included; padding rows are zero-filled in the VPM) and output
+        rows; or, if more, the busiest QPU's share divided by
         the part of the bus one QPU keeps busy on its own (its loads wait for each other). The
         default tile height minimizes it: the layers are memory bound, so fewer halo rows beat
         an even spread over all QPUs."""
@@ -203,7 +239,9 @@ class WindowPlan(SpatialShape):
 
         def bus_time(tile):
             v = variants[tile.variant]
-            loads = ((tile.rows - 1) * self.stride_h + self.kernel_h) * (v.hi - v.lo)
+            top = tile.row0 * self.stride_h - self.pads[0]
+            bottom = top + (tile.rows - 1) * self.stride_h + self.kernel_h
+            loads = (min(bottom, self.in_h) - max(top, 0)) * (v.hi - v.lo)   # padding is free
             return loads + STORE_ROW_COST * tile.rows * v.cols
 
         per_qpu = [sum(map(bus_time, tiles)) for tiles in self.qpu_tiles()]
@@ -221,20 +259,22 @@ class WindowPlan(SpatialShape):
         """Raise PlanError if the tiling does not fit the registers, the VPM or the DMA fields."""
         for name in ("in_storage", "out_storage", "w_storage"):
             check_storage(name, getattr(self, name))
-        if self.acc_sets * self.tile_cols > ACCUMULATOR_REGISTERS:
+        if self.acc_sets * self.tile_cols > self.accumulators:
             raise PlanError(f"tile_cols={self.tile_cols}: {self.acc_sets} output rows x "
                             f"{self.tile_cols} columns of accumulators exceed the "
-                            f"{ACCUMULATOR_REGISTERS} registers")
-        if self.kernel_h * self.kernel_w > 24 and self.op == "depthwise":
+                            f"{self.accumulators} registers")
+        if self.kernel_h * self.kernel_w > WEIGHT_REGISTERS and self.op == "depthwise":
             raise PlanError(f"a {self.kernel_h}x{self.kernel_w} depthwise window needs more "
                             f"weight registers than regfile B has")
-        if self.op == "avg_pool" and self.tile_cols > 24:
+        if self.op == "avg_pool" and self.tile_cols > WEIGHT_REGISTERS:
             raise PlanError(f"tile_cols={self.tile_cols}: too many column scales")
         if not 1 <= self.in_chunk <= MAX_CHUNK or not 1 <= self.out_chunk <= self.tile_cols:
             raise PlanError(f"in_chunk={self.in_chunk} (1..{MAX_CHUNK}), out_chunk="
                             f"{self.out_chunk} (1..tile_cols)")
         if self.max_qpus < 0:
             raise PlanError(f"max_qpus={self.max_qpus}: 0 (all) or more")
+        if self.by_variant not in (0, 1):
+            raise PlanError(f"by_variant={self.by_variant}: 0 or 1")
         if self.store_buffers not in (1, 2):
             raise PlanError(f"store_buffers={self.store_buffers}: 1 or 2")
         need = self.buffers * self.in_chunk + self.store_buffers * self.stage_rows(self.out_chunk)
@@ -243,9 +283,9 @@ class WindowPlan(SpatialShape):
                             f"{self.in_chunk} input and {self.store_buffers} of "
                             f"{self.out_chunk} output pixels) exceed the "
                             f"{isa.VPM_ROWS} rows generic access reaches")
-        if self.out_layout not in OUT_LAYOUTS:
+        if self.out_layout not in LAYOUTS:
             raise PlanError(f"out_layout={self.out_layout!r}: one of "
-                            f"{', '.join(map(repr, OUT_LAYOUTS))}")
+                            f"{', '.join(map(repr, LAYOUTS))}")
         plane = self.out_h * self.out_w * self.out_bytes
         if self.out_layout == "chw" and plane - self.out_bytes > MAX_VDW_STRIDE:
             raise PlanError(f"out_layout='chw': a channel's row of {self.out_h}x{self.out_w} "
@@ -281,8 +321,15 @@ class WindowPlan(SpatialShape):
         return out
 
     def qpu_tiles(self):
-        """Tiles of each QPU: contiguous runs of the tile list, as even as the count allows."""
+        """Tiles of each QPU, counts within one of each other: contiguous runs of the tile list
+        (strip after strip), or (``by_variant``) the list grouped by variant and dealt out in
+        turn, so that every QPU runs its share of one variant's tiles before the next
+        variant's: the QPUs of a slice share an instruction cache, which holds the loops of
+        two variants but not of three (docs/kernels.md "Schedule")."""
         tiles, qpus = self.tiles, self.qpus
+        if self.by_variant == 1:      # (-1, not chosen yet: contiguous)
+            ordered = sorted(tiles, key=lambda tile: tile.variant)
+            return [ordered[q::qpus] for q in range(qpus)]
         bounds = [len(tiles) * q // qpus for q in range(qpus + 1)]
         return [tiles[bounds[q]:bounds[q + 1]] for q in range(qpus)]
 
@@ -293,12 +340,18 @@ class WindowPlan(SpatialShape):
                 for c in range(variant.lo, variant.hi, self.in_chunk)]
 
     def body_rows(self, variant):
-        """Input rows per loop iteration: a period, doubled if that makes the chunk count odd
-        (the two buffers must be in the same roles at the start of every iteration)."""
-        rows = self.period
-        stores = self.acc_sets * len(self.store_chunks(variant))
-        return rows * (2 if (rows * len(self.chunks(variant)) % 2
-                             or stores % self.store_buffers) else 1)
+        """Input rows per loop iteration: a period (``rolled``: a stride, one output row),
+        doubled if that makes the store count odd with two store buffers (they must be in the
+        same roles at the start of every iteration). An odd chunk count swaps the load buffers'
+        registers instead (``flips_buffers``)."""
+        rows = self.stride_h if self.rolled else self.period
+        stores = rows // self.stride_h * len(self.store_chunks(variant))
+        return rows * (2 if stores % self.store_buffers else 1)
+
+    def flips_buffers(self, variant):
+        """Whether an iteration ends with the load buffers in swapped roles (an odd number of
+        chunks): the kernel then swaps the registers that name them."""
+        return self.body_rows(variant) * len(self.chunks(variant)) % 2 == 1
 
     def store_chunks(self, variant):
         """(first output column, pixels) of each DMA store of one output row."""
@@ -310,6 +363,15 @@ class WindowPlan(SpatialShape):
         feeds."""
         return [(kh, (row - kh) // self.stride_h) for kh in range(self.kernel_h)
                 if (row - kh) % self.stride_h == 0]
+
+    def acc_set(self, out_row, shifts):
+        """The accumulator set of relative output row ``out_row`` after ``shifts`` shifts in
+        this iteration. Unrolled: the sets take turns over a period (``out_row`` modulo the
+        sets). Rolled: set 0 holds the oldest row a body row feeds (relative row
+        1 - acc_sets), and after each stored row the sets move down one (``shift_sets``)."""
+        if self.rolled:
+            return out_row + self.acc_sets - 1 - shifts
+        return out_row % self.acc_sets
 
     def finished(self, row):
         """The relative output row completed by body row ``row``, or None."""
@@ -338,7 +400,7 @@ class WindowPlan(SpatialShape):
         return -(-needed // self.body_rows(self.variants[tile.variant]))
 
     # -- uniform streams -------------------------------------------------------------------------
-    def uniform_streams(self, x_addr, y_addr, weights_addr, zero_addr):
+    def uniform_streams(self, x_addr, y_addr, weights_addr):
         """Per QPU: [its first VPM row as a generic read and as a generic write setup offset,
         tile records..., 0]."""
         streams = []
@@ -348,7 +410,7 @@ class WindowPlan(SpatialShape):
                      dma.generic_row_offset(q * per_qpu, self.stage_bits)]
             for tile in tiles:
                 words += self._tile_header(tile, q * per_qpu, weights_addr)
-                words += self._row_and_store_words(tile, x_addr, y_addr, zero_addr)
+                words += self._row_and_store_words(tile, x_addr, y_addr)
             streams.append(words + [0])
         return chain.with_tail(streams)
 
@@ -366,7 +428,7 @@ class WindowPlan(SpatialShape):
             words.append(weights_addr + tile.block * LANES * self.w_bytes)
         return words + [self.iterations(tile), tile.variant]
 
-    def _row_and_store_words(self, tile, x_addr, y_addr, zero_addr):
+    def _row_and_store_words(self, tile, x_addr, y_addr):
         variant = self.variants[tile.variant]
         c = self.channels
         rows = self.body_rows(variant)
@@ -377,11 +439,11 @@ class WindowPlan(SpatialShape):
         channel = tile.block * LANES
 
         def row_address(i):
+            """0 for a padding row and a row past the last one the tile needs: the kernel
+            fills its buffer with zeros instead of loading it."""
             g = top + i
-            if i >= needed:
+            if i >= needed or not 0 <= g < self.in_h:
                 return 0
-            if not 0 <= g < self.in_h:
-                return zero_addr
             return x_addr + ((g * self.in_w + left) * c + channel) * self.in_bytes
 
         def output_row(o):
@@ -426,11 +488,6 @@ class WindowPlan(SpatialShape):
         return min(first + self.kernel_w, variant.hi) - max(first, variant.lo)
 
     # -- sizes the launcher allocates --------------------------------------------------------------
-    @property
-    def zero_words(self):
-        """The zero row buffer: the longest row a load reads (any channel block)."""
-        return self.strip_in_cols(self.tile_cols) * self.channels + LANES
-
     def bytes_moved(self):
         """Bytes the layer must move at least: the input and output once (weights are tiny)."""
         return (self.in_h * self.in_w * self.in_bytes

@@ -69,7 +69,7 @@ def totals(records):
 
 
 # The stall causes of ``--stalls`` (layer_figures.stall_shares), in the order printed.
-STALL_COLUMNS = ("issue", "dma", "vpm", "uniform", "tmu", "semaphore", "mutex", "sfu", "idle")
+STALL_COLUMNS = ("issue", "dma", "vpm", "uniform", "icache", "tmu", "semaphore", "mutex", "sfu", "idle")
 
 
 def target_misses(records, whole=True):

@@ -60,6 +60,16 @@ def prepare_depthwise(w, bias=None, device=None, placement=None):
     return PreparedDepthwise(w, bias, device, placement)
 
 
+def depthwise_plan(height, width, channels, strides, pads, activation, num_qpus, x_storage,
+                   out_storage, w_storage, out_layout="hwc", **tiling):
+    """The plan ``depthwise`` makes, before the tuned cache, from its checked arguments:
+    ``strides`` (rows, columns), ``pads`` (top, bottom, left, right). The runtime and
+    layer_plans.plan_for ask it for the plan of a call they describe."""
+    return make_plan("depthwise", height, width, channels, KERNEL, tuple(strides), tuple(pads),
+                     activation, num_qpus, x_storage, out_storage, w_storage, out_layout,
+                     **tiling)
+
+
 def depthwise(x, w, bias=None, stride=1, padding="same", activation=None, out=None, device=None,
               num_qpus=12, return_run=False, tiling=None, dtype=None, out_layout="hwc"):
     """y[i, j, c] = act(bias[c] + sum over the 3x3 window of x * w[., ., c]); x (H, W, C).
@@ -90,9 +100,10 @@ def depthwise(x, w, bias=None, stride=1, padding="same", activation=None, out=No
     prepared = w if isinstance(w, PreparedDepthwise) else None
     w_storage = prepared.storage if prepared else check_stored_tensor(LAYER, "w", contiguous(w),
                                                                       3)[1]
-    plan = make_plan("depthwise", h, wd, c, KERNEL, (stride, stride), pads, activation,
-                     check_int(LAYER, "num_qpus", num_qpus), in_storage, out_storage, w_storage,
-                     out_layout, **check_tiling(LAYER, tiling, WindowPlan, "tile_cols"))
+    plan = depthwise_plan(h, wd, c, (stride, stride), pads, activation,
+                          check_int(LAYER, "num_qpus", num_qpus), in_storage, out_storage,
+                          w_storage, out_layout,
+                          **check_tiling(LAYER, tiling, WindowPlan, "tile_cols"))
     if tiling is None:
         plan = tuned_plan(plan, device)
     if prepared is not None:

@@ -72,7 +72,8 @@ def channel_major(depthwise_plan):
     (the staging of its stores decides how many QPUs it spreads over)."""
     tiling = dict.fromkeys(("tile_cols", "tile_rows", "in_chunk", "out_chunk", "store_buffers",
                             "max_qpus"), 0)
-    return dataclasses.replace(depthwise_plan, out_layout="chw", **tiling).with_defaults()
+    return dataclasses.replace(depthwise_plan, out_layout="chw", by_variant=-1,
+                               **tiling).with_defaults()
 
 
 def network_handoffs(layers, num_qpus, device, storage="fp32"):

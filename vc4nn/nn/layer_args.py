@@ -15,14 +15,11 @@ from asm.isa import NUM_QPUS
 
 from ..device import Buffer, Device
 from ..errors import Vc4nnError
+from ..kernels.common import LAYOUTS
 from ..linalg import DtypeError, ForeignBufferError, ShapeError
 from .storage import DTYPE_OF_STORAGE, STORAGE_OF_DTYPE  # noqa: F401 (re-exported)
 
 ACTIVATIONS = (None, "relu", "relu6")
-# Activation layouts: "hwc" (H, W, C), the contract's NHWC; "chw" (C, H, W), channel-major, what
-# a depthwise layer may write for the pointwise layer after it (docs/kernels.md "Handing over
-# transposed").
-LAYOUTS = ("hwc", "chw")
 
 
 class LayerArgumentError(Vc4nnError):
@@ -58,8 +55,8 @@ def check_tensor(layer, name, x, ndim, dtype=np.float32):
 
 def check_layout(layer, name, layout):
     if layout not in LAYOUTS:
-        raise LayerArgumentError(f"{layer}: {name}={layout!r}; choose 'hwc' (H, W, C) or 'chw' "
-                                 f"(C, H, W)")
+        choices = " or ".join(f"{n!r} ({', '.join(n.upper())})" for n in LAYOUTS)
+        raise LayerArgumentError(f"{layer}: {name}={layout!r}; choose {choices}")
     return layout
 
 

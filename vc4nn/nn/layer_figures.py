@@ -32,7 +32,8 @@ from .pointwise import pointwise, prepare_pointwise
 FLOPS_PER_QPU_CLOCK = 8     # 16 lanes x (multiply + add) every 4 clocks (facts §4)
 DMA_ROW_BYTES = LANES * 4   # the longest DMA row (16 words): the roofline moves whole rows
 # What the QPUs' time went to (RunResult stall causes), grouped into what bounds a layer.
-BOUND_GROUPS = (("issue", ("issue",)), ("memory", ("dma", "vpm", "uniform")), ("TMU", ("tmu",)),
+BOUND_GROUPS = (("issue", ("issue",)), ("memory", ("dma", "vpm", "uniform")),
+                ("icache", ("icache",)), ("TMU", ("tmu",)),
                 ("semaphores", ("semaphore", "mutex")), ("SFU", ("sfu",)), ("imbalance", ("idle",)))
 KINDS = ("conv2d", "depthwise", "pointwise", "global_avg_pool", "fully_connected", "add")
 

@@ -1,11 +1,13 @@
 """The plan a layer function builds for a ``mobilenet_shapes.Layer``, and its tiling choices:
-what the benchmark reports and what `vc4nn tune` varies. The builders pass the same arguments
-as vc4nn/nn/pointwise.py and depthwise.py (bias, "same" padding, the layer's activation)."""
+what the benchmark reports and what `vc4nn tune` varies. The pointwise and depthwise plans are
+the layer modules' own (``pointwise_plan``, ``depthwise_plan``) for a call with a bias, "same"
+padding and the layer's activation."""
 
 from ..kernels import conv2d as conv2d_kernel
 from ..kernels import pointwise as pointwise_kernel
-from ..kernels.window_plan import make_plan
+from .depthwise import KERNEL, depthwise_plan
 from .layer_args import resolve_padding
+from .pointwise import pointwise_plan
 from .tuned_plans import plan_tiling, tuned_plan
 
 TUNABLE = ("pointwise", "depthwise")
@@ -19,18 +21,16 @@ def plan_for(layer, height, width, num_qpus, device, tiling=None, storage="fp32"
     ``layout``: "chw" for a depthwise layer's result or a pointwise layer's input handed over
     channel-major (vc4nn/nn/handoff.py). Kinds without tiling choices give (None, "default")."""
     if layer.kind == "pointwise":
-        plan = pointwise_kernel.PointwisePlan(height, width, layer.cin, layer.cout, num_qpus,
-                                              True, layer.residual, layer.activation,
-                                              storage, storage,
-                                              storage if layer.residual else "fp32", storage,
-                                              input_layout=layout,
-                                              **(tiling or {}))
+        plan = pointwise_plan(height, width, layer.cin, layer.cout, num_qpus, True,
+                              layer.residual, layer.activation, storage, storage,
+                              storage if layer.residual else "fp32", storage, layout,
+                              **(tiling or {}))
     elif layer.kind == "depthwise":
-        pads, _ = resolve_padding("depthwise", "same", height, width, 3, 3, layer.stride,
+        pads, _ = resolve_padding("depthwise", "same", height, width, *KERNEL, layer.stride,
                                   layer.stride)
-        plan = make_plan("depthwise", height, width, layer.cin, (3, 3),
-                         (layer.stride, layer.stride), pads, layer.activation, num_qpus,
-                         storage, storage, storage, layout, **(tiling or {}))
+        plan = depthwise_plan(height, width, layer.cin, (layer.stride, layer.stride), pads,
+                              layer.activation, num_qpus, storage, storage, storage, layout,
+                              **(tiling or {}))
     elif layer.kind == "conv2d":
         pads, _ = resolve_padding("conv2d", "same", height, width, 3, 3, layer.stride,
                                   layer.stride)
@@ -53,7 +53,8 @@ def resolved_tiling(plan):
         transposed, rows = plan.route
         return {"transpose_input": transposed, "max_rows": rows, "panel_vectors": plan.vectors,
                 "gather_weights": plan.gathers, "balance_passes": plan.balance_passes,
-                "spread_rows": plan.spreads}
+                "spread_rows": plan.spreads, "spread_leaves": plan.spreads_on_leaves,
+                "pair_gathers": plan.pairs, "park_rows": plan.parks}
     if isinstance(plan, conv2d_kernel.Conv2dPlan):
         return {"taps_per_pass": plan.pass_taps}
     plan = plan.with_defaults()

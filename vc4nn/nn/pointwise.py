@@ -61,6 +61,15 @@ def check_bias(layer, bias, cout, device, stored=False):
                          f"channels, so it must be ({cout},)")
 
 
+def pointwise_plan(height, width, cin, cout, num_qpus, has_bias, has_residual, activation,
+                   x_storage, y_storage, r_storage, w_storage, x_layout="hwc", **tiling):
+    """The plan ``pointwise`` makes, before the tuned cache, from its checked arguments. The
+    runtime and layer_plans.plan_for ask it for the plan of a call they describe."""
+    return kernel.PointwisePlan(height, width, cin, cout, num_qpus, has_bias, has_residual,
+                                activation, x_storage, y_storage, r_storage, w_storage,
+                                input_layout=x_layout, **tiling)
+
+
 def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=None,
               num_qpus=12, return_run=False, tiling=None, dtype=None, x_layout="hwc"):
     """1x1 convolution of ``x`` (H, W, Cin) with ``w`` (Cin, Cout) or a PreparedPointwise:
@@ -77,9 +86,12 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
     "Handing over transposed"). The result is (H, W, Cout) either way.
 
     tiling: {"transpose_input": bool, "max_rows": 1..8, "panel_vectors": 1..16,
-    "gather_weights": bool, "balance_passes": bool, "spread_rows": bool} forces the route, the
-    panel width, how the weights reach the VPM, whether the last pass takes fewer pixels and
-    whether the pixels left over are spread one vector per QPU (PointwisePlan); None
+    "gather_weights": bool, "balance_passes": bool, "spread_rows": bool, "spread_leaves": bool,
+    "pair_gathers": bool, "park_rows": int} forces the route, the panel width, how the
+    weights reach the VPM, whether the last pass takes fewer pixels, whether the pixels left
+    over are spread one vector per QPU, whether only the QPUs without barrier work take them,
+    whether x is gathered two k at a time across chunks and how many rows of a pass are
+    stored during the next (PointwisePlan); None
     takes the tuned plan of this shape from `vc4nn tune`'s cache (vc4nn/nn/tuned_plans.py),
     else the default."""
     prepared = w if isinstance(w, PreparedPointwise) else None
@@ -121,11 +133,10 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
     out = check_out(LAYER, out, shape, DTYPE_OF_STORAGE[y_storage], device)
     num_qpus = qpu_count(num_qpus)
     has_bias = bias is not None or (prepared is not None and prepared.bias is not None)
-    plan = kernel.PointwisePlan(height, width, cin, cout, num_qpus, has_bias,
-                                residual is not None, activation, x_storage, y_storage,
-                                r_storage, w_storage, input_layout=x_layout,
-                                **check_tiling(LAYER, tiling, kernel.PointwisePlan,
-                                               "transpose_input"))
+    plan = pointwise_plan(height, width, cin, cout, num_qpus, has_bias, residual is not None,
+                          activation, x_storage, y_storage, r_storage, w_storage, x_layout,
+                          **check_tiling(LAYER, tiling, kernel.PointwisePlan,
+                                         "transpose_input"))
     if tiling is None:
         plan = tuned_plan(plan, device)
     with LayerCall(device, not isinstance(x, Buffer)) as call:

@@ -114,9 +114,10 @@ def _load(path):
 # field except the QPU count is part of the layer's shape and options, hence of the key.
 TILING_FIELDS = {
     "PointwisePlan": ("transpose_input", "max_rows", "panel_vectors", "gather_weights",
-                      "balance_passes", "spread_rows"),
+                      "balance_passes", "spread_rows", "spread_leaves", "pair_gathers",
+                      "park_rows"),
     "WindowPlan": ("tile_cols", "tile_rows", "in_chunk", "out_chunk", "buffers", "store_buffers",
-                   "max_qpus"),
+                   "max_qpus", "rolled", "by_variant"),
     "Conv2dPlan": ("taps_per_pass",),
 }
 

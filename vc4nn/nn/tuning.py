@@ -7,10 +7,15 @@ What is searched (the generators' tiling fields):
     GPU first (``transpose_input``), each row count on both; and the panel width
     (``panel_vectors``, each of PANEL_WIDTHS on its own default route); each of them also with
     the weights DMA'd instead of gathered (``gather_weights``); and the default with every
-    pass of the same rows (``balance_passes``) and without the leftover pixels spread one
-    vector per QPU (``spread_rows``);
+    pass of the same rows (``balance_passes``), without the leftover pixels spread one
+    vector per QPU (``spread_rows``), with those pieces on every QPU instead of the
+    leaves only (``spread_leaves``), with A gathered one k at a time (``pair_gathers``) and
+    without rows parked for the next pass (``park_rows``);
   depthwise: tile width (``tile_cols``, up to what the accumulator registers hold) and tile
-    height (``tile_rows``: from one tile per QPU to six), with the VPM chunks that fit each.
+    height (``tile_rows``: from one tile per QPU to six), with the VPM chunks that fit each;
+    every candidate also with the other loop shape (``rolled``: one output row per iteration,
+    or a period of rows unrolled); the default also with the other order of the tiles over
+    the QPUs (``by_variant``).
 Layers handed over channel-major (vc4nn/nn/handoff.py: ``layouts``) are tuned as they run: a
 "chw" depthwise layer also over the QPUs it spreads over (``max_qpus``: its staging buffers
 grow as they shrink), a "chw" pointwise layer over its panel widths (its route is fixed).
@@ -29,7 +34,6 @@ import datetime
 from ..errors import Vc4nnError
 from ..kernels.pointwise import PANEL_WIDTHS
 from ..kernels.spatial import PlanError
-from ..kernels.window_plan import ACCUMULATOR_REGISTERS
 from .layer_figures import Reduction, measure_layer
 from .layer_plans import TUNABLE, plan_for, resolved_tiling
 from .tuned_plans import TuneCache, board_of, plan_key
@@ -80,11 +84,15 @@ def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hw
                                              for t in (False, True) for r in rows]
         wanted += [{"panel_vectors": vectors} for vectors in PANEL_WIDTHS]
         wanted += [dict(tiling, gather_weights=False) for tiling in wanted]
-        wanted += [{"balance_passes": False}, {"spread_rows": False}]
+        wanted += [{"balance_passes": False}, {"spread_rows": False}, {"spread_leaves": False},
+                   {"pair_gathers": False}, {"park_rows": 0}]
     elif layer.kind == "depthwise":
         wanted = depthwise_tilings(default, num_qpus)
         if layout == "chw":
             wanted += [{"max_qpus": qpus} for qpus in CHANNEL_MAJOR_QPUS if qpus <= num_qpus]
+        wanted += [dict(tiling, rolled=not default.rolled) for tiling in wanted]
+        wanted += [{"by_variant": 1 - default.by_variant, "rolled": rolled}
+                   for rolled in (False, True)]
     else:
         raise Vc4nnError(f"layer {layer.name}: {layer.kind} layers have no tiling to tune "
                          f"(tunable: {', '.join(TUNABLE)})")
@@ -103,7 +111,7 @@ def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hw
 def depthwise_tilings(default, num_qpus):
     """Tile widths around the default's and tile heights giving 1..6 tiles per QPU (the
     chunk fields left to their defaults for each)."""
-    widest = max(1, min(ACCUMULATOR_REGISTERS // default.acc_sets, default.out_w))
+    widest = max(1, min(default.accumulators // default.acc_sets, default.out_w))
     widths = sorted({default.tile_cols, max(1, default.tile_cols // 2), min(4, widest),
                      min(8, widest), widest})
     out = []

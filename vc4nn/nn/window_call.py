@@ -13,11 +13,8 @@ def run_window(plan, x, out, device, weights, return_run):
         y = call.result_buffer(out, layout_shape(plan.out_layout, plan.out_h, plan.out_w,
                                                  plan.channels),
                                DTYPE_OF_STORAGE[plan.out_storage])
-        # A zero row stands in for input rows outside the image.
-        zero = call.zeros(plan.zero_words)
         streams = plan.uniform_streams(x_buf.address, y.address,
-                                       0 if weights is None else weights.address,
-                                       zero.address)
+                                       0 if weights is None else weights.address)
         run = device.execute(program_for(plan), plan.qpus, streams)
         return call.finish(y, out, run, return_run)
 

@@ -19,18 +19,22 @@ import numpy as np
 from . import v3d_registers
 from .backend import PiDevice
 from .direct import START_WRITES
+from .mailbox import CLOCK_V3D, EXECUTE_OK, RESPONSE_SUCCESS, TAG_RESPONSE_BIT, TAGS
 from .os_boundary import RegisterWindow
 
 PAGE = 4096
 PI_ZERO_REVISION = 0x9000C1
-# Mailbox answers by tag id: board and firmware revision, V3D clock, enable_qpu, mem_unlock,
-# mem_release (mem_alloc, mem_lock and execute_qpu are answered by InstantOs.ioctl).
-ANSWERS = {0x00010002: [PI_ZERO_REVISION], 0x00000001: [1], 0x00030002: [5, 300_000_000],
-           0x00030012: [0], 0x0003000E: [0], 0x0003000F: [0]}
-MEM_ALLOC, MEM_LOCK = 0x0003000C, 0x0003000D
-# execute_qpu's answer (the hot call): code word success, tag answered with 4 bytes, status 0.
-EXECUTE_QPU_TAG = struct.pack("<I", 0x00030011)
-EXECUTE_QPU_ANSWER = struct.pack("<I", 0x80000000), struct.pack("<2I", 0x80000004, 0)
+# Mailbox answers by tag id (mem_alloc, mem_lock and execute_qpu are answered by
+# InstantOs.ioctl).
+ANSWERS = {TAGS[name].id: answer for name, answer in (
+    ("get_board_revision", [PI_ZERO_REVISION]), ("get_firmware_revision", [1]),
+    ("get_clock_rate", [CLOCK_V3D, 300_000_000]), ("enable_qpu", [0]), ("mem_unlock", [0]),
+    ("mem_release", [0]))}
+MEM_ALLOC, MEM_LOCK = TAGS["mem_alloc"].id, TAGS["mem_lock"].id
+# execute_qpu's answer (the hot call): code word success, tag answered with 4 bytes, status ok.
+EXECUTE_QPU_TAG = struct.pack("<I", TAGS["execute_qpu"].id)
+EXECUTE_QPU_ANSWER = (struct.pack("<I", RESPONSE_SUCCESS),
+                      struct.pack("<2I", TAG_RESPONSE_BIT | 4, EXECUTE_OK))
 
 
 class AllCompleted(RegisterWindow):
@@ -110,8 +114,8 @@ class InstantOs:
             self.next_bus += -(-self.sizes[args[0]] // PAGE) * PAGE
         else:
             answer = ANSWERS[tag]
-        struct.pack_into("<I", buffer, 4, 0x80000000)
-        struct.pack_into("<I", buffer, 16, 0x80000000 | 4 * len(answer))
+        struct.pack_into("<I", buffer, 4, RESPONSE_SUCCESS)
+        struct.pack_into("<I", buffer, 16, TAG_RESPONSE_BIT | 4 * len(answer))
         struct.pack_into(f"<{len(answer)}I", buffer, 20, *answer)
 
 

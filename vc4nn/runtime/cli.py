@@ -18,17 +18,16 @@ measured.
 import argparse
 import json
 import os
-import sys
 
 import numpy as np
 
-from ..cli_common import add_device_arguments, open_device_of, output_file, positive_int
-from ..errors import Vc4nnError
+from ..cli_common import add_device_arguments, open_device_of, output_file, positive_int, \
+    pyplot
+from .image import IMAGE_INPUTS
 from .precision import PRECISIONS
 from .launch_fusion import add_grouping_argument
 from .profile import memory_text
 
-COMMANDS = ("classify", "profile", "bench", "accuracy", "ops", "export-mobilenet-v2", "demo")
 
 
 def _device_args(parser):
@@ -81,7 +80,7 @@ def classify_main(argv):
     p.add_argument("image", help="an image file Pillow reads (JPEG, PNG, ...)")
     p.add_argument("--top", type=positive_int, default=5, help="classes to print (default 5)")
     p.add_argument("--labels", default=None, help="class names, one per line")
-    p.add_argument("--normalization", default="auto", choices=("auto", "tflite", "torchvision"),
+    p.add_argument("--normalization", default="auto", choices=IMAGE_INPUTS,
                    help="the model's input normalisation (auto: [-1, 1] for TFLite, ImageNet "
                         "mean/std for ONNX)")
     args = p.parse_args(argv)
@@ -159,12 +158,7 @@ def profile_main(argv):
 
 
 def _chart(records, path, title):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise Vc4nnError("--png needs matplotlib: pip install 'vc4nn[plots]'") from None
+    plt = pyplot()
     ops = sorted({r.op for r in records})
     colors = {op: plt.cm.tab10(i) for i, op in enumerate(ops)}
     fig, ax = plt.subplots(figsize=(max(6, len(records) * 0.18), 4))
@@ -242,11 +236,9 @@ def demo_main(argv):
 HANDLERS = {"classify": classify_main, "profile": profile_main, "bench": bench_main,
             "accuracy": accuracy_main, "ops": ops_main, "export-mobilenet-v2": export_main,
             "demo": demo_main}
+COMMANDS = tuple(HANDLERS)
 
 
 def main(command, argv):
-    try:
-        return HANDLERS[command](argv)
-    except (Vc4nnError, OSError) as error:
-        print(f"vc4nn {command}: error: {error}", file=sys.stderr)
-        return 1
+    """Run ``vc4nn COMMAND``; vc4nn.cli reports its errors."""
+    return HANDLERS[command](argv)

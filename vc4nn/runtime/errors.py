@@ -24,5 +24,11 @@ class UnsupportedModelError(ModelError):
     """A well-formed model using an operator or attribute this runtime does not run."""
 
 
+def unsupported(graph, node, message):
+    """An UnsupportedModelError about ``node`` of ``graph``: its operator as the file names it,
+    the node and the file."""
+    return UnsupportedModelError(f"{node.source_op or node.op}: {message}", graph.path, node.name)
+
+
 class InputError(Vc4nnError):
     """``run`` was given an input of the wrong name, shape or dtype."""

@@ -5,10 +5,9 @@ transposed"). The session stores those values channel-major in the arena and cal
 with ``out_layout="chw"`` / ``x_layout="chw"``.
 """
 
-from ..kernels.pointwise import PointwisePlan
-from ..kernels.window_plan import make_plan
-from ..nn.depthwise import KERNEL
+from ..nn.depthwise import depthwise_plan
 from ..nn.handoff import hands_over
+from ..nn.pointwise import pointwise_plan
 from .passes import sole_consumer
 
 
@@ -31,10 +30,10 @@ def transposed_handoffs(graph, storage, num_qpus, device):
 def _depthwise_plan(graph, node, storage, num_qpus):
     """The plan ``nn.depthwise`` makes for the node as the session calls it (NHWC result)."""
     in_h, in_w, channels = graph.shapes[node.inputs[0]]
-    return make_plan("depthwise", in_h, in_w, channels, KERNEL, tuple(node.attrs["stride"]),
-                     tuple(node.attrs["pads"]), node.attrs.get("activation"), num_qpus,
-                     storage.values.get(node.inputs[0], "fp32"),
-                     storage.values.get(node.outputs[0], "fp32"), storage.weights(node))
+    return depthwise_plan(in_h, in_w, channels, node.attrs["stride"], node.attrs["pads"],
+                          node.attrs.get("activation"), num_qpus,
+                          _stored(storage, node.inputs[0]), _stored(storage, node.outputs[0]),
+                          storage.weights(node))
 
 
 def _pointwise_plan(graph, node, storage, num_qpus):
@@ -42,11 +41,12 @@ def _pointwise_plan(graph, node, storage, num_qpus):
     h, w, cin = graph.shapes[node.inputs[0]]
     cout = graph.constants[node.inputs[1]].shape[1]
     residual = len(node.inputs) > 3
+    return pointwise_plan(h, w, cin, cout, num_qpus, len(node.inputs) > 2, residual,
+                          node.attrs.get("activation"), _stored(storage, node.inputs[0]),
+                          _stored(storage, node.outputs[0]),
+                          _stored(storage, node.inputs[3]) if residual else "fp32",
+                          storage.weights(node))
 
-    def stored(name):
-        return storage.values.get(name, "fp32")
 
-    return PointwisePlan(h, w, cin, cout, num_qpus, len(node.inputs) > 2, residual,
-                         node.attrs.get("activation"), stored(node.inputs[0]),
-                         stored(node.outputs[0]), stored(node.inputs[3]) if residual else "fp32",
-                         storage.weights(node))
+def _stored(storage, value):
+    return storage.values.get(value, "fp32")

@@ -12,6 +12,7 @@ import stat
 import numpy as np
 
 from ..errors import Vc4nnError
+from .errors import InputError
 
 Normalization = collections.namedtuple("Normalization", "mean std")
 Normalization.__doc__ = """x = (pixel - mean) / std per RGB channel, pixels in 0..255."""
@@ -22,6 +23,9 @@ NORMALIZATIONS = {
     "torchvision": Normalization(tuple(255 * m for m in (0.485, 0.456, 0.406)),
                                  tuple(255 * s for s in (0.229, 0.224, 0.225))),
 }
+# What image_input (and the --normalization option) names: a preset, or "auto", the model
+# family's default for the file's format.
+IMAGE_INPUTS = ("auto",) + tuple(NORMALIZATIONS)
 CROP_FRACTION = 0.875          # 224 of 256
 
 
@@ -29,13 +33,35 @@ class ImageError(Vc4nnError):
     """An image that cannot be read, or a missing optional package for images or labels."""
 
 
-def normalization_for(graph, name=None):
-    """The named preset, or the family's default for the file's format (TFLite: [-1, 1], ONNX:
-    torchvision's ImageNet mean/std)."""
-    name = name or ("tflite" if graph.format == "tflite" else "torchvision")
-    if name not in NORMALIZATIONS:
-        raise ImageError(f"unknown normalisation {name!r}; choose {', '.join(NORMALIZATIONS)}")
-    return NORMALIZATIONS[name]
+def check_image_input(image_input):
+    """``image_input`` as given, if it is None, a name of IMAGE_INPUTS or a Normalization of 3
+    finite means and 3 finite, non-zero standard deviations (one per RGB channel)."""
+    if isinstance(image_input, Normalization):
+        for field, values in image_input._asdict().items():
+            try:
+                numbers = np.asarray(values, np.float64)
+            except (TypeError, ValueError):
+                numbers = None
+            if numbers is None or numbers.shape != (3,) or not np.isfinite(numbers).all() \
+                    or (field == "std" and not numbers.all()):
+                raise InputError(f"image_input.{field} must be 3 finite numbers, one per RGB "
+                                 f"channel{' (none 0)' * (field == 'std')}; got "
+                                 f"{values!r}"[:200])
+    elif image_input is not None and image_input not in IMAGE_INPUTS:
+        raise InputError(f"image_input must be None, a Normalization or one of "
+                         f"{', '.join(map(repr, IMAGE_INPUTS))}; got {image_input!r}"[:200])
+    return image_input
+
+
+def normalization_for(graph, image_input):
+    """The Normalization of a checked, not None ``image_input``: as given, the named preset, or
+    for "auto" the family's default for the file's format (TFLite: [-1, 1], ONNX: torchvision's
+    ImageNet mean/std)."""
+    if isinstance(image_input, Normalization):
+        return image_input
+    if image_input == "auto":
+        image_input = "tflite" if graph.format == "tflite" else "torchvision"
+    return NORMALIZATIONS[image_input]
 
 
 def load_frame(path, height, width):

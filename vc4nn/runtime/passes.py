@@ -9,10 +9,9 @@ that produces one operand, and infers every shape. What cannot be folded or run 
 
 import numpy as np
 
-from .errors import UnsupportedModelError
+from .errors import unsupported
+from .ir import ACTIVATION_OPS, WEIGHTED_OPS
 from .shapes import infer_shapes
-
-WEIGHTED = ("conv", "conv2d", "depthwise", "pointwise", "fully_connected")
 
 
 def optimize(graph):
@@ -29,10 +28,6 @@ def optimize(graph):
     return graph
 
 
-def _error(graph, node, message):
-    return UnsupportedModelError(f"{node.source_op or node.op}: {message}", graph.path, node.name)
-
-
 def sole_consumer(graph, name):
     """The only node reading ``name``, or None if several do or it is a graph output."""
     users = graph.consumers().get(name, [])
@@ -46,7 +41,8 @@ def _bypass(graph, node):
     if dst in graph.outputs:               # keep the file's output name: rename the producer's
         producer = graph.producers().get(src)
         if producer is None or src in graph.outputs:
-            raise _error(graph, node, "a graph output that is a graph input or another output")
+            raise unsupported(graph, node, "a graph output that is a graph input or another "
+                                           "output")
         producer.outputs = [dst if o == src else o for o in producer.outputs]
         graph.rename(src, dst)
     else:
@@ -56,12 +52,12 @@ def _bypass(graph, node):
 def _absorb(graph, node, what):
     """The weighted node producing node's input, if node is its sole consumer."""
     producer = graph.producers().get(node.inputs[0])
-    if producer is not None and producer.op in WEIGHTED and \
+    if producer is not None and producer.op in WEIGHTED_OPS and \
             sole_consumer(graph, node.inputs[0]) is node and producer.attrs.get("activation") \
             is None:
         return producer
-    raise _error(graph, node, f"{what} that does not directly follow a convolution or fully "
-                              f"connected layer (it cannot be folded into one)")
+    raise unsupported(graph, node, f"{what} that does not directly follow a convolution or fully "
+                                   "connected layer (it cannot be folded into one)")
 
 
 def _bias(graph, node, cout):
@@ -88,9 +84,9 @@ def fold_flatten_orders(graph):
         h, w, c = node.attrs.pop("chw_order")
         fc = sole_consumer(graph, node.outputs[0])
         if fc is None or fc.op != "fully_connected" or fc.inputs[0] != node.outputs[0]:
-            raise _error(graph, node, f"a flatten of a {c}x{h}x{w} map read by something other "
-                                      f"than one fully connected layer (its NCHW order cannot "
-                                      f"be folded into the weights)")
+            raise unsupported(graph, node, f"a flatten of a {c}x{h}x{w} map read by something "
+                                           "other than one fully connected layer (its NCHW order "
+                                           "cannot be folded into the weights)")
         weights = graph.constants[fc.inputs[1]]
         name = fc.name + ":w"
         graph.constants[name] = np.ascontiguousarray(
@@ -105,7 +101,8 @@ def fold_bias_adds(graph):
         cout = w.shape[-1]
         c = graph.constants[node.inputs[1]]
         if c.size != cout and c.size != 1:
-            raise _error(graph, node, f"a constant of shape {c.shape} added to {cout} channels")
+            raise unsupported(graph, node, f"a constant of shape {c.shape} added to {cout} "
+                                           "channels")
         _set_bias(graph, producer, _bias(graph, producer, cout) + np.broadcast_to(
             c.reshape(-1).astype(np.float64), (cout,)))
         _bypass(graph, node)
@@ -130,21 +127,21 @@ def _activation_kind(graph, node):
         return "relu6"
     if low == 0.0 and high == float("inf"):
         return "relu"
-    raise _error(graph, node, f"clip to [{low}, {high}]; the kernels fuse ReLU (0, inf) and "
-                              f"ReLU6 (0, 6)")
+    raise unsupported(graph, node, f"clip to [{low}, {high}]; the kernels fuse ReLU (0, inf) and "
+                                   "ReLU6 (0, 6)")
 
 
 def fuse_activations(graph):
     for node in [n for n in graph.nodes if n.op == "activation"]:
         kind = _activation_kind(graph, node)
         producer = graph.producers().get(node.inputs[0])
-        if producer is None or producer.op not in WEIGHTED + ("add",) or \
+        if producer is None or producer.op not in ACTIVATION_OPS or \
                 sole_consumer(graph, node.inputs[0]) is not node:
-            raise _error(graph, node, "an activation that does not directly follow a "
-                                      "convolution, fully connected layer or add")
+            raise unsupported(graph, node, "an activation that does not directly follow a "
+                                           "convolution, fully connected layer or add")
         if producer.attrs.get("activation") not in (None, kind):
             if {producer.attrs["activation"], kind} != {"relu", "relu6"}:
-                raise _error(graph, node, f"{kind} after {producer.attrs['activation']}")
+                raise unsupported(graph, node, f"{kind} after {producer.attrs['activation']}")
             kind = "relu6"                 # relu then relu6 (or back) is relu6
         producer.attrs["activation"] = kind
         _bypass(graph, node)
@@ -154,8 +151,8 @@ def fold_pads(graph):
     for node in [n for n in graph.nodes if n.op == "pad"]:
         consumer = sole_consumer(graph, node.outputs[0])
         if consumer is None or consumer.op != "conv" or node.attrs["value"] != 0.0:
-            raise _error(graph, node, "padding that is not zero padding read only by a "
-                                      "convolution (it cannot be folded into one)")
+            raise unsupported(graph, node, "padding that is not zero padding read only by a "
+                                           "convolution (it cannot be folded into one)")
         consumer.attrs["pads"] = tuple(a + b for a, b in zip(consumer.attrs["pads"],
                                                              node.attrs["pads"]))
         _bypass(graph, node)
@@ -169,7 +166,7 @@ def lower_convs(graph):
         kh, kw, cin_group, cout = w.shape
         group = node.attrs.get("group", 1)
         if tuple(node.attrs.get("dilation", (1, 1))) != (1, 1):
-            raise _error(graph, node, f"dilation {node.attrs['dilation']} is not supported")
+            raise unsupported(graph, node, f"dilation {node.attrs['dilation']} is not supported")
         if group == 1:
             if (kh, kw) == (1, 1) and tuple(node.attrs["stride"]) == (1, 1) and \
                     tuple(node.attrs["pads"]) == (0, 0, 0, 0):
@@ -182,9 +179,10 @@ def lower_convs(graph):
             graph.constants[node.inputs[1]] = np.ascontiguousarray(w.reshape(kh, kw, cout))
         else:
             multiplier = cout // group
-            raise _error(graph, node, f"a grouped convolution ({group} groups of {cin_group} "
-                                      f"inputs and {multiplier} outputs); depthwise with a "
-                                      f"multiplier of 1 and ordinary convolutions are supported")
+            raise unsupported(graph, node, f"a grouped convolution ({group} groups of {cin_group} "
+                                           f"inputs and {multiplier} outputs); depthwise with a "
+                                           "multiplier of 1 and ordinary convolutions are "
+                                           "supported")
         node.attrs.pop("group", None)
         node.attrs.pop("dilation", None)
         if len(node.inputs) == 2:

@@ -2,7 +2,7 @@
 
 Times are the device's: cycle-model estimates in the emulator (``estimated`` True, at the board's
 V3D clock), measured on a Pi. "bound" is "memory" when the cycle model says the QPUs spent most
-of the layer stalled on memory (TMU, VPM/DMA), else "compute"; where no stall figures exist (a
+of the layer stalled on memory (TMU, VPM/DMA, uniform and instruction fetches), else "compute"; where no stall figures exist (a
 real Pi) it compares the layer's flops per byte with the machine balance. A layer that ran in
 another layer's launch (a launch group, ``launched_with``) has no time, launch or bound of its
 own: that launch's record holds them.
@@ -13,10 +13,12 @@ from typing import Optional
 
 import numpy as np
 
+from .ir import WEIGHTED_OPS
+
 # Machine balance for the fallback: 12 QPUs x 16 lanes x 2 flops per 4 clocks at 250 MHz against
 # ~0.7 GB/s of DMA loads (README calibration table): about 34 flops per byte.
 MACHINE_BALANCE = 24e9 / 0.7e9
-MEMORY_STALLS = ("tmu", "vpm", "dma", "uniform", "memory", "bus")
+MEMORY_STALLS = ("tmu", "vpm", "dma", "uniform", "icache", "memory", "bus")
 
 
 @dataclasses.dataclass
@@ -53,10 +55,9 @@ def layer_work(node, graph):
     x = s[node.inputs[0]]
     n_out, n_in = int(np.prod(out)), int(np.prod(x))
     weights = sum(graph.constants[n].size for n in node.inputs[1:] if n in graph.constants)
-    if node.op in ("conv2d", "depthwise", "pointwise", "fully_connected"):
-        w = graph.constants[node.inputs[1]]
-        per_output = w.size // w.shape[-1] if node.op != "depthwise" else w.size // w.shape[-1]
-        flops = 2 * n_out * per_output
+    if node.op in WEIGHTED_OPS:
+        w = graph.constants[node.inputs[1]]     # multiply-adds per output: w over its last axis
+        flops = 2 * n_out * (w.size // w.shape[-1])
         if len(node.inputs) > 3:                                   # fused residual
             flops += n_out
             n_in += n_out

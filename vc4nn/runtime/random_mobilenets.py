@@ -2,14 +2,17 @@
 write them (torchvision through torch.onnx: Conv + BatchNormalization + Clip/Relu, Add,
 GlobalAveragePool, Flatten, Gemm; older opsets: Clip bounds as attributes).
 
-``mobilenet_v1(size, width)`` and ``mobilenet_v2(size, width)`` have the structure of the real
-networks at any width multiplier and input size: what the tests compare with onnxruntime and
-what ``tools/bench_mobilenet.py`` times (the time does not depend on the weights). Needs the
+``mobilenet_v1(size, width)`` has the structure of the real network at any width multiplier and
+input size; ``mobilenet_v2(size, width)`` too, with fewer repeated blocks unless given
+``blocks=mobilenet_shapes.V2_GROUPS`` (SMALL_V2_GROUPS): what the tests compare with onnxruntime;
+``tools/bench_mobilenet.py --model v2`` times all 17 blocks (the time does not depend on the weights). Needs the
 onnx extra (``pip install 'vc4nn[onnx]'``).
 """
 
 import numpy as np
 
+from ..nn.mobilenet_shapes import STEM_CHANNELS, V1_BLOCKS, V2_LAST_CHANNELS, make_divisible, \
+    v1_channels
 from .errors import ModelError
 
 try:
@@ -19,9 +22,10 @@ except ImportError:                     # the optional extra; OnnxBuilder says w
     onnx = None
 
 
-def make_divisible(v, divisor=8):
-    new = max(divisor, int(v + divisor / 2) // divisor * divisor)
-    return new + divisor if new < 0.9 * v else new
+# v2's bottleneck groups (t, c, n, s; mobilenet_shapes.V2_GROUPS) with 12 blocks instead of 17:
+# 2 of c = 64 and 160, 1 of c = 96.
+SMALL_V2_GROUPS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 2, 2), (6, 96, 1, 1),
+                   (6, 160, 2, 2), (6, 320, 1, 1))
 
 
 class OnnxBuilder:
@@ -107,27 +111,22 @@ class OnnxBuilder:
 
 def mobilenet_v1(size=32, width=0.25, classes=10, seed=0, opset=13, **head):
     b = OnnxBuilder(seed, opset)
-    c = lambda n: max(int(n * width), 8)
     x = "input"
-    y = b.conv_bn(x, 3, c(32), stride=2)
-    cin = c(32)
-    blocks = ((1, 64), (2, 128), (1, 128), (2, 256), (1, 256), (2, 512)) + ((1, 512),) * 5 \
-        + ((2, 1024), (1, 1024))
-    for stride, cout in blocks:
+    cin = v1_channels(STEM_CHANNELS, width)
+    y = b.conv_bn(x, 3, cin, stride=2)
+    for stride, cout in V1_BLOCKS:
         y = b.conv_bn(y, cin, cin, stride=stride, group=cin)
-        y = b.conv_bn(y, cin, c(cout), k=1)
-        cin = c(cout)
+        y = b.conv_bn(y, cin, v1_channels(cout, width), k=1)
+        cin = v1_channels(cout, width)
     return b.model(x, size, b.head(y, cin, classes, **head))
 
 
 def mobilenet_v2(size=32, width=0.35, classes=10, seed=0, opset=13, blocks=None, **head):
     b = OnnxBuilder(seed, opset)
     x = "input"
-    cin = make_divisible(32 * width)
+    cin = make_divisible(STEM_CHANNELS * width)
     y = b.conv_bn(x, 3, cin, stride=2)
-    setting = blocks or ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 2, 2),
-                         (6, 96, 1, 1), (6, 160, 2, 2), (6, 320, 1, 1))
-    for t, c, n, s in setting:
+    for t, c, n, s in blocks or SMALL_V2_GROUPS:
         cout = make_divisible(c * width)
         for i in range(n):
             stride = s if i == 0 else 1
@@ -139,6 +138,6 @@ def mobilenet_v2(size=32, width=0.35, classes=10, seed=0, opset=13, blocks=None,
             h = b.conv_bn(h, hidden, cout, k=1, act=None)
             y = b.node("Add", [y, h]) if stride == 1 and cin == cout else h
             cin = cout
-    last = make_divisible(1280 * max(1.0, width))
+    last = make_divisible(V2_LAST_CHANNELS * max(1.0, width))
     y = b.conv_bn(y, cin, last, k=1)
     return b.model(x, size, b.head(y, last, classes, **head))

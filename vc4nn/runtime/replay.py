@@ -24,8 +24,7 @@ their launches (NN-CONTRACT.md), which is what makes a replay equal to the call.
 import contextlib
 import numpy as np
 
-from ..device import CONTROL_ENTRY_WORDS, Buffer, RunResult, per_qpu_uniforms, qpu_count, \
-    uniform_words
+from ..device import CONTROL_ENTRY_WORDS, Buffer, RunResult, per_qpu_uniforms, qpu_count
 from ..nn.layer_call import chain
 
 # A control list entry is (uniforms address, code address).
@@ -61,13 +60,15 @@ def launch_groups(launches):
     return groups
 
 
-def stream_words(values, qpu):
-    """Words of one QPU's uniforms as Device.execute takes them (it places [0] for None)."""
+def stream_words(values):
+    """Words of one QPU's uniforms as Device.execute places them: one a value (uniform_words
+    encodes each as one word or refuses it), [0] for None or none. Counted, not encoded: the
+    recorded call encodes them itself, and values it refuses fail that call."""
     if values is None:
         return 1
     if isinstance(values, Buffer):
         return values.nbytes // 4
-    return len(uniform_words(values, qpu)) // 4
+    return max(len(values), 1)
 
 
 def _align(n):
@@ -134,8 +135,7 @@ class Recording:
         lengths = []                # of the streams of the Device.execute call being made
 
         def recorded_execute(program, num_qpus=1, uniforms=None, *args, **kwargs):
-            lengths[:] = [stream_words(values, q) for q, values in
-                          enumerate(per_qpu_uniforms(uniforms, qpu_count(num_qpus)))]
+            lengths[:] = map(stream_words, per_qpu_uniforms(uniforms, qpu_count(num_qpus)))
             try:
                 return execute(program, num_qpus, uniforms, *args, **kwargs)
             finally:

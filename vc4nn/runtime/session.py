@@ -127,9 +127,7 @@ class InferenceSession:
                                  "image_input normalisation")
             scale, zero = quant
             return Normalization((zero,) * 3, (1.0 / scale,) * 3)
-        if isinstance(image_input, Normalization):
-            return image_input
-        return normalization_for(self.graph, None if image_input == "auto" else image_input)
+        return normalization_for(self.graph, image_input)
 
     def get_inputs(self):
         i = self.graph.inputs[0]

@@ -11,7 +11,7 @@ import numpy as np
 from ..device import Device
 from ..errors import DeviceError
 from .errors import InputError
-from .image import NORMALIZATIONS, Normalization
+from .image import check_image_input
 
 
 def check_session_options(path, device, image_input, progress, replay, memory_budget,
@@ -19,11 +19,7 @@ def check_session_options(path, device, image_input, progress, replay, memory_bu
     if not isinstance(path, (str, os.PathLike)):
         raise InputError(f"path must be the name of a .tflite or .onnx file, got "
                          f"{type(path).__name__}")
-    presets = ("auto",) + tuple(NORMALIZATIONS)
-    if image_input is not None and not isinstance(image_input, Normalization) and \
-            image_input not in presets:
-        raise InputError(f"image_input must be None, a Normalization or one of "
-                         f"{', '.join(map(repr, presets))}; got {image_input!r}"[:200])
+    check_image_input(image_input)
     if device is not None and not isinstance(device, Device):
         raise DeviceError(f"device must be a device from vc4nn.open_device() (or None), got "
                           f"{device!r}"[:200])

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..nn.layer_args import resolve_padding
 from ..errors import Vc4nnError
-from .errors import UnsupportedModelError, ModelError
+from .errors import ModelError, UnsupportedModelError, unsupported
 
 
 def input_shape(graph_input):
@@ -33,13 +33,9 @@ def infer_shapes(graph):
     return shapes
 
 
-def _fail(graph, node, message):
-    return UnsupportedModelError(f"{node.source_op or node.op}: {message}", graph.path, node.name)
-
-
 def _need_spatial(graph, node, x):
     if x is None or len(x) != 3:
-        raise _fail(graph, node, f"input shape {x}: expected a feature map (H, W, C)")
+        raise unsupported(graph, node, f"input shape {x}: expected a feature map (H, W, C)")
 
 
 def _window(graph, node, x, kh, kw):
@@ -66,13 +62,13 @@ def _conv(graph, node, x, shapes):
         kh, kw, cin_group, cout = w.shape
         group = node.attrs.get("group", 1)
     if cin_group * group != x[2] or cout % group:
-        raise _fail(graph, node, f"weights {w.shape} (group {group}) do not fit an input with "
-                                 f"{x[2]} channels")
+        raise unsupported(graph, node, f"weights {w.shape} (group {group}) do not fit an input "
+                                       f"with {x[2]} channels")
     if node.op == "pointwise":
         oh, ow = x[0], x[1]
     else:
         if tuple(node.attrs.get("dilation", (1, 1))) != (1, 1):
-            raise _fail(graph, node, f"dilation {node.attrs['dilation']} is not supported")
+            raise unsupported(graph, node, f"dilation {node.attrs['dilation']} is not supported")
         oh, ow = _window(graph, node, x, kh, kw)
     _check_bias(graph, node, cout)
     return (oh, ow, cout)
@@ -81,29 +77,27 @@ def _conv(graph, node, x, shapes):
 def _check_bias(graph, node, cout):
     b = graph.const(node.inputs[2]) if len(node.inputs) > 2 else None
     if b is not None and b.shape != (cout,):
-        raise _fail(graph, node, f"bias of shape {b.shape} for {cout} outputs")
+        raise unsupported(graph, node, f"bias of shape {b.shape} for {cout} outputs")
 
 
 def _same(graph, node, x, shapes):
+    """The input's shape (a bias_add's constant is checked where it is folded,
+    passes.fold_bias_adds)."""
     return x
 
 
 def _add(graph, node, x, shapes):
     y = shapes.get(node.inputs[1])
     if x != y:
-        raise _fail(graph, node, f"operands of shapes {x} and {y}; broadcasting is not "
-                                 f"supported")
-    return x
-
-
-def _bias_add(graph, node, x, shapes):
+        raise unsupported(graph, node, f"operands of shapes {x} and {y}; broadcasting is not "
+                                       "supported")
     return x
 
 
 def _channels(graph, node, x, shapes):
     c = graph.constants[node.inputs[1]].size
     if x[-1] != c:
-        raise _fail(graph, node, f"{c} per-channel values for {x[-1]} channels")
+        raise unsupported(graph, node, f"{c} per-channel values for {x[-1]} channels")
     return x
 
 
@@ -122,9 +116,10 @@ def _fully_connected(graph, node, x, shapes):
     w = graph.constants[node.inputs[1]]
     size = int(np.prod(x))
     if len(x) == 3 and (x[0], x[1]) != (1, 1):
-        raise _fail(graph, node, f"input of shape {x}: a fully connected layer takes a vector")
+        raise unsupported(graph, node, f"input of shape {x}: a fully connected layer takes a "
+                                       "vector")
     if w.shape[0] != size:
-        raise _fail(graph, node, f"weights {w.shape} for an input of {size} values")
+        raise unsupported(graph, node, f"weights {w.shape} for an input of {size} values")
     _check_bias(graph, node, w.shape[1])
     return (w.shape[1],)
 
@@ -141,7 +136,7 @@ def _reshape(graph, node, x, shapes):
             known = int(np.prod([d for d in target if d != -1]))
             target[target.index(-1)] = size // max(known, 1)
         if int(np.prod(target)) != size or target[0] != 1:
-            raise _fail(graph, node, f"cannot reshape {batched} to {tuple(target)}")
+            raise unsupported(graph, node, f"cannot reshape {batched} to {tuple(target)}")
         if len(target) == 4:
             target = [target[2], target[3], target[1]]
         else:
@@ -149,10 +144,11 @@ def _reshape(graph, node, x, shapes):
         spatial = len(x) == 3 and x[0] * x[1] > 1
         if spatial and tuple(target) != tuple(x):
             if len(target) != 1:
-                raise _fail(graph, node, f"reshaping a {x[2]}x{x[0]}x{x[1]} (CxHxW) map to "
-                                         f"{tuple(target)} reorders it between NCHW and NHWC; "
-                                         f"flattening to a vector (for a fully connected layer) "
-                                         f"and reshapes of 1x1 maps are supported")
+                raise unsupported(graph, node, f"reshaping a {x[2]}x{x[0]}x{x[1]} (CxHxW) map to "
+                                               f"{tuple(target)} reorders it between NCHW and "
+                                               "NHWC; flattening to a vector (for a fully "
+                                               "connected layer) and reshapes of 1x1 maps are "
+                                               "supported")
             node.attrs["chw_order"] = tuple(x)     # NCHW flattening order; passes.py fixes it
     else:
         target = list(node.attrs["shape"])
@@ -160,7 +156,7 @@ def _reshape(graph, node, x, shapes):
             known = int(np.prod([d for d in target if d != -1]))
             target[target.index(-1)] = size // max(known, 1)
         if int(np.prod(target)) != size:
-            raise _fail(graph, node, f"cannot reshape {x} to {tuple(target)}")
+            raise unsupported(graph, node, f"cannot reshape {x} to {tuple(target)}")
     return tuple(target)
 
 
@@ -171,7 +167,7 @@ def _pad(graph, node, x, shapes):
 
 
 _RULES = {"conv": _conv, "conv2d": _conv, "depthwise": _conv, "pointwise": _conv,
-          "batch_norm": _channels, "bias_add": _bias_add, "activation": _same, "add": _add,
+          "batch_norm": _channels, "bias_add": _same, "activation": _same, "add": _add,
           "avg_pool": _avg_pool, "global_avg_pool": _global_avg_pool,
           "fully_connected": _fully_connected, "reshape": _reshape, "pad": _pad,
           "softmax": _same, "identity": _same}

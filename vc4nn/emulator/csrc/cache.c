@@ -58,6 +58,19 @@ int lru_get(Lru *c, int64_t line, int64_t *first, int64_t *second)
     return 0;
 }
 
+/* LruCache.peek: 1 when the line is cached; the order of use does not change */
+int lru_peek(const Lru *c, int64_t line)
+{
+    if (!c->ways)
+        return 0;
+    int set = (int)(line % c->sets);
+    const int64_t *lines = c->lines + (size_t)set * c->ways;
+    for (int i = 0; i < c->used[set]; i++)
+        if (lines[i] == line)
+            return 1;
+    return 0;
+}
+
 /* LruCache.put for a line not cached: most recently used, evicting its set's least recently
  * used when the set is full */
 void lru_put(Lru *c, int64_t line, int64_t first, int64_t second)

@@ -41,6 +41,7 @@ typedef struct {
 int lru_init(Lru *c, long long size, long long line, long long ways);
 void lru_free(Lru *c);
 int lru_get(Lru *c, int64_t line, int64_t *first, int64_t *second);
+int lru_peek(const Lru *c, int64_t line);
 void lru_put(Lru *c, int64_t line, int64_t first, int64_t second);
 
 /* bus.c: vpm.MemoryBus as the type _ccore.MemoryBus (the C core's bus) */
@@ -84,6 +85,13 @@ typedef struct {
     int in_c;                   /* 0: every TMU operation goes to the Python Tmu */
 } Tmu;
 
+/* icache.c: the slices' instruction caches (icache.InstructionCaches) */
+typedef struct {
+    Lru caches[NUM_QPUS / QPUS_PER_SLICE];
+    long long line, miss_latency, prefetch;
+    long long hits, misses;
+} Icache;
+
 /* sync.c: what a blocked QPU waits on (Sync._blocked; BLOCKED_* codes) */
 typedef struct {
     int kind, a, b, c;          /* semaphore: number, acquire, count; mutex: holder */
@@ -108,6 +116,8 @@ typedef struct {
     uint32_t pc, unif_addr;
     int64_t unif_written;
     int64_t unif_line;          /* -1: none */
+    uint32_t fetch_start;       /* the code line it runs from (instruction cache) */
+    int fetching;               /* 0: no line yet */
     int64_t sfu_written, r4_ready_count, r4_ready_clock;
     int64_t clock, count;
     int64_t stalls[NUM_STALL_CAUSES];
@@ -190,6 +200,7 @@ struct Machine {
     int64_t issue_clocks, sfu_latency, uniform_line_bytes, semaphore_clocks, mutex_clocks;
     SyncState sync_state;
     Tmu tmu_state;
+    Icache icache_state;
     /* memory: the allocations, sorted by start */
     Block *blocks;
     Py_ssize_t nblocks;
@@ -201,7 +212,7 @@ struct Machine {
     struct RecordCache *record_cache;   /* the machine's, across launches (plans.c) */
     /* Python side: the glue object (fetch, units, checks, rng) */
     PyObject *glue;
-    PyObject *tmu, *vpm, *sync, *bus, *checks;
+    PyObject *tmu, *vpm, *sync, *bus, *icache, *checks;
     int rule_off[4];            /* the QPU core's own rules in mode "off" */
     Vpm vpm_state;
 };
@@ -263,6 +274,12 @@ int tmu_set_noswap(Machine *m, Qpu *q, const uint32_t *v);
 int tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v);
 int tmu_load(Machine *m, Qpu *q, int unit);
 int tmu_export(Machine *m);
+
+/* icache.c */
+int icache_init(Machine *m);
+void icache_release(Machine *m);
+int icache_fetch(Machine *m, Qpu *q, uint32_t pc);
+int icache_export(Machine *m);
 
 /* sync.c */
 int sync_semaphore(Machine *m, Qpu *q, int number, int acquire);

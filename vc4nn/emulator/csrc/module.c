@@ -88,7 +88,8 @@ static PyObject *run(PyObject *self, PyObject *args)
     memcpy(m->rule_off, off, sizeof(off));
     if (get_unit(glue, "tmu", &m->tmu) || get_unit(glue, "vpm", &m->vpm)
         || get_unit(glue, "sync", &m->sync) || get_unit(glue, "bus", &m->bus)
-        || vpm_init(m) < 0 || tmu_init(m) < 0 || memory_load(m, allocations) < 0)
+        || get_unit(glue, "icache", &m->icache) || vpm_init(m) < 0 || tmu_init(m) < 0
+        || icache_init(m) < 0 || memory_load(m, allocations) < 0)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned long unif, code;
@@ -97,11 +98,11 @@ static PyObject *run(PyObject *self, PyObject *args)
         qpu_init(m, &m->qpus[i], (int)i, (uint32_t)unif, (uint32_t)code);
     }
     executed = schedule(m, deadline, budget, progress);
-    /* the VPM's state goes back to the Python Vpm whether the run ended or failed, as the
-     * Python core leaves it in both cases */
+    /* the VPM's state (and the instruction caches' statistics) go back to Python whether the
+     * run ended or failed, as the Python core leaves them in both cases */
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
-    int exported = vpm_export(m);
+    int exported = vpm_export(m) < 0 || icache_export(m) < 0 ? -1 : 0;
     if (type) {
         PyErr_Clear();
         PyErr_Restore(type, value, traceback);
@@ -126,7 +127,9 @@ done:
     Py_XDECREF(m->vpm);
     Py_XDECREF(m->sync);
     Py_XDECREF(m->bus);
+    Py_XDECREF(m->icache);
     memory_release(m);
+    icache_release(m);
     vpm_release(m);
     tmu_release(m);
     plans_clear(m);

@@ -372,6 +372,13 @@ static int run_branch(Machine *m, Qpu *q, const Record *rec)
 int qpu_step(Machine *m, Qpu *q)
 {
     uint32_t pc = q->pc;
+    /* a new line (Qpu.step's pc // line != the last): one compare, no division */
+    uint32_t line = (uint32_t)m->icache_state.line;
+    if (pc - q->fetch_start >= line || !q->fetching) {
+        q->fetch_start = pc - pc % line;
+        q->fetching = 1;
+        TRY(icache_fetch(m, q, pc));
+    }
     const Record *rec = plan_at(m, q, pc);
     if (!rec)
         return -1;

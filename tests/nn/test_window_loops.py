@@ -1,0 +1,140 @@
+"""The sliding-window kernels' loop shapes (docs/kernels.md "Schedule"): rolled loops (one
+output row per iteration, the accumulator sets shifted by moves) and unrolled ones (a period
+of rows, the sets renamed), odd chunk counts (the load buffers' registers swapped between
+iterations), padding rows filled with zeros in the VPM; against the direct float64 loops of
+tests/nn/spatial_reference.py with every dynamic check of the emulator raising."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from vc4nn.kernels.window import program_for
+from vc4nn.kernels.window_plan import PlanError, make_plan
+from vc4nn.nn import avg_pool, depthwise
+from vc4nn.nn.layer_args import resolve_padding
+
+from . import spatial_reference
+from .reference import assert_close
+from .test_depthwise import FAST, run_case
+from .test_fp16_spatial import check
+
+F16 = np.float16
+
+
+@pytest.mark.parametrize("rolled", [True, False])
+@pytest.mark.parametrize("case", FAST, ids=str)
+def test_depthwise_loops_match_the_direct_loop(device, case, rolled):
+    run_case(device, *case, tiling=dict(rolled=rolled))
+
+
+# (H, W, C, stride, padding, layout, tiling): odd chunk counts per row (in_chunk 1 with 9 or 7
+# input columns, 2 with 5), two output rows per rolled body (two store buffers, an odd store
+# count per row), channel-major results, tiles shorter than the image.
+ODD = [
+    (9, 11, 20, 1, "same", "hwc", dict(tile_cols=7, in_chunk=1, out_chunk=1, store_buffers=2)),
+    (13, 7, 17, 1, (1, 1, 1, 1), "chw", dict(tile_cols=5, tile_rows=4, in_chunk=2)),
+    (15, 15, 33, 2, "same", "chw", dict(tile_cols=4, tile_rows=3, in_chunk=1)),
+    (14, 9, 16, 2, (0, 2, 1, 0), "hwc", dict(tile_cols=3, in_chunk=2, out_chunk=3,
+                                               store_buffers=2)),
+    # 30 accumulators (ra30 and ra31 too: float32 only), 3 edge variants
+    (11, 23, 19, 1, "same", "chw", dict(tile_cols=10, in_chunk=3)),
+    (17, 29, 17, 2, "same", "hwc", dict(tile_cols=15, in_chunk=2, out_chunk=2)),
+]
+
+
+@pytest.mark.parametrize("rolled", [True, False])
+@pytest.mark.parametrize("case", ODD, ids=str)
+def test_odd_chunk_and_store_counts(device, case, rolled):
+    h, w, c, stride, padding, layout, tiling = case
+    rng = np.random.default_rng(h * w)
+    x = rng.standard_normal((h, w, c)).astype(np.float32)
+    wt = rng.standard_normal((3, 3, c)).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32)
+    y = depthwise(x, wt, bias, stride=stride, padding=padding, activation="relu6",
+                  device=device, num_qpus=4, tiling=dict(tiling, rolled=rolled),
+                  out_layout=layout)
+    pads, _ = resolve_padding("test", padding, h, w, 3, 3, stride, stride)
+    expected, magnitude = spatial_reference.depthwise(x, wt, bias, stride, pads, "relu6")
+    if layout == "chw":             # (C, OH, OW)
+        expected = np.moveaxis(expected, 2, 0)
+        magnitude = np.moveaxis(magnitude, 2, 0) if np.ndim(magnitude) == 3 else magnitude
+    assert_close(y, expected, magnitude, terms=9)
+
+
+@pytest.mark.parametrize("rolled", [True, False])
+@pytest.mark.parametrize("case", [(7, 14, 3, 3, 2, "same", 4, np.float32),
+                                  (15, 2, 144, (2, 1), (1, 2), (1, 0, 0, 0), 12, F16),
+                                  (9, 9, 5, 3, 1, (1, 1, 1, 1), 1, np.float32)], ids=str)
+def test_avg_pool_loops(device, case, rolled):
+    h, w, c, size, stride, padding, qpus, dtype = case
+    x = np.random.default_rng(5).standard_normal((h, w, c)).astype(dtype)
+    y = avg_pool(x, size, stride, padding, device=device, num_qpus=qpus,
+                 tiling=dict(rolled=rolled))
+    size2 = size if isinstance(size, tuple) else (size, size)
+    stride2 = stride if isinstance(stride, tuple) else (stride, stride)
+    pads, _ = resolve_padding("test", padding, h, w, *size2, *stride2)
+    expected, magnitude = spatial_reference.avg_pool(x, size2, stride2, pads)
+    check(y, expected, magnitude, terms=size2[0] * size2[1] + 2)
+
+
+def test_rolled_loops_fit_the_instruction_cache():
+    """MobileNet's stride-1 depthwise layers (112x112x32 as channel-major result: three edge
+    variants): rolled, every variant's loop is under 256 instructions (a QPU instruction cache
+    holds 512), the whole program about a third of the unrolled one."""
+    plans = [make_plan("depthwise", 112, 112, 32, (3, 3), (1, 1), (1, 1, 1, 1), "relu6",
+                       out_layout="chw", rolled=rolled) for rolled in (True, False)]
+    rolled, unrolled = (program_for(plan) for plan in plans)
+    assert len(plans[0].variants) == 3
+    for index in range(3):
+        start = rolled.labels[f"loop{index}"]
+        end = min(address for name, address in rolled.labels.items()
+                  if name.startswith("zero_") and address > start)
+        assert (end - start) // 8 < 256
+    assert len(rolled.words) * 2 < len(unrolled.words)
+
+
+def test_fp16_storage_leaves_28_accumulators():
+    """ra30 and ra31 hold halves in fp16 storage: 3 x 10 accumulators are float32's only."""
+    make_plan("depthwise", 9, 30, 16, (3, 3), (1, 1), (1, 1, 1, 1), tile_cols=10)
+    with pytest.raises(PlanError, match="28 registers"):
+        make_plan("depthwise", 9, 30, 16, (3, 3), (1, 1), (1, 1, 1, 1), tile_cols=10,
+                  in_storage="fp16")
+
+
+@pytest.mark.parametrize("by_variant", [0, 1])
+@pytest.mark.parametrize("rolled", [True, False])
+def test_tiles_variant_by_variant(device, by_variant, rolled):
+    """Three variants (left edge, middle, narrower right edge) over 3 QPUs, in strips or variant
+    by variant: the same result as the direct loop."""
+    run_case(device, 9, 29, 33, 1, "same", "relu6", True, 3,
+             tiling=dict(tile_cols=5, by_variant=by_variant, rolled=rolled))
+
+
+@pytest.mark.parametrize("qpus", [1, 3, 4, 12])
+@pytest.mark.parametrize("by_variant", [0, 1])
+def test_every_tile_goes_to_one_qpu(qpus, by_variant):
+    """Each tile to exactly one QPU, counts within one; variant by variant, every QPU's tiles
+    in variant order (all QPUs go through the variants in step)."""
+    plan = make_plan("depthwise", 30, 47, 40, (3, 3), (1, 1), (1, 1, 1, 1), num_qpus=qpus,
+                     tile_cols=8, tile_rows=10, by_variant=by_variant)
+    assert len(plan.variants) == 3
+    shares = plan.qpu_tiles()
+    assert sorted(map(dataclasses.astuple, (t for share in shares for t in share))) == \
+        sorted(map(dataclasses.astuple, plan.tiles))
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1
+    if by_variant:
+        assert all([t.variant for t in share] == sorted(t.variant for t in share)
+                   for share in shares)
+
+
+def test_long_runs_take_the_tiles_variant_by_variant():
+    """The default order: variant by variant where a QPU's contiguous run would span a whole
+    block's strips of three variants or more (a channel-major plan on 3 QPUs), in strips
+    where the runs are short (NHWC on 12 QPUs) or there are two variants."""
+    pads = (1, 1, 1, 1)
+    assert make_plan("depthwise", 28, 28, 256, (3, 3), (1, 1), pads,
+                     out_layout="chw").by_variant == 1
+    assert make_plan("depthwise", 112, 112, 32, (3, 3), (1, 1), pads).by_variant == 0
+    assert make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads,
+                     out_layout="chw").by_variant == 0

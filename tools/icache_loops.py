@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Which loops of the layer kernels do not fit the QPUs' instruction cache.
+
+    python tools/icache_loops.py --net v1 --only dw7,pw7      # the layers bench-layers runs
+    python tools/icache_loops.py --net v2 --json
+
+Runs each layer whole on the emulator (as ``vc4nn bench-layers --full``, same layouts and
+default plans), and prints per launch: the program's size, the share of QPU time its QPUs
+stalled on instruction-cache misses (stall cause ``icache``, a cycle-model ESTIMATE), the
+slices' line look-ups that hit and missed, and every loop (a backward branch: from its target
+to the branch's last delay slot) that cannot stay in a slice's cache: longer than the cache
+(``icache_bytes``), or with more of its lines in one set than the set has ways. Such a loop
+fetches lines again on every pass (docs/cycle-model.md "Instruction cache").
+"""
+
+import argparse
+import collections
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from asm import isa  # noqa: E402
+from asm.encoding import branch_target, decode  # noqa: E402
+from vc4nn.cli_bench import handoff_layers, network_layers  # noqa: E402
+from vc4nn.device import BUS_ADDRESS_MASK  # noqa: E402
+from vc4nn.emulator import EmulatorDevice  # noqa: E402
+from vc4nn.nn.layer_figures import FULL, measure_layer  # noqa: E402
+
+
+def loops(words, base):
+    """(first, last) instruction indices of every backward branch's loop, sorted, distinct."""
+    found = set()
+    for i, word in enumerate(words):
+        ins = decode(int(word))
+        if ins.sig != isa.SIG_BRANCH or not ins.rel or ins.reg:
+            continue
+        target = (branch_target(ins, base + isa.INSTRUCTION_BYTES * i) - base) \
+            // isa.INSTRUCTION_BYTES
+        if 0 <= target <= i:
+            found.add((target, i + isa.BRANCH_DELAY_SLOTS))
+    return sorted(found)
+
+
+def loop_record(first, last, base, timing):
+    """A loop's size and what the cache makes of it (None when it stays in the cache)."""
+    line = timing.icache_line_bytes
+    sets = max(1, timing.icache_bytes // (line * timing.icache_ways))
+    lines = range((base + isa.INSTRUCTION_BYTES * first) // line,
+                  (base + isa.INSTRUCTION_BYTES * last) // line + 1)
+    per_set = max(collections.Counter(n % sets for n in lines).values())
+    if per_set <= timing.icache_ways:
+        return None
+    return {"first": first, "last": last, "instructions": last - first + 1,
+            "lines": len(lines), "most_lines_in_a_set": per_set}
+
+
+class Recorder:
+    """Wraps a machine's run: per launch, the code it started and the instruction caches'
+    counts."""
+
+    def __init__(self, machine):
+        self.machine, self.run, self.launches = machine, machine.run, []
+        machine.run = self
+
+    def __call__(self, num_qpus, control, timeout):
+        m = self.machine
+        entry = int(m.memory.read_words(control, 2, "control_list")[1]) & BUS_ADDRESS_MASK
+        start = max(s for s in m.memory._starts if s <= entry)
+        block = m.memory._blocks[start]
+        words = block.memory[:block.size // 8 * 8].view("<u8").copy()
+        result = self.run(num_qpus, control, timeout)
+        stalled = sum(q.stalls.get("icache", 0) for q in result.qpus)
+        base = start                        # bus address of the code (the cache's view)
+        self.launches.append({
+            "qpus": num_qpus, "instructions": len(words),
+            "icache_share": stalled / max(1, result.cycles * num_qpus),
+            "hits": m.icache.hits, "misses": m.icache.misses,
+            "loops": [r for r in (loop_record(a, b, base, m.timing)
+                                  for a, b in loops(words, base)) if r]})
+        return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--net", default="v1", help="v1, v2 or v1,v2")
+    parser.add_argument("--only", default="", help="layer names, comma-separated")
+    parser.add_argument("--board", default="pi_zero")
+    parser.add_argument("--qpus", type=int, default=12)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    spec = argparse.Namespace(net=args.net, only=args.only, alpha=1.0, size=224, kind="",
+                              qpus=args.qpus, storage="fp32")
+    device = EmulatorDevice(board=args.board)
+    recorder = Recorder(device.machine)
+    handoffs = handoff_layers(spec, device)
+    report = []
+    for network, layer in network_layers(spec):
+        layout = "chw" if (network, layer.name) in handoffs else "hwc"
+        recorder.launches = []
+        measure_layer(layer, device, args.qpus, FULL, {}, layout=layout)
+        report.append({"network": network, "layer": layer.name, "layout": layout,
+                       "launches": recorder.launches})
+    if args.json:
+        print(json.dumps({"board": args.board, "estimate": "cycle model", "layers": report},
+                         indent=1))
+        return 0
+    print(f"Instruction cache per launch (cycle-model ESTIMATES, {args.board}): loops that do not "
+          f"stay in a slice's {device.timing.icache_bytes} bytes")
+    for r in report:
+        for launch in r["launches"]:
+            print(f"{r['network']} {r['layer']} ({r['layout']}): {launch['qpus']} QPUs, program "
+                  f"{launch['instructions']} instructions, icache stalls "
+                  f"{launch['icache_share']:.0%} of QPU time, {launch['hits']} hits / "
+                  f"{launch['misses']} misses")
+            for loop in launch["loops"]:
+                print(f"    loop at {loop['first']}..{loop['last']}: {loop['instructions']} "
+                      f"instructions, {loop['lines']} lines, {loop['most_lines_in_a_set']} in "
+                      f"one set")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
