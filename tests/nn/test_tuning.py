@@ -13,7 +13,7 @@ from vc4nn.nn import depthwise, pointwise
 from vc4nn.nn.layer_plans import plan_for, resolved_tiling
 from vc4nn.nn.mobilenet_shapes import Layer
 from vc4nn.nn.tuned_plans import (ENV_VAR, TuneCache, TuneCacheWarning, layer_key, plan_key,
-                                  tuned_tiling)
+                                  plans_version, tuned_tiling)
 from vc4nn.nn.tuning import candidates, tune_layers
 
 from . import spatial_reference
@@ -65,8 +65,23 @@ def test_cache_round_trip(tmp_path):
     cache.put("k1", {"tiling": {"tile_cols": 4}, "clocks": 123})
     cache.save()
     assert json.loads(path.read_text())["plans"]["k1"]["clocks"] == 123
-    assert TuneCache(path).get("k1") == {"tiling": {"tile_cols": 4}, "clocks": 123}
+    assert TuneCache(path).get("k1") == {"tiling": {"tile_cols": 4}, "clocks": 123,
+                                         "version": plans_version()}
     assert TuneCache(path).get("k2") is None
+
+
+def test_records_of_another_version_are_ignored_with_a_warning(tmp_path):
+    """A record tuned with other kernels or another cycle model (this session's instruction
+    cache moved many winners) is stale: ignored, with one warning naming the file."""
+    path = tmp_path / "plans.json"
+    path.write_text(json.dumps({"format": 1, "plans": {
+        "old": {"tiling": {"tile_cols": 4}, "clocks": 1, "version": "0" * 16},
+        "unversioned": {"tiling": {"tile_cols": 4}, "clocks": 1},
+        "new": {"tiling": {"tile_cols": 2}, "clocks": 1, "version": plans_version()}}}))
+    with pytest.warns(TuneCacheWarning, match=r"2 record\(s\) were tuned with other kernels"):
+        cache = TuneCache(path)
+    assert cache.get("old") is None and cache.get("unversioned") is None
+    assert cache.get("new")["tiling"] == {"tile_cols": 2}
 
 
 def test_keys_separate_boards_shapes_and_qpus(cache_file, device):

@@ -8,10 +8,15 @@ with it; nothing in the cache changes results, only the tiling (every tiling is 
 Location: the ``path`` argument, else the environment variable ``VC4NN_TUNE_CACHE`` (``off``
 disables the cache), else ``$XDG_CACHE_HOME/vc4nn/tuned-plans.json`` (``~/.cache`` when unset).
 A cache file that cannot be read or parsed is a warning (TuneCacheWarning) and counts as empty:
-a damaged cache never stops a network from running; `vc4nn tune` rewrites it whole.
+a damaged cache never stops a network from running; `vc4nn tune` rewrites it whole. Each record
+carries the version it was measured with (``plans_version``: the kernels' source and the cycle
+model's parameters); a record of another version is stale, since the winner may have changed
+with the generators or the model, and is ignored with one warning per file.
 """
 
 import dataclasses
+import functools
+import hashlib
 import json
 import os
 import warnings
@@ -30,6 +35,16 @@ class TuneCacheWarning(UserWarning):
 
 class TuneCacheError(Vc4nnError):
     """The tuned-plan cache file could not be written."""
+
+
+@functools.lru_cache(maxsize=1)
+def plans_version():
+    """What a record's timings depend on: the program generators (the program cache's version)
+    and the cycle model's parameters and board presets."""
+    from ..emulator import timing
+    from ..runtime.program_cache import generator_version, source_digest
+    text = f"{generator_version()}\n{source_digest([timing.__file__])}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def cache_path(path=None):
@@ -70,7 +85,7 @@ class TuneCache:
         return self.records.get(key)
 
     def put(self, key, record):
-        self.records[key] = record
+        self.records[key] = dict(record, version=plans_version())
 
     def save(self):
         """Write the file whole (a temporary file renamed over it: never half-written)."""
@@ -107,7 +122,14 @@ def _load(path):
     if len(good) != len(plans):
         warnings.warn(f"tuned-plan cache {path}: {len(plans) - len(good)} malformed record(s) "
                       f"ignored", TuneCacheWarning, stacklevel=3)
-    return good
+    current = {key: record for key, record in good.items()
+               if record.get("version") == plans_version()}
+    if len(current) != len(good):
+        warnings.warn(f"tuned-plan cache {path}: {len(good) - len(current)} record(s) were tuned "
+                      f"with other kernels or another cycle model and are ignored (default "
+                      f"plans for those layers; `vc4nn tune` measures them again)",
+                      TuneCacheWarning, stacklevel=3)
+    return current
 
 
 # The fields of each plan class that are tiling choices (what `vc4nn tune` searches); every other
