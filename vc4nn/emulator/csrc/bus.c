@@ -47,12 +47,12 @@ static int bus_use(Bus *b, PyObject *timing)
     };
     if (PyErr_Occurred())
         return -1;
-    if (line <= 0 || values[3] <= 0 || values[9] <= 0) {
-        PyErr_SetString(PyExc_ValueError, "the memory bus needs positive line sizes");
+    if (values[9] <= 0) {   /* the caches' line sizes are checked by lru_init */
+        PyErr_SetString(PyExc_ValueError, "the memory bus needs a positive uniform_line_bytes");
         return -1;
     }
-    if (lru_init(&b->l2, values[0], line, values[1]) < 0
-        || lru_init(&b->vc_l2, values[2], values[3], values[4]) < 0)
+    if (lru_init(&b->l2, values[0], line, values[1], "l2_cache_line_bytes") < 0
+        || lru_init(&b->vc_l2, values[2], values[3], values[4], "vc_l2_line_bytes") < 0)
         return -1;
     b->l2_fill = values[5];
     b->vc_l2_fill = values[6];

@@ -1,15 +1,19 @@
 /* cache.LruCache: a set-associative LRU cache of whole lines for the cycle model, with a pair
  * of values per line (a TMU cache: the write epoch; the V3D L2: the clock its fill arrives and
- * that epoch; the VideoCore L2: nothing). Line ``n`` maps to set ``n % sets``; a set keeps at
+ * that epoch; an instruction cache: the clock its fill arrives; the VideoCore L2: nothing). Line ``n`` maps to set ``n % sets``; a set keeps at
  * most ``ways`` lines, least recently used first; size 0 holds nothing. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
 
-int lru_init(Lru *c, long long size, long long line, long long ways)
+int lru_init(Lru *c, long long size, long long line, long long ways, const char *line_name)
 {
     lru_free(c);
+    if (line <= 0) {
+        PyErr_Format(PyExc_ValueError, "the C core needs a positive %s, not %lld", line_name, line);
+        return -1;
+    }
     c->ways = size ? (int)ways : 0;
     long long per_set = line * (ways > 1 ? ways : 1);
     c->sets = size / per_set > 1 ? (int)(size / per_set) : 1;

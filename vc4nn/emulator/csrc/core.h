@@ -38,7 +38,8 @@ typedef struct {
     int64_t *values;            /* the pair of values stored with each line */
 } Lru;
 
-int lru_init(Lru *c, long long size, long long line, long long ways);
+/* -1 with a ValueError naming line_name (the timing parameter) when line is not positive */
+int lru_init(Lru *c, long long size, long long line, long long ways, const char *line_name);
 void lru_free(Lru *c);
 int lru_get(Lru *c, int64_t line, int64_t *first, int64_t *second);
 int lru_peek(const Lru *c, int64_t line);

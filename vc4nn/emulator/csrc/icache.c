@@ -21,12 +21,8 @@ int icache_init(Machine *m)
     Py_DECREF(timing);
     if (PyErr_Occurred())
         return -1;
-    if (c->line <= 0) {
-        PyErr_SetString(PyExc_ValueError, "the C core needs a positive icache_line_bytes");
-        return -1;
-    }
     for (int s = 0; s < SLICES; s++)
-        if (lru_init(&c->caches[s], bytes, c->line, ways) < 0)
+        if (lru_init(&c->caches[s], bytes, c->line, ways, "icache_line_bytes") < 0)
             return -1;
     return 0;
 }

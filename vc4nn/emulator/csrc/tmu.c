@@ -35,13 +35,9 @@ int tmu_init(Machine *m)
     Py_DECREF(timing);
     if (PyErr_Occurred())
         return -1;
-    if (line <= 0) {
-        PyErr_SetString(PyExc_ValueError, "the C core needs a positive tmu_cache_line_bytes");
-        return -1;
-    }
     for (int s = 0; s < SLICES; s++)
         for (int u = 0; u < TMU_UNITS; u++)
-            if (lru_init(&t->caches[s][u], bytes, line, ways) < 0)
+            if (lru_init(&t->caches[s][u], bytes, line, ways, "tmu_cache_line_bytes") < 0)
                 return -1;
     return 0;
 }
