@@ -11,6 +11,7 @@ import os
 import pytest
 
 from asm import kernel, r0, ra, uniform
+from vc4nn import source_version
 from vc4nn.runtime import program_cache
 from vc4nn.runtime.program_cache import DiskStore
 
@@ -170,11 +171,11 @@ def test_the_generator_version_changes_with_any_source_byte(tmp_path):
     folder.mkdir()
     for path in glob.glob(os.path.join(os.path.dirname(asm.__file__), "*.py")):
         (folder / os.path.basename(path)).write_bytes(open(path, "rb").read())
-    before = program_cache.source_digest([str(folder)])
+    before = source_version.source_digest([str(folder)])
     kernel_py = folder / "kernel.py"
     kernel_py.write_bytes(kernel_py.read_bytes() + b"\n")
-    assert program_cache.source_digest([str(folder)]) != before
-    assert before == program_cache.source_digest([os.path.dirname(asm.__file__)])
+    assert source_version.source_digest([str(folder)]) != before
+    assert before == source_version.source_digest([os.path.dirname(asm.__file__)])
 
 
 def test_the_generator_version_covers_the_hardware_facts(tmp_path):
@@ -182,12 +183,27 @@ def test_the_generator_version_covers_the_hardware_facts(tmp_path):
     import vc4nn.hardware
     facts = tmp_path / "hardware.py"
     facts.write_bytes(open(vc4nn.hardware.__file__, "rb").read())
-    before = program_cache.source_digest([str(facts)])
-    assert before == program_cache.source_digest([vc4nn.hardware.__file__])
+    before = source_version.source_digest([str(facts)])
+    assert before == source_version.source_digest([vc4nn.hardware.__file__])
     facts.write_bytes(facts.read_bytes().replace(b"TMU_CACHE_WAYS = 1", b"TMU_CACHE_WAYS = 2"))
-    assert program_cache.source_digest([str(facts)]) != before
+    assert source_version.source_digest([str(facts)]) != before
     import asm
     import vc4nn.kernels
     without_facts = [os.path.dirname(asm.__file__), os.path.dirname(vc4nn.kernels.__file__)]
-    assert program_cache.generator_version() == program_cache.source_digest(
+    assert source_version.generator_version() == source_version.source_digest(
         without_facts + [vc4nn.hardware.__file__])
+
+
+def test_the_plans_version_covers_the_c_core(tmp_path):
+    """The cycle model lives in the C core too: an edited .c file must make tuned plans stale."""
+    csrc = os.path.join(os.path.dirname(source_version.__file__), "emulator", "csrc")
+    folder = tmp_path / "csrc"
+    folder.mkdir()
+    for path in glob.glob(os.path.join(csrc, "*.[ch]")):
+        (folder / os.path.basename(path)).write_bytes(open(path, "rb").read())
+    suffixes = source_version.PYTHON_SOURCE + source_version.C_SOURCE
+    before = source_version.source_digest([str(folder)], suffixes)
+    assert before == source_version.source_digest([csrc], suffixes)
+    icache_c = folder / "icache.c"
+    icache_c.write_bytes(icache_c.read_bytes() + b"\n")
+    assert source_version.source_digest([str(folder)], suffixes) != before

@@ -9,9 +9,10 @@ Location: the ``path`` argument, else the environment variable ``VC4NN_TUNE_CACH
 disables the cache), else ``$XDG_CACHE_HOME/vc4nn/tuned-plans.json`` (``~/.cache`` when unset).
 A cache file that cannot be read or parsed is a warning (TuneCacheWarning) and counts as empty:
 a damaged cache never stops a network from running; `vc4nn tune` rewrites it whole. Each record
-carries the version it was measured with (``plans_version``: the kernels' source and the cycle
-model's parameters); a record of another version is stale, since the winner may have changed
-with the generators or the model, and is ignored with one warning per file.
+carries the version it was measured with (``plans_version``: the kernels' source and the whole
+emulator, Python and C, whose cycle model timed it); a record of another version is stale, since
+the winner may have changed with the generators or the model, and is ignored with one warning
+per file.
 """
 
 import dataclasses
@@ -22,6 +23,7 @@ import os
 import warnings
 
 from ..errors import Vc4nnError
+from ..source_version import emulator_version, generator_version
 from ..user_cache import user_cache_path
 
 ENV_VAR = "VC4NN_TUNE_CACHE"
@@ -40,10 +42,8 @@ class TuneCacheError(Vc4nnError):
 @functools.lru_cache(maxsize=1)
 def plans_version():
     """What a record's timings depend on: the program generators (the program cache's version)
-    and the cycle model's parameters and board presets."""
-    from ..emulator import timing
-    from ..runtime.program_cache import generator_version, source_digest
-    text = f"{generator_version()}\n{source_digest([timing.__file__])}"
+    and the whole emulator, Python and C core, whose cycle model measured them."""
+    text = f"{generator_version()}\n{emulator_version()}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

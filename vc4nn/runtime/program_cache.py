@@ -17,7 +17,6 @@ written is skipped with a warning.
 """
 
 import contextlib
-import functools
 import hashlib
 import importlib
 import json
@@ -27,6 +26,7 @@ import warnings
 import asm
 from asm.program import Program
 
+from ..source_version import generator_version
 from ..user_cache import user_cache_path
 
 # The module, not the decorator ``asm.kernel`` that the package exports under the same name.
@@ -39,28 +39,6 @@ FORMAT = 1
 def cache_dir(path=None):
     """The cache directory to use, or None when the cache is off (VC4NN_PROGRAM_CACHE=off)."""
     return user_cache_path(path, ENV_VAR, "programs")
-
-
-def source_digest(paths):
-    """A hash of the names and contents of the .py files in ``paths`` (folders, or files)."""
-    digest = hashlib.sha256()
-    for path in paths:
-        files = [path] if os.path.isfile(path) else \
-            [os.path.join(path, n) for n in sorted(os.listdir(path)) if n.endswith(".py")]
-        for name in files:
-            digest.update(os.path.basename(name).encode() + b"\0")
-            with open(name, "rb") as f:
-                digest.update(f.read())
-    return digest.hexdigest()
-
-
-@functools.lru_cache(maxsize=1)
-def generator_version():
-    """A hash of the assembler's and the kernels' source, and of the hardware facts the kernels
-    choose their layouts by: what a program is a function of."""
-    from .. import hardware, kernels
-    return source_digest([os.path.dirname(asm.__file__), os.path.dirname(kernels.__file__),
-                          hardware.__file__])
 
 
 def describe(kernel, args, kwargs, check):
