@@ -9,7 +9,7 @@ import functools
 from asm import (element_number, null, r0, r1, r2, r3, r4, r5, tmu0_s, vpm, vw_addr, vw_setup,
                  vw_wait)
 
-from .common import GATHER_DEPTH, LANES, WORD
+from .common import GATHER_DEPTH, LANES, WORD, ops_then_branch
 from .epilogue import activate, prepare_activation
 from .halves import HALF_LOW, gathered_half
 from .panel_act_halves import pack_register, scaled_address
@@ -51,11 +51,21 @@ def store(a, plan, variant, acc):
     through this QPU's staging row of the VPM. ``store`` holds the number of valid rows (0 on a
     pass this QPU only helps with); rows past it are skipped, since their lanes of A repeated
     the last valid row and their addresses lie past the matrix. The epilogue's residual is
-    added like beta*C (from its own address) and its activation applied on the VPM write."""
+    added like beta*C (from its own address) and its activation applied on the VPM write.
+
+    The rows are one loop whose body stores row 0 and then moves every row down by one (a
+    conveyor, ``shift_rows``): no register is addressed indirectly, so a loop over rows must
+    bring each row to the same registers. Unrolled, the store was ~6 instructions per vector
+    (pw3: ~330 per panel), fetched again through the instruction cache every panel; the
+    moves cost no time, since the QPU waits for its previous store's DMA before each vector
+    anyway. The count lives in ``a_step``, which every panel reads again before its k loop."""
     regs = registers(plan)[0]
-    alpha, address = r2, r1
+    alpha, address, count = r2, r1, regs["a_step"]
+    rows = acc[:-1] if acc.piece else list(acc)
     with a.scope():
-        a.mov(null, regs["store"], sf=True)
+        if not rows:                # all parked (panel_park)
+            return
+        a.min(count, regs["store"], len(rows), sf=True)
         a.branch("skip", cond="all_zs")
         if not plan.alpha_one:
             a.mov(alpha, regs["alpha"])     # an accumulator: acc may sit on either regfile
@@ -66,25 +76,45 @@ def store(a, plan, variant, acc):
         prepare_activation(a, plan.epilogue)
         if acc.piece:
             store_piece(a, plan, acc[-1])
-            acc = acc[:-1]
-        for g, row in enumerate(acc):
-            if g:               # rows past the valid ones: done (g == store, since we go up by 1)
-                a.sub(null, regs["store"], g, sf=True)
-                a.branch("skip", cond="all_zs")
-                a.ldi(r3, plan.n * plan.c_bytes)        # the delay slots step to row g
-                a.add(address, address, r3)
-                a.nop()
-            if not plan.beta_zero:
-                add_gathered(a, variant, row, address, functools.partial(pop_beta_c, a, plan, alpha))
-            if plan.epilogue.residual:                  # alpha is 1: r2 is free
-                if plan.r_bytes != plan.c_bytes:
-                    scaled_address(a, r2, address, regs["residual"], plan.c_bytes, plan.r_bytes)
-                else:
-                    a.add(r2, address, regs["residual"])
-                add_gathered(a, variant, row, r2, functools.partial(pop_residual, a),
-                             plan.r_bytes)
-            store_row(a, plan, variant, row, address, alpha)
+        a.label("row")
+        row = rows[0]
+        if not plan.beta_zero:
+            add_gathered(a, variant, row, address, functools.partial(pop_beta_c, a, plan, alpha))
+        if plan.epilogue.residual:                  # alpha is 1: r2 is free
+            if plan.r_bytes != plan.c_bytes:
+                scaled_address(a, r2, address, regs["residual"], plan.c_bytes, plan.r_bytes)
+            else:
+                a.add(r2, address, regs["residual"])
+            add_gathered(a, variant, row, r2, functools.partial(pop_residual, a),
+                         plan.r_bytes)
+        store_row(a, plan, variant, row, address, alpha)
+        a.ldi(r3, 1)                # (count is on regfile B: no small immediate)
+        a.sub(count, count, r3, sf=True)
+        ops_then_branch(a, shift_rows(a, rows), "row", cond="all_zc")
         a.label("skip")
+
+
+def shift_rows(a, rows):
+    """The conveyor of ``store``: emitters of the moves rows[g] = rows[g + 1], two per
+    instruction where the registers' files allow (one read and one write on each side)."""
+    def side(reg):
+        return "a" if "a" in reg.reads else "b"
+
+    moves = [(dst, src) for g in range(len(rows) - 1) for dst, src in zip(rows[g], rows[g + 1])]
+    ops = []
+    while moves:
+        dst, src = moves.pop(0)
+        # a partner on the other sides, brought forward only past moves that do not read
+        # what it writes (this one reads the old value in the same instruction)
+        partner = next((m for i, m in enumerate(moves) if side(m[0]) != side(dst)
+                        and side(m[1]) != side(src)
+                        and all(earlier[1] is not m[0] for earlier in moves[:i])), None)
+        if partner:
+            moves.remove(partner)
+            ops.append(lambda d=dst, s=src, p=partner: a.mov(d, s).mov(*p))
+        else:
+            ops.append(lambda d=dst, s=src: a.mov(d, s))
+    return ops
 
 
 def column_offset(variant, j, size=WORD):
@@ -95,7 +125,7 @@ def column_offset(variant, j, size=WORD):
 
 
 def store_row(a, plan, variant, row, address, alpha):
-    """Write the row's vectors, each stored by one DMA; ``address`` ends where it started."""
+    """Write the row's vectors, each stored by one DMA; ``address`` ends at the next row's."""
     regs = registers(plan)[0]
     partial = variant.partial[0] if variant.partial else None
     scale = not plan.alpha_one and plan.beta_zero
@@ -114,9 +144,11 @@ def store_row(a, plan, variant, row, address, alpha):
         else:
             activate(a, vpm, reg, plan.epilogue.activation, r5)
         a.mov(vw_setup, regs["vdw_part"] if j == partial else regs["vdw_full"])
-        # to the next vector; after the last, back to the first
+        # to the next vector; after the last, to the first of the next row
         step = (column_offset(variant, (j + 1) % len(row), plan.c_bytes)
                 - column_offset(variant, j, plan.c_bytes))
+        if j + 1 == len(row):
+            step += plan.n * plan.c_bytes
         a.ldi(r3, step)
         a.add(address, address, r3).mov(vw_addr, address)      # the MUL reads the old address
 
