@@ -9,7 +9,7 @@ import functools
 from asm import (element_number, null, r0, r1, r2, r3, r4, r5, tmu0_s, vpm, vw_addr, vw_setup,
                  vw_wait)
 
-from .common import GATHER_DEPTH, LANES, WORD, ops_then_branch
+from .common import GATHER_DEPTH, LANES, WORD, ops_then_branch, paired_moves
 from .epilogue import activate, prepare_activation
 from .halves import HALF_LOW, gathered_half
 from .panel_act_halves import pack_register, scaled_address
@@ -35,12 +35,22 @@ def start_at_bias(a, plan, variant, acc):
     rows = acc[:-1] if acc.piece else acc
     targets = [[row[i] for row in rows] for i in range(vectors)] + \
         ([[reg] for reg in acc[-1]] if acc.piece else [])
+    # Without a partial vector, r3 walks the vectors' lanes (r0: a vector's bytes), one
+    # instruction per request, and the copies go two at a time: this runs once per panel,
+    # and its code is fetched again each time (the instruction cache).
+    walk = not variant.partial
+    if walk:
+        a.shl(r0, element_number, 2)
+        a.add(r3, base, r0)
+        a.ldi(r0, LANES * WORD)
     for i in range(len(targets) + GATHER_DEPTH):
         if i >= GATHER_DEPTH:
             a.nop(sig="ldtmu0")
-            for reg in targets[i - GATHER_DEPTH]:
-                a.mov(reg, r4)
-        if i < vectors:
+            for ops in paired_moves(a, [(reg, r4) for reg in targets[i - GATHER_DEPTH]]):
+                ops()
+        if i < vectors and walk:
+            a.add(r3, r3, r0).mov(tmu0_s, r3)       # (the MUL reads r3 before the step)
+        elif i < vectors:
             request_vector(a, variant, i, base, i * LANES * WORD)
         elif i < len(targets):
             request_piece(a, plan, base, i - vectors)
@@ -95,26 +105,9 @@ def store(a, plan, variant, acc):
 
 
 def shift_rows(a, rows):
-    """The conveyor of ``store``: emitters of the moves rows[g] = rows[g + 1], two per
-    instruction where the registers' files allow (one read and one write on each side)."""
-    def side(reg):
-        return "a" if "a" in reg.reads else "b"
-
-    moves = [(dst, src) for g in range(len(rows) - 1) for dst, src in zip(rows[g], rows[g + 1])]
-    ops = []
-    while moves:
-        dst, src = moves.pop(0)
-        # a partner on the other sides, brought forward only past moves that do not read
-        # what it writes (this one reads the old value in the same instruction)
-        partner = next((m for i, m in enumerate(moves) if side(m[0]) != side(dst)
-                        and side(m[1]) != side(src)
-                        and all(earlier[1] is not m[0] for earlier in moves[:i])), None)
-        if partner:
-            moves.remove(partner)
-            ops.append(lambda d=dst, s=src, p=partner: a.mov(d, s).mov(*p))
-        else:
-            ops.append(lambda d=dst, s=src: a.mov(d, s))
-    return ops
+    """The conveyor of ``store``: emitters of the moves rows[g] = rows[g + 1]."""
+    return paired_moves(a, [(dst, src) for g in range(len(rows) - 1)
+                         for dst, src in zip(rows[g], rows[g + 1])])
 
 
 def column_offset(variant, j, size=WORD):

@@ -29,7 +29,7 @@ import collections
 from .. import hardware
 from ..errors import DeviceError
 from . import panel_park, sgemm_panel, transpose
-from .panel_kloop import steady_chunks
+from .panel_kloop import shared_chunk, steady_chunks
 from .common import LAYOUTS, MAX_VDW_STRIDE
 from .epilogue import Epilogue
 from .spatial import STORAGE_BITS, check_storage
@@ -170,8 +170,8 @@ class PointwisePlan:
             return panel
         if self.pair_gathers:       # forced: the panel plan says why it cannot
             return dataclasses.replace(panel, pair_gathers=True)
-        if not panel.trans_a or panel.passes > 1:      # the default (``pairs``)
-            return panel
+        if not panel.trans_a or panel.passes > 1 or shared_chunk(panel) == "plain":
+            return panel                                # the default (``pairs``)
         try:
             return dataclasses.replace(panel, pair_gathers=True)
         except ValueError:
@@ -283,7 +283,10 @@ class PointwisePlan:
         7.490 -> 7.975, 28x28x128->256 3.860 -> 4.150, 14x14x512->512 5.712 -> 5.820,
         112x112x32->64 7.723 -> 8.449, but 7x7x1024->1024 5.861 -> 5.700, 7x7x512->1024 3.077
         -> 3.073: the doubled loop body costs instruction-cache misses where a plan has several
-        passes (more code per panel)."""
+        passes (more code per panel). Nor where the unpaired panel's chunk after its loop runs
+        the loop's body as it is (``panel_kloop.shared_chunk`` "plain": K = 128, 512), whose
+        chunk loop and tail then fit the cache: 7x7x512->1024 3.050 paired, 2.950 not; but
+        7x7x1024->1024 5.631 paired, 5.704 not (branch pwstore)."""
         return self.panel.pair_gathers
 
     @property
@@ -346,7 +349,7 @@ def parking_default(panel):
         except ValueError:
             return None
         step, vectors = panel_park.slots_per_body(plan), panel_park.parked_vectors(plan)
-        slots = step * (steady_chunks(plan) // plan.chunk_period)
+        slots = step * (steady_chunks(plan) // plan.chunk_period)   # (and a shared chunk's)
         return plan if slots <= vectors + max(step, vectors // 4) else None
 
     for rows in range(panel.rows, 0, -1):

@@ -39,8 +39,8 @@ from .common import LANES, ceil_div, lane_addresses, zero
 from . import chain
 from .panel_barrier import boundary, issue_loads
 from .panel_gather_b import pop_rows, request_first_rows, start_panel, stepped
-from .panel_kloop import (gather_kind, gathers_ahead, k_kinds, k_step, request_a, steady_chunks,
-                          steady_kinds)
+from .panel_chunks import chunks
+from .panel_kloop import gather_kind, gathers_ahead, request_a
 from . import panel_park as parking
 from .panel_plan import MAX_ROWS
 from .panel_registers import accumulators, registers
@@ -207,32 +207,7 @@ def panel(a, plan, variant, masters, rows, piece=False, drain=False, park=False)
     a.nop(sig="ldtmu0")
     # The first multiply-add of each k finishes the previous k's last one: make it add 0.
     a.ldi(r0, 0)
-    kinds, kc, period = k_kinds(plan), plan.chunk_rows, plan.chunk_period
-    chunk_kinds = [kinds[c * kc:(c + 1) * kc] for c in range(plan.chunks)]
-    # The chunks in the middle of the panel are one loop (its body chunk_period chunks); the
-    # last chunks, whose k stop asking for gathers, are generated one by one. A chunk's k are
-    # unrolled: no k counter, and the read setups of each k-row are small-immediate offsets
-    # from r3 (see k_step).
-    body, steady = steady_kinds(plan), steady_chunks(plan)
-    leaves = piece and plan.spread_leaves       # only leaves run this panel's code
-    if steady:
-        a.ldi(regs["chunks_left"], steady // period)
-        a.label("chunk")
-        for part in range(period):
-            boundary(a, plan, variant, masters, True, leaves)
-            for row in range(kc):
-                k_step(a, plan, acc, body[part * kc + row], row, row + 1 == kc,
-                       loop="chunk" if part + 1 == period else None)
-                if drain and row < parking.slots_per_chunk(plan):
-                    parking.drain_slot(a, plan, part * parking.slots_per_chunk(plan) + row)
-                    if part + 1 == period and row + 1 == parking.slots_per_chunk(plan):
-                        parking.shift(a, plan)
-    for chunk, ks in enumerate(chunk_kinds[steady:], steady):
-        with a.scope():
-            boundary(a, plan, variant, masters, stepped(plan, chunk), leaves)
-            for row, kind in enumerate(ks):
-                k_step(a, plan, acc, kind, row, row + 1 == len(ks))
-    a.fadd(acc[-1][-1], acc[-1][-1], r0)
+    chunks(a, plan, variant, acc, masters, piece and plan.spread_leaves, drain)
     if delta:
         a.ldi(r3, delta)
         a.sub(regs["buffer"], regs["buffer"], r3)
