@@ -118,10 +118,17 @@ def column_offset(variant, j, size=WORD):
 
 
 def store_row(a, plan, variant, row, address, alpha):
-    """Write the row's vectors, each stored by one DMA; ``address`` ends at the next row's."""
+    """Write the row's vectors, each stored by one DMA; ``address`` ends at the next row's.
+
+    The VDW setup and r3's address step are written only where they change (a partial vector,
+    the step to the next row): a generic write setup leaves the VDW setup as it was, since the
+    two are different setups of one register told apart by their ID field (the reference
+    guide's VPMVCD_WR_SETUP; the emulator keeps them apart, vpm.py and dma.py). Fewer
+    instructions in the store loop keep a panel's code within the instruction cache."""
     regs = registers(plan)[0]
     partial = variant.partial[0] if variant.partial else None
     scale = not plan.alpha_one and plan.beta_zero
+    vdw = step_in_r3 = None
     for j, reg in enumerate(row):
         # One store in flight per QPU (facts §3): the previous one still reads the staging row,
         # so wait for it here, not after starting each store. A store's instructions then run
@@ -136,13 +143,17 @@ def store_row(a, plan, variant, row, address, alpha):
             a.fmul(vpm, reg, alpha)
         else:
             activate(a, vpm, reg, plan.epilogue.activation, r5)
-        a.mov(vw_setup, regs["vdw_part"] if j == partial else regs["vdw_full"])
+        if vdw != (j == partial):
+            vdw = j == partial
+            a.mov(vw_setup, regs["vdw_part"] if vdw else regs["vdw_full"])
         # to the next vector; after the last, to the first of the next row
         step = (column_offset(variant, (j + 1) % len(row), plan.c_bytes)
                 - column_offset(variant, j, plan.c_bytes))
         if j + 1 == len(row):
             step += plan.n * plan.c_bytes
-        a.ldi(r3, step)
+        if step != step_in_r3:
+            step_in_r3 = step
+            a.ldi(r3, step)
         a.add(address, address, r3).mov(vw_addr, address)      # the MUL reads the old address
 
 
