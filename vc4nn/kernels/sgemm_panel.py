@@ -63,7 +63,7 @@ def program_for(plan):
 @kernel
 def panel_kernel(a, plan):
     regs, _, _ = registers(plan)
-    masters = []                # the master's barrier code of each boundary, placed after exit
+    masters = []                # the master's barrier code of each boundary (place_masters)
     a.mov(null, uniform, sf=True)                   # 0: not needed for this shape
     a.branch("exit", cond="all_zs")
     a.nop()
@@ -95,6 +95,7 @@ def panel_kernel(a, plan):
     if plan.park_rows:
         with a.scope("first_pass"):
             one_pass(a, plan, plan.rows, masters, park=True)
+        place_masters(a, masters, "first_pass_done")
         looped = plan.passes - 2
     if looped:
         a.ldi(regs["passes_left"], looped)
@@ -107,6 +108,7 @@ def panel_kernel(a, plan):
         a.nop()
         a.nop()
         a.nop()
+        place_masters(a, masters, "passes_done")
     if plan.park_rows:
         with a.scope("last_pass"):
             one_pass(a, plan, plan.last_rows, masters, drain=True)
@@ -128,13 +130,32 @@ def panel_kernel(a, plan):
             with a.scope("plain_last_pass"):
                 one_pass(a, plan, plan.last_rows, masters)
             a.label("last_done")
+    place_masters(a, masters, "last_pass_done")
     if not plan.b_gather:
         a.read(vr_wait)             # the extra load after the last chunk (see uniform_streams)
     a.read(vw_wait)                 # the last store of C (store_row does not wait for its own)
     a.label("exit")
     chain.end(a)
-    for emit in masters:
-        emit()
+
+
+def place_masters(a, masters, over):
+    """The master's and the relays' barrier code of the boundaries generated since the last
+    call: right after the passes that run it, which jump over it. A
+    slice's QPUs share a 4 KB, 4-way instruction cache, and the first slice runs this code
+    with its loop: placed after the program's end, its lines fell on the sets the loop fills
+    most (14x14x256->512: 5 lines in sets 4-7, fetched again every panel); next to the loop,
+    the two are one stretch of lines, spread evenly over the sets."""
+    if not any(masters):
+        return
+    a.branch(over)              # (the code's labels are at the top level: no scope here)
+    a.nop()
+    a.nop()
+    a.nop()
+    for i, emit in enumerate(masters):
+        if emit:            # (placed ones stay as None: boundaries number theirs by the count)
+            emit()
+            masters[i] = None
+    a.label(over)
 
 
 def one_pass(a, plan, rows, masters, piece=False, drain=False, park=False):
