@@ -9,7 +9,8 @@ panel is ~1.5 KB, a chunk ~1.4 KB more). So the first of them runs the loop's bo
 can (``panel_kloop.shared_chunk``): its own boundary, then a branch into the body past the
 loop's boundary. The loop then counts up by 2 from 1 - 2 x its chunks, branching back while
 the count is negative: it ends at 1, and the shared chunk, started at -2, ends at 0, whose
-flags tell the two apart (and, "quiet", hold the body's last requests of A back).
+flags tell the two apart (and, "quiet", hold the body's last requests of A back). The shared
+chunk's boundary is the next chunk's too (neither steps B's addresses): one copy serves both.
 """
 
 from asm import null, r0
@@ -49,23 +50,22 @@ def chunks(a, plan, variant, acc, masters, leaves=False, drain=False):
                     parking.drain_slot(a, plan, part * parking.slots_per_chunk(plan) + row)
                     if part + 1 == period and row + 1 == parking.slots_per_chunk(plan):
                         parking.shift(a, plan)
+    merged = None
     if shared:
-        a.mov(null, regs["chunks_left"], sf=True)       # 1: the loop's end; 0: the shared's
-        a.branch("shared_done", cond="all_zs")
-        a.nop()
-        a.nop()
-        a.nop()
+        # The shared chunk and the one after it have the same boundary (neither steps B's
+        # addresses): one copy of it runs before both, and the count says which follows.
         with a.scope():
             boundary(a, plan, variant, masters, stepped(plan, steady), leaves)
-        a.branch("body")
-        a.ldi(regs["chunks_left"], -2)
+        a.mov(null, regs["chunks_left"], sf=True)       # 1: the loop's end; 0: the shared's
+        a.branch("body", cond="all_zc")
+        a.ldi(regs["chunks_left"], -2)      # (either way: after the shared chunk, unused)
         a.nop()
         a.nop()
-        a.label("shared_done")
-        steady += 1
+        steady = merged = steady + 1
     for chunk, ks in enumerate(chunk_kinds[steady:], steady):
         with a.scope():
-            boundary(a, plan, variant, masters, stepped(plan, chunk), leaves)
+            if chunk != merged:
+                boundary(a, plan, variant, masters, stepped(plan, chunk), leaves)
             for row, kind in enumerate(ks):
                 k_step(a, plan, acc, kind, row, row + 1 == len(ks))
     a.fadd(acc[-1][-1], acc[-1][-1], r0)
