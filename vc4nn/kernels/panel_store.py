@@ -81,8 +81,12 @@ def store(a, plan, variant, acc):
             a.mov(alpha, regs["alpha"])     # an accumulator: acc may sit on either regfile
         else:
             a.nop()
-        a.ldi(r3, column_offset(variant, 0, plan.c_bytes))
-        a.add(address, regs["c_panel"], r3)
+        first = column_offset(variant, 0, plan.c_bytes)
+        if first:
+            a.ldi(r3, first)
+            a.add(address, regs["c_panel"], r3)
+        else:
+            a.mov(address, regs["c_panel"])
         prepare_activation(a, plan.epilogue)
         if acc.piece:
             store_piece(a, plan, acc[-1])

@@ -178,12 +178,10 @@ def one_pass(a, plan, rows, masters, piece=False, drain=False, park=False):
         a.label("panel")
         with a.scope("full"):
             panel(a, plan, plan.variants[0], masters, rows, piece, drain, park)
-        a.ldi(r3, panel_bytes)
-        a.add(regs["c_panel"], regs["c_panel"], r3)
         a.sub(regs["panels_left"], regs["panels_left"], 1, sf=True)
         a.branch("panel", cond="all_zc")
-        a.nop()
-        a.nop()
+        a.ldi(r3, panel_bytes)                          # (delay slots: c_panel steps either way)
+        a.add(regs["c_panel"], regs["c_panel"], r3)
         a.nop()
     if plan.edge:           # c_panel is at column full_panels * 96: move to the edge window
         a.ldi(r3, (plan.edge.start - plan.full_panels * plan.panel_vectors * LANES) * plan.c_bytes)
