@@ -127,7 +127,7 @@ def store_row(a, plan, variant, row, address, alpha):
     The VDW setup and r3's address step are written only where they change (a partial vector,
     the step to the next row): a generic write setup leaves the VDW setup as it was, since the
     two are different setups of one register told apart by their ID field (the reference
-    guide's VPMVCD_WR_SETUP; the emulator keeps them apart, vpm.py and dma.py). Fewer
+    guide's VPMVCD_WR_SETUP; docs/hardware-choices.md "VPM and DMA setup fields"). Fewer
     instructions in the store loop keep a panel's code within the instruction cache."""
     regs = registers(plan)[0]
     partial = variant.partial[0] if variant.partial else None
