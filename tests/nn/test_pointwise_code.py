@@ -106,7 +106,8 @@ def test_panels_fit_the_instruction_cache():
     """A whole panel (its bias start, chunk loop, shared and last chunks, store loop and the
     barrier code) of the default plans of v1's pw1, pw2, pw5, pw6 and pw12 fits a slice's
     cache, so a pass fetches no line again; unrolled stores and last chunks made it 1,000-2,500
-    instructions (pw3, pw4, pw7-pw11: 4.4 KB, their last chunks' 2 k-rows over)."""
+    instructions (pw3, pw4, pw7-pw11: 4,096-4,104 bytes with the barrier code; pw13, paired:
+    4.6 KB)."""
     for shape in [(112, 112, 32, 64), (56, 56, 64, 128), (28, 28, 256, 256),
                   (14, 14, 256, 512), (7, 7, 512, 1024)]:
         plan = kernel.PointwisePlan(*shape, 12, True, False, "relu6", input_layout="chw")

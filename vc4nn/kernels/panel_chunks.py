@@ -5,7 +5,8 @@ the k steps, panel_barrier and panel_kloop). The chunks after it differ: their b
 B's addresses from the uniform stream (panel_gather_b.stepped) and their k stop asking for
 gathers of A. Generated one by one they cost no instructions but code, which every panel
 fetches again through the instruction cache (4 KB per slice: the chunk loop of an 8-vector
-panel is ~1.5 KB, a chunk ~1.4 KB more). So the first of them runs the loop's body where it
+panel is ~1.5 KB, a chunk ~1.4 KB more; docs/kernels.md "a panel's code within the
+instruction cache"). So the first of them runs the loop's body where it
 can (``panel_kloop.shared_chunk``): its own boundary, then a branch into the body past the
 loop's boundary. The loop then counts up by 2 from 1 - 2 x its chunks, branching back while
 the count is negative: it ends at 1, and the shared chunk, started at -2, ends at 0, whose

@@ -121,9 +121,10 @@ def shared_chunk(plan):
     """How the chunk after the chunk loop's runs the loop's body, entered past its boundary
     after a boundary of its own (panel_chunks): None when it cannot; "plain" when its k steps
     are the body's (only its boundary does not step B's addresses, panel_gather_b.stepped:
-    K = 128 or 512 in chunks of 3 k-rows, the chunk before the short last one); "quiet" when
-    they are the body's but for A's requests past A's end (K = 32 or 256, 2 or 3 gathers
-    ahead): the body's requests from count_row on then step r2 only while the chunk loop's
+    K = 128 or 512 in chunks of 3 k-rows, 2 gathers ahead: the chunk before the short last
+    one); "quiet" when they are the body's but for A's requests past A's end (K = 64, 256 or
+    1024 with 2 gathers ahead; K = 128 with 3, DMA'd B): the body's requests from count_row on
+    then step r2 only while the chunk loop's
     count is not zero, so the shared chunk asks for its last valid gather again instead of
     reading past A (``quiet_gathers`` of them, waited for at the panel's end). The body is one
     chunk, the shared one is not the panel's last. It saves the chunk's ~180 instructions of
