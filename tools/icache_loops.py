@@ -3,6 +3,7 @@
 
     python tools/icache_loops.py --net v1 --only dw7,pw7      # the layers bench-layers runs
     python tools/icache_loops.py --net v2 --json
+    python tools/icache_loops.py --net v1 --kind depthwise --storage fp16
 
 Runs each layer whole on the emulator (as ``vc4nn bench-layers --full``, same layouts and
 default plans), and prints per launch: the program's size, the share of QPU time its QPUs
@@ -88,10 +89,13 @@ def main(argv=None):
     parser.add_argument("--only", default="", help="layer names, comma-separated")
     parser.add_argument("--board", default="pi_zero")
     parser.add_argument("--qpus", type=int, default=12)
+    parser.add_argument("--kind", default="", help="layer kinds (as bench-layers --kind)")
+    parser.add_argument("--storage", default="fp32", choices=("fp32", "fp16"),
+                        help="activations and weights as halves where the kernel can")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    spec = argparse.Namespace(net=args.net, only=args.only, alpha=1.0, size=224, kind="",
-                              qpus=args.qpus, storage="fp32")
+    spec = argparse.Namespace(net=args.net, only=args.only, alpha=1.0, size=224,
+                              kind=args.kind, qpus=args.qpus, storage=args.storage)
     device = EmulatorDevice(board=args.board)
     recorder = Recorder(device.machine)
     handoffs = handoff_layers(spec, device)
@@ -99,14 +103,15 @@ def main(argv=None):
     for network, layer in network_layers(spec):
         layout = "chw" if (network, layer.name) in handoffs else "hwc"
         recorder.launches = []
-        measure_layer(layer, device, args.qpus, FULL, {}, layout=layout)
+        measure_layer(layer, device, args.qpus, FULL, {}, storage=args.storage, layout=layout)
         report.append({"network": network, "layer": layer.name, "layout": layout,
                        "launches": recorder.launches})
     if args.json:
         print(json.dumps({"board": args.board, "estimate": "cycle model", "layers": report},
                          indent=1))
         return 0
-    print(f"Instruction cache per launch (cycle-model ESTIMATES, {args.board}): loops that do not "
+    print(f"Instruction cache per launch (cycle-model ESTIMATES, {args.board}, "
+          f"{args.storage} storage): loops that do not "
           f"stay in a slice's {device.timing.icache_bytes} bytes")
     for r in report:
         for launch in r["launches"]:

@@ -37,7 +37,7 @@ ODD = [
     (15, 15, 33, 2, "same", "chw", dict(tile_cols=4, tile_rows=3, in_chunk=1)),
     (14, 9, 16, 2, (0, 2, 1, 0), "hwc", dict(tile_cols=3, in_chunk=2, out_chunk=3,
                                                store_buffers=2)),
-    # 30 accumulators (ra30 and ra31 too: float32 only), 3 edge variants
+    # every accumulator (3 x 10, 2 x 15), 3 edge variants
     (11, 23, 19, 1, "same", "chw", dict(tile_cols=10, in_chunk=3)),
     (17, 29, 17, 2, "same", "hwc", dict(tile_cols=15, in_chunk=2, out_chunk=2)),
 ]
@@ -94,12 +94,46 @@ def test_rolled_loops_fit_the_instruction_cache():
     assert len(rolled.words) * 2 < len(unrolled.words)
 
 
-def test_fp16_storage_leaves_28_accumulators():
-    """ra30 and ra31 hold halves in fp16 storage: 3 x 10 accumulators are float32's only."""
-    make_plan("depthwise", 9, 30, 16, (3, 3), (1, 1), (1, 1, 1, 1), tile_cols=10)
-    with pytest.raises(PlanError, match="28 registers"):
+def test_fp16_storage_has_30_accumulators_too():
+    """fp16 results are packed into the accumulators they come from, so halves take no
+    accumulator: 3 x 10 of them in both storages, 3 x 11 refused."""
+    for storage in ("fp32", "fp16"):
         make_plan("depthwise", 9, 30, 16, (3, 3), (1, 1), (1, 1, 1, 1), tile_cols=10,
-                  in_storage="fp16")
+                  in_storage=storage, out_storage=storage)
+        with pytest.raises(PlanError, match="30 registers"):
+            make_plan("depthwise", 9, 30, 16, (3, 3), (1, 1), (1, 1, 1, 1), tile_cols=11,
+                      in_storage=storage, out_storage=storage)
+
+
+# (H, W, C, stride, layout, activation, tiling): every accumulator in use (3 x 10, 2 x 15),
+# halves packed into them one pixel per word ("hwc") or two ("chw" pixel pairs, an odd last
+# store), relu6 (two ops per result) and none (one: the word is written two ops after its pack).
+FP16_WIDE = [
+    (11, 23, 19, 1, "chw", "relu6", dict(tile_cols=10, in_chunk=3, out_chunk=5)),
+    (11, 23, 17, 1, "hwc", None, dict(tile_cols=10, in_chunk=3, out_chunk=3)),
+    (17, 29, 17, 2, "hwc", "relu6", dict(tile_cols=15, in_chunk=2, out_chunk=2)),
+    (17, 29, 33, 2, "chw", None, dict(tile_cols=15, in_chunk=2, out_chunk=7)),
+]
+
+
+@pytest.mark.parametrize("rolled", [True, False])
+@pytest.mark.parametrize("case", FP16_WIDE, ids=str)
+def test_fp16_storage_with_every_accumulator(device, case, rolled):
+    h, w, c, stride, layout, activation, tiling = case
+    rng = np.random.default_rng(h * w + c)
+    x = rng.standard_normal((h, w, c)).astype(F16)
+    wt = rng.standard_normal((3, 3, c)).astype(F16)
+    bias = rng.standard_normal(c).astype(F16)
+    y = depthwise(x, wt, bias, stride=stride, padding="same", activation=activation,
+                  device=device, num_qpus=3, tiling=dict(tiling, rolled=rolled),
+                  out_layout=layout)
+    assert y.dtype == F16
+    pads, _ = resolve_padding("test", "same", h, w, 3, 3, stride, stride)
+    expected, magnitude = spatial_reference.depthwise(x, wt, bias, stride, pads, activation)
+    if layout == "chw":
+        expected = np.moveaxis(expected, 2, 0)
+        magnitude = np.moveaxis(magnitude, 2, 0) if np.ndim(magnitude) == 3 else magnitude
+    check(y, expected, magnitude, terms=9)
 
 
 @pytest.mark.parametrize("by_variant", [0, 1])

@@ -1,46 +1,29 @@
 """The sliding-window kernel: depthwise convolution and average pooling (plan: window_plan.py,
 docs/kernels.md "Depthwise convolution and average pooling").
 
-Registers:
-- ra0..ra27 (and ra30, ra31 without fp16 storage) accumulators: ``acc_sets`` output rows x
-  ``tile_cols`` columns; ra28 the bias;
-- rb0..rb19 the window's weights (depthwise) or the column scales (avg_pool); rb20..rb23 the
-  two load buffers' read and load setups; rb24 6.0 (relu6); rb25.. the tile's VPM rows (as read and as write setup offsets), setup bases, current input
-  row and store address; ra29 the loop count;
-- r0 scratch, r1 the input vector, r2/r3 products (alternating, so that the add of one product
-  issues with the multiply of the next).
+Registers: vc4nn/kernels/window_registers.py.
 
 fp16 storage (docs/kernels.md "fp16 storage"): a pixel's 16-channel block is one 16-bit DMA
 row of halves and one VPM row (halves 0..15), read back by 16-bit generic reads that leave lane
-i = channel i in bits 15:0 of ra30, which the next-but-one instruction unpacks into r1; so the
+i = channel i in bits 15:0 of ra31, which the next-but-one instruction unpacks into r1; so the
 lane-to-channel mapping, the accumulators and the weights are those of float32. Results are
-packed into ra30/ra31 (alternating) by the op that computes them and leave by 16-bit generic
-writes and 16-bit DMA stores. fp16 weights reach the lanes through r4's unpack.
+packed by the op that computes them into the accumulator they come from (dead once staged) and
+leave by 16-bit generic writes and 16-bit DMA stores. fp16 weights reach the lanes through r4's unpack.
 """
 
 import functools
 
-from asm import element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb, tmu0_s, uniform, vpm, \
-    vr_addr, vr_setup, vr_wait, vw_setup, vw_wait
+from asm import element_number, kernel, null, r0, r1, r2, r3, r4, tmu0_s, uniform, vpm, vr_addr, \
+    vr_setup, vr_wait, vw_setup, vw_wait
 
 from . import dma
 from . import chain
 from .common import each_record
 from .epilogue import activate
 from .halves import HALF_HIGH, HALF_LOW, gathered_half
-from .window_plan import WEIGHT_REGISTERS
+from .window_registers import ACC, BIAS, BUFFER_LOADS, BUFFER_ROWS, COUNT, COUNT_WRITE, \
+    HALF_INPUT, LOAD_BASE, ROW, SIX, STORE, STORE_BASE, VPM_ROW0, VPM_WRITE_ROW0, WEIGHTS
 
-ACC = [ra[i] for i in list(range(28)) + [30, 31]]     # the last two: without halves only
-BIAS = ra[28]
-WEIGHTS = [rb[i] for i in range(WEIGHT_REGISTERS)]
-# The two load buffers: their generic read (and write) setup offsets and their DMA load setup
-# bases, in the roles of the current iteration (swapped after an odd number of chunks).
-BUFFER_ROWS = (rb[20], rb[21])
-BUFFER_LOADS = (rb[22], rb[23])
-SIX = rb[24]
-VPM_ROW0, LOAD_BASE, STORE_BASE, ROW, STORE, VPM_WRITE_ROW0 = (rb[i] for i in range(25, 31))
-COUNT = ra[29]
-HALVES = (ra[30], ra[31])      # fp16: the input vector as read; packed results
 HALF = HALF_LOW                # a 16-bit VPM read zero-extends into bits 15:0
 
 
@@ -54,7 +37,7 @@ class MacPipe:
     def __init__(self, a, halves=False):
         self.a = a
         self.halves = halves
-        self.fresh = None           # fp16: the input vector read into ra30, not yet in r1
+        self.fresh = None           # fp16: the input vector read into ra31, not yet in r1
         self.pending = None
         self.last_write = None
         self.product = r2
@@ -88,13 +71,13 @@ class MacPipe:
         self.last_write = None
 
     def read_input(self):
-        """r1 = the next vector of the VPM read queue (fp16: through ra30 and its unpack; the
-        pending add fills the slot before ra30 is readable, but cannot share an instruction
+        """r1 = the next vector of the VPM read queue (fp16: through ra31 and its unpack; the
+        pending add fills the slot before ra31 is readable, but cannot share an instruction
         with the move: both write regfile A)."""
         if not self.halves:
             self._emit(("mov", r1, vpm))
             return
-        a, held = self.a, HALVES[0]
+        a, held = self.a, HALF_INPUT
         a.mov(held, vpm)
         self.last_write = None
         if self.pending:
@@ -106,7 +89,7 @@ class MacPipe:
 
     def _convert(self, mul=None):
         """r1 = the fresh vector as float32 (ADD ALU), with ``mul`` reading it unpacked from
-        ra30 in the same instruction (the MUL ALU: no add is pending, so regfile A is free)."""
+        ra31 in the same instruction (the MUL ALU: no add is pending, so regfile A is free)."""
         held, self.fresh = self.fresh, None
         handle = self.a.fmax(r1, held.unpack(HALF), held.unpack(HALF))
         if mul:
@@ -175,7 +158,7 @@ def tile_setup(a, plan):
         taps = plan.kernel_h * plan.kernel_w
         gather_weights(a, WEIGHTS[:taps] + [BIAS], plan.padded_channels * plan.w_bytes,
                        plan.w_bytes)
-    a.mov(COUNT, uniform)
+    a.mov(COUNT_WRITE, uniform)
     a.mov(r0, uniform)
     variants = plan.variants
     for i in range(len(variants) - 1):
@@ -205,7 +188,7 @@ def run_variant(a, plan, index):
     prefetch(a, plan, aside, f"first{index}", 0, chunks[0][1], 0)
     a.label(f"loop{index}")
     tail = loop_body(a, plan, index, aside)
-    a.sub(COUNT, COUNT, 1, sf=True)
+    a.sub(COUNT_WRITE, COUNT, 1, sf=True)
     # The iteration's last steps (the buffers' swap, a rolled loop's shift) need no flags:
     # the last three run in the delay slots of the loop's branch.
     tail += swap_buffers(a) if plan.flips_buffers(variant) else []
@@ -444,16 +427,16 @@ def moves_aside(a, name, moves):
 def stage_pixels(a, plan, accs, first, paired=None):
     """Finish the outputs in ``accs`` (columns ``first``.. of a row) into the staging rows that
     generic writes were set up for. fp16: each result is packed by the op that computes it into
-    ra30/ra31 (alternating, so the previous one is readable) and written once its word is
-    complete: one pixel per word, or two (16a, 16b) when pixels are staged in pairs. ``paired``:
+    its own accumulator (dead once staged; the first of a pair's two) and written once its word
+    is complete and readable: one pixel per word, or two (16a, 16b) when pixels are staged in
+    pairs. ``paired``:
     {acc: register} moves (a v8min, the MUL ALU's mov) that ride in the relu6's fmin."""
     pairs = plan.pixels_per_stage_row == 2
     packed = None           # fp16: the word not yet written
     for index, acc in enumerate(accs):
         dst, pack = vpm, None
         if plan.out_bits == 16:
-            word = index // 2 if pairs else index
-            dst = HALVES[word % 2]
+            dst = accs[index - index % 2] if pairs else acc
             pack = HALF_HIGH if pairs and index % 2 else HALF
         if plan.op == "avg_pool":
             a.fmul(r0, acc, r1)

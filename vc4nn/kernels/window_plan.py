@@ -37,10 +37,8 @@ from . import dma
 from . import chain
 from .common import LANES, LAYOUTS, MAX_VDW_STRIDE
 from .spatial import STORAGE_BITS, PlanError, SpatialShape, check_storage
+from .window_registers import ACCUMULATOR_REGISTERS, WEIGHT_REGISTERS
 
-# ra0..ra27, and ra30, ra31 unless fp16 storage needs them (ra28: the bias, ra29: the count)
-ACCUMULATOR_REGISTERS = {True: 28, False: 30}
-WEIGHT_REGISTERS = 20               # rb0..rb19: the window's weights or avg_pool's column scales
 MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (16)
 # For the tile-height choice (cycle model, docs/kernels.md): a 64-byte store row costs 0.7 of a
 # load row (the DMA row models of docs/cycle-model.md), and one QPU alone keeps about 2/3 of the
@@ -114,14 +112,9 @@ class WindowPlan(SpatialShape):
         return -(-self.kernel_h // self.stride_h)
 
     @property
-    def uses_halves(self):
-        """fp16 storage in or out: ra30 and ra31 hold the halves read or packed."""
-        return self.in_bits == 16 or self.out_bits == 16
-
-    @property
     def accumulators(self):
         """Registers for accumulators: acc_sets x tile_cols of them at most."""
-        return ACCUMULATOR_REGISTERS[self.uses_halves]
+        return ACCUMULATOR_REGISTERS
 
     @property
     def period(self):
