@@ -13,12 +13,12 @@ leave by 16-bit generic writes and 16-bit DMA stores. fp16 weights reach the lan
 
 import functools
 
-from asm import element_number, kernel, null, r0, r1, r2, r3, r4, tmu0_s, uniform, vpm, vr_addr, \
+from asm import element_number, isa, kernel, null, r0, r1, r2, r3, r4, tmu0_s, uniform, vpm, vr_addr, \
     vr_setup, vr_wait, vw_setup, vw_wait
 
 from . import dma
 from . import chain
-from .common import each_record
+from .common import each_record, ops_then_branch
 from .epilogue import activate
 from .halves import HALF_HIGH, HALF_LOW, gathered_half
 from .window_registers import ACC, BIAS, BUFFER_LOADS, BUFFER_ROWS, COUNT, COUNT_WRITE, \
@@ -145,7 +145,7 @@ def gather_weights(a, dsts, row_bytes, elem_bytes, depth=4):
 
 
 def tile_setup(a, plan):
-    """Read the tile header (order: WindowPlan._tile_header) and branch to its variant."""
+    """Read the tile header (order: window_streams.tile_header) and branch to its variant."""
     a.mov(LOAD_BASE, uniform)
     a.mov(vr_setup, uniform)            # the load pitch (extended setup word)
     a.mov(STORE_BASE, uniform)
@@ -163,10 +163,7 @@ def tile_setup(a, plan):
     variants = plan.variants
     for i in range(len(variants) - 1):
         a.sub(null, r0, i, sf=True)
-        a.branch(f"variant{i}", cond="all_zs")
-        a.nop()
-        a.nop()
-        a.nop()
+        ops_then_branch(a, [], f"variant{i}", cond="all_zs")
     for i in reversed(range(len(variants))):    # the last one is where the tests fall through
         a.label(f"variant{i}")
         run_variant(a, plan, i)
@@ -190,20 +187,11 @@ def run_variant(a, plan, index):
     tail = loop_body(a, plan, index, aside)
     a.sub(COUNT_WRITE, COUNT, 1, sf=True)
     # The iteration's last steps (the buffers' swap, a rolled loop's shift) need no flags:
-    # the last three run in the delay slots of the loop's branch.
+    # the last ones run in the delay slots of the loop's branch.
     tail += swap_buffers(a) if plan.flips_buffers(variant) else []
-    for step in tail[:-3]:
-        step()
-    a.branch(f"loop{index}", cond="all_zc")
-    for step in tail[-3:]:
-        step()
-    for _ in range(3 - len(tail[-3:])):
-        a.nop()
+    ops_then_branch(a, tail, f"loop{index}", cond="all_zc")
     a.read(vr_wait)                     # the prefetch past the last row, if any
-    a.branch("tile_end")
-    a.nop()
-    a.nop()
-    a.nop()
+    ops_then_branch(a, [], "tile_end")
     for block in aside:
         block()
 
@@ -234,13 +222,6 @@ def swap_buffers(a):
             lambda: a.mov(BUFFER_ROWS[1], r0), lambda: a.mov(BUFFER_LOADS[1], r3)]
 
 
-def setup_steps(a, dst, base, delta):
-    """dst = base + delta, as a list of one-instruction steps (a mov, or an ldi and an add)."""
-    if delta == 0:
-        return [lambda: a.mov(dst, base)]
-    return [lambda: a.ldi(r0, delta), lambda: a.add(dst, base, r0)]
-
-
 def prefetch(a, plan, aside, name, buffer, pixels, offset, read_pixels=0, read_buffer=0):
     """Set up the generic read of this chunk (``read_pixels`` rows of buffer ``read_buffer``),
     and start the load of the next chunk (``pixels`` at ``offset`` bytes from the row address,
@@ -251,19 +232,21 @@ def prefetch(a, plan, aside, name, buffer, pixels, offset, read_pixels=0, read_b
     (a load setup is only used once vr_addr is written)."""
     steps = []
     if read_pixels:
-        steps += setup_steps(a, vr_setup, BUFFER_ROWS[read_buffer],
-                             read_setup(plan, read_pixels) - read_setup(plan, plan.in_chunk))
-    steps += setup_steps(a, vr_setup, BUFFER_LOADS[buffer],
-                         dma.load_setup_delta(pixels, 0, plan.in_bits)
-                         - dma.load_setup_delta(plan.in_chunk, 0, plan.in_bits))
-    start = setup_steps(a, vr_addr, ROW, offset)     # starts the load: after the slots
+        steps += dma.add_constant_steps(a, vr_setup, BUFFER_ROWS[read_buffer],
+                                        read_setup(plan, read_pixels)
+                                        - read_setup(plan, plan.in_chunk))
+    steps += dma.add_constant_steps(a, vr_setup, BUFFER_LOADS[buffer],
+                                    dma.load_setup_delta(pixels, 0, plan.in_bits)
+                                    - dma.load_setup_delta(plan.in_chunk, 0, plan.in_bits))
+    start = dma.add_constant_steps(a, vr_addr, ROW, offset)   # starts the load: after the slots
     steps += start[:-1]
+    slots = isa.BRANCH_DELAY_SLOTS
     a.branch(f"zero_{name}", cond="all_zs")
-    for step in steps[:3]:
+    for step in steps[:slots]:
         step()
-    for _ in range(3 - len(steps)):
+    for _ in range(slots - len(steps)):
         a.nop()
-    for step in steps[3:] + start[-1:]:
+    for step in steps[slots:] + start[-1:]:
         step()
     a.label(f"back_{name}")
     aside.append(lambda: zero_fill(a, plan, name, buffer, pixels))
@@ -275,18 +258,8 @@ def zero_fill(a, plan, name, buffer, pixels):
     writes in the branch's delay slots)."""
     a.label(f"zero_{name}")
     write = dma.vpm_write_setup(0, size=plan.in_bits, stride=dma.row_stride(plan.in_bits))
-    for step in setup_steps(a, vw_setup, BUFFER_ROWS[buffer],
-                            write - read_setup(plan, plan.in_chunk)):
-        step()
-    in_slots = min(3, pixels)
-    for _ in range(pixels - in_slots):
-        a.mov(vpm, 0)
-    a.branch(f"back_{name}")
-    for slot in range(3):
-        if slot < in_slots:
-            a.mov(vpm, 0)
-        else:
-            a.nop()
+    dma.add_constant(a, vw_setup, BUFFER_ROWS[buffer], write - read_setup(plan, plan.in_chunk))
+    ops_then_branch(a, [lambda: a.mov(vpm, 0)] * pixels, f"back_{name}")
 
 
 def loop_body(a, plan, index, aside):
@@ -394,7 +367,7 @@ def store_row(a, plan, variant, acc_set, stores, paired=None, aside=None):
             if plan.store_buffers == 1:
                 a.read(vw_wait)         # the one staging buffer: its last store must be out
             dma.write_rows(a, VPM_WRITE_ROW0, y, plan.stage_bits)
-            for _ in range(3 - (len(a) - start) if index == 0 else 0):
+            for _ in range(isa.BRANCH_DELAY_SLOTS - (len(a) - start) if index == 0 else 0):
                 a.nop()
             stage_pixels(a, plan, [ACC[acc_set * variant.cols + j]
                                    for j in range(first, first + pixels)], first, paired)
@@ -413,15 +386,9 @@ def store_row(a, plan, variant, acc_set, stores, paired=None, aside=None):
 
 def moves_aside(a, name, moves):
     """The moves ({dst: src}) of a row not stored, out of line, then back."""
-    moves = list(moves.items())
     a.label(name)
-    for dst, src in moves[:-3]:
-        a.mov(dst, src)
-    a.branch(f"{name}_back")
-    for dst, src in moves[-3:]:
-        a.mov(dst, src)
-    for _ in range(3 - len(moves[-3:])):
-        a.nop()
+    ops_then_branch(a, [lambda dst=dst, src=src: a.mov(dst, src) for dst, src in moves.items()],
+                    f"{name}_back")
 
 
 def stage_pixels(a, plan, accs, first, paired=None):

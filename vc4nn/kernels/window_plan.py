@@ -1,5 +1,6 @@
-"""Plans of the sliding-window kernels (depthwise convolution, average pooling): tiling, the
-static schedule both the code generator and the uniform streams follow, and the streams.
+"""Plans of the sliding-window kernels (depthwise convolution, average pooling): tiling and the
+static schedule both the code generator (window.py) and the uniform streams (window_streams.py)
+follow.
 
 A *tile* is one channel block (16 channels on the 16 lanes), a strip of ``tile_cols`` output
 columns and ``tile_rows`` output rows. Its QPU walks the strip's input rows top to bottom; each
@@ -30,11 +31,9 @@ runs down a column two halves per VPM row).
 import dataclasses
 import functools
 
-from asm import isa, vdr_pitch, vdw_stride
+from asm import isa, vdw_stride
 from asm.vpm import MAX_EXTENDED_PITCH
 
-from . import dma
-from . import chain
 from .common import LANES, LAYOUTS, MAX_VDW_STRIDE
 from .spatial import STORAGE_BITS, PlanError, SpatialShape, check_storage
 from .window_registers import ACCUMULATOR_REGISTERS, WEIGHT_REGISTERS
@@ -403,78 +402,6 @@ class WindowPlan(SpatialShape):
         needed = (tile.rows - 1) * self.stride_h + self.kernel_h
         return -(-needed // self.body_rows(self.variants[tile.variant]))
 
-    # -- uniform streams -------------------------------------------------------------------------
-    def uniform_streams(self, x_addr, y_addr, weights_addr):
-        """Per QPU: [its first VPM row as a generic read and as a generic write setup offset,
-        tile records..., 0]."""
-        streams = []
-        per_qpu = self.vpm_rows_per_qpu(self.qpus)
-        for q, tiles in enumerate(self.qpu_tiles()):
-            words = [dma.generic_row_offset(q * per_qpu, self.in_bits),
-                     dma.generic_row_offset(q * per_qpu, self.stage_bits)]
-            for tile in tiles:
-                words += self._tile_header(tile, q * per_qpu, weights_addr)
-                words += self._row_and_store_words(tile, x_addr, y_addr)
-            streams.append(words + [0])
-        return chain.with_tail(streams)
-
-    def _tile_header(self, tile, vpm_row, weights_addr):
-        """[1, load setup base, load pitch, store setup base, store stride ("hwc" only: a
-        "chw" store sets its own), (weights), loop count, variant]: the order the kernel reads
-        them (vc4nn/kernels/window.py)."""
-        depth = min(LANES, self.channels - tile.block * LANES)
-        pitch = self.channels * self.in_bytes
-        words = [1, dma.load_setup_base(depth, vpm_row, self.in_bits), vdr_pitch(pitch),
-                 dma.store_setup_base(depth, vpm_row, self.out_bits, self.out_layout == "hwc")]
-        if self.out_layout == "hwc":
-            words.append(vdw_stride((self.channels - depth) * self.out_bytes))
-        if self.op == "depthwise":
-            words.append(weights_addr + tile.block * LANES * self.w_bytes)
-        return words + [self.iterations(tile), tile.variant]
-
-    def _row_and_store_words(self, tile, x_addr, y_addr):
-        variant = self.variants[tile.variant]
-        c = self.channels
-        rows = self.body_rows(variant)
-        out_per_iter = rows // self.stride_h
-        needed = (tile.rows - 1) * self.stride_h + self.kernel_h
-        top = tile.row0 * self.stride_h - self.pads[0]          # global row of local row 0
-        left = tile.col0 * self.stride_w - self.pads[2] + variant.lo
-        channel = tile.block * LANES
-
-        def row_address(i):
-            """0 for a padding row and a row past the last one the tile needs: the kernel
-            fills its buffer with zeros instead of loading it."""
-            g = top + i
-            if i >= needed or not 0 <= g < self.in_h:
-                return 0
-            return x_addr + ((g * self.in_w + left) * c + channel) * self.in_bytes
-
-        def output_row(o):
-            return o if 0 <= o < tile.rows else None
-
-        words = [row_address(0)]
-        for m in range(self.iterations(tile)):
-            for kind, r in self.events(variant):
-                if kind == "row":
-                    words.append(row_address(m * rows + r))
-                    continue
-                o = output_row(m * out_per_iter + r)
-                if kind == "scale":
-                    words.append(0.0 if o is None else 1.0 / self._rows_in_window(tile.row0 + o))
-                elif o is None:
-                    words.append(0)
-                else:
-                    words.append(y_addr + self.out_offset(tile.row0 + o, tile.col0, channel))
-        return words
-
-    def out_offset(self, row, col, channel):
-        """Byte offset of output (row, col, channel) in the result's layout."""
-        pixel = row * self.out_w + col
-        if self.out_layout == "chw":
-            return (channel * self.out_h * self.out_w + pixel) * self.out_bytes
-        return (pixel * self.channels + channel) * self.out_bytes
-
     def out_pixel_bytes(self):
         """Bytes between neighbouring pixels of a channel in the result."""
         return self.out_bytes if self.out_layout == "chw" else self.channels * self.out_bytes
@@ -482,10 +409,6 @@ class WindowPlan(SpatialShape):
     def store_stride(self, pixels):
         """The VDW stride of a "chw" store of ``pixels``: one channel's row to the next."""
         return vdw_stride((self.out_h * self.out_w - pixels) * self.out_bytes)
-
-    def _rows_in_window(self, out_row):
-        first = out_row * self.stride_h - self.pads[0]
-        return min(first + self.kernel_h, self.in_h) - max(first, 0)
 
     def cols_in_window(self, variant, j):
         first = j * self.stride_w
