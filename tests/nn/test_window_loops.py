@@ -178,10 +178,24 @@ def test_loops_roll_where_that_shortens_them():
     """The default loop shape: rolled where its body is shorter than the unrolled period (every
     stride-1 3x3 layer; a stride-2 layer with an even store count per row), unrolled where two
     store buffers make the rolled body two output rows anyway (7 one-pixel stores per row on
-    12 QPUs at stride 2: MobileNet v2's 14x14x576 layer)."""
+    12 QPUs at stride 2: MobileNet v2's 14x14x576 layer with two store buffers)."""
     same = (1, 1, 1, 1)
     assert make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), same, out_layout="chw").rolled
     assert make_plan("depthwise", 112, 112, 32, (3, 3), (1, 1), same).rolled
     assert make_plan("depthwise", 28, 28, 192, (3, 3), (2, 2), (0, 1, 0, 1)).rolled
-    unrolled = make_plan("depthwise", 14, 14, 576, (3, 3), (2, 2), (0, 1, 0, 1))
+    assert make_plan("depthwise", 14, 14, 576, (3, 3), (2, 2), (0, 1, 0, 1)).rolled
+    unrolled = make_plan("depthwise", 14, 14, 576, (3, 3), (2, 2), (0, 1, 0, 1), max_qpus=12,
+                         store_buffers=2)
     assert (unrolled.rolled, unrolled.out_chunk, unrolled.store_buffers) == (0, 1, 2)
+
+
+def test_nhwc_plans_spread_over_the_qpus_their_chunks_fit():
+    """The default "hwc" plan: tiles as wide as the accumulators allow (evened out), 3-pixel
+    loads into two buffers and 2-pixel stores from one: 8 rows of the 64 each, so 8 QPUs of 12
+    (of 4: 16 rows each, the chunks grow to fill them)."""
+    plan = make_plan("depthwise", 112, 112, 32, (3, 3), (1, 1), (1, 1, 1, 1))
+    assert (plan.tile_cols, plan.qpus, plan.in_chunk, plan.out_chunk, plan.store_buffers) == \
+        (10, 8, 3, 2, 1)
+    plan = make_plan("depthwise", 28, 28, 256, (3, 3), (2, 2), (0, 1, 0, 1), num_qpus=4)
+    assert (plan.tile_cols, plan.qpus, plan.in_chunk, plan.out_chunk, plan.store_buffers) == \
+        (14, 4, 6, 4, 1)

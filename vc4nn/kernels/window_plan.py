@@ -45,6 +45,8 @@ MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (1
 STORE_ROW_COST = 0.7
 ONE_QPU_BUS_SHARE = 0.66
 TRANSPOSED_LOAD_PIXELS = 4           # pixels per load of the default "chw" plans
+# pixels per load and per store, and store buffers, of the default "hwc" plans
+HWC_LOAD_PIXELS, HWC_STORE_PIXELS, HWC_STORE_BUFFERS = 3, 2, 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,14 +133,15 @@ class WindowPlan(SpatialShape):
             widest = max(1, min(plan.accumulators // plan.acc_sets, plan.out_w))
             cols = min(widest, 8)
             strips = -(-plan.out_w // widest)
-            if plan.out_layout == "chw" and strips < -(-plan.out_w // cols):
+            if strips < -(-plan.out_w // cols):
                 # As few strips as the accumulators allow, as even as they go: each strip
                 # re-reads the halo columns, and a channel-major store's memory rows are a
                 # strip row long (v1 1.0/224 stride 2: 14 columns, 3-5% faster than 8).
                 cols = -(-plan.out_w // strips)
             plan = dataclasses.replace(plan, tile_cols=cols)
-        if plan.out_layout == "chw" and plan.max_qpus == 0:
-            plan = plan._with_room_for_transposed_stores()
+        if plan.max_qpus == 0:
+            plan = plan._with_room_for_transposed_stores() if plan.out_layout == "chw" else \
+                plan._with_room_for_chunks()
         if plan.tile_rows == 0:
             # More than three tiles per QPU never pays: the balance is fine by then.
             strips = plan.blocks * -(-plan.out_w // plan.tile_cols)
@@ -152,7 +155,7 @@ class WindowPlan(SpatialShape):
         if plan.out_layout == "chw" and (plan.out_chunk == 0 or plan.store_buffers == 0):
             plan = plan._with_transposed_stores(rows)
         if plan.store_buffers == 0:
-            plan = dataclasses.replace(plan, store_buffers=2)
+            plan = dataclasses.replace(plan, store_buffers=HWC_STORE_BUFFERS)
         if plan.out_chunk == 0:
             plan = dataclasses.replace(plan, out_chunk=max(1, min(plan.tile_cols, rows // 4)))
         if plan.in_chunk == 0:
@@ -183,6 +186,21 @@ class WindowPlan(SpatialShape):
             self.out_chunk or self.tile_cols)
         qpus = max(1, min(self.num_qpus, isa.VPM_ROWS // need))
         return dataclasses.replace(self, max_qpus=qpus)
+
+    def _with_room_for_chunks(self):
+        """Spread "hwc" tiles over as many QPUs as leave each the VPM rows for two load buffers
+        of HWC_LOAD_PIXELS and one store buffer of HWC_STORE_PIXELS (8 QPUs): on 12 a QPU's 5
+        rows hold 1-pixel loads and stores, whose per-chunk code (a wait, a branch, the setups)
+        costs as much as the pixel's multiply-adds, and a QPU's one load in flight at a time
+        leaves the bus idle between them. v1 1.0/224, pi_zero, tiles as wide as the
+        accumulators, ms on 12 QPUs with 1-pixel chunks -> 8 QPUs: fp16 dw1 2.76 -> 2.61, dw6
+        0.89 -> 0.85; fp32 dw1 4.62 -> 4.44, dw2 5.86 -> 5.63, dw6 1.49 -> 1.41, dw13 0.58 ->
+        0.55. One store buffer: a row's few stores wait for each other while the loads go on
+        (the sweep's best in both storages)."""
+        need = self.buffers * (self.in_chunk or HWC_LOAD_PIXELS) + (
+            self.store_buffers or HWC_STORE_BUFFERS) * (self.out_chunk or HWC_STORE_PIXELS)
+        return dataclasses.replace(self, max_qpus=max(1, min(self.num_qpus,
+                                                             isa.VPM_ROWS // need)))
 
     def _runs_cycle_variants(self):
         """Whether QPUs taking contiguous runs of the tile list would cycle through three
