@@ -97,15 +97,38 @@ class WindowPlan(SpatialShape):
     max_qpus: int = 0           # QPUs the tiles are spread over at most; 0: choose (all, "hwc")
     rolled: int = -1            # 1: one output row per iteration (sets shifted); 0: a period; -1: choose
     by_variant: int = -1        # 1: QPUs take the tiles variant by variant; 0: in strips; -1: choose
+    channel_pairs: int = -1     # 1: two channels per lane (fp16 words); 0: one; -1: choose
 
     # -- shape ---------------------------------------------------------------------------------
     @property
+    def lane_channels(self):
+        """Channels per lane: 2 with ``channel_pairs`` (a lane's word holds channels 2i (16a)
+        and 2i + 1 (16b) of the tile's 32, as they lie in memory), else 1."""
+        return 2 if self.channel_pairs == 1 else 1
+
+    @property
+    def block_channels(self):
+        """Channels of a tile: one block."""
+        return LANES * self.lane_channels
+
+    @property
     def blocks(self):
-        return -(-self.channels // LANES)
+        return -(-self.channels // self.block_channels)
 
     @property
     def padded_channels(self):
-        return self.blocks * LANES
+        return self.blocks * self.block_channels
+
+    @property
+    def in_access_bits(self):
+        """Element size of the input's DMA loads and generic reads: whole words with channel
+        pairs, else the stored element (a 16-channel block of halves is one 16-bit row)."""
+        return 32 if self.channel_pairs == 1 else self.in_bits
+
+    @property
+    def out_access_bits(self):
+        """Element size of the result's DMA stores (as ``in_access_bits``)."""
+        return 32 if self.channel_pairs == 1 else self.out_bits
 
     @property
     def acc_sets(self):
@@ -114,8 +137,9 @@ class WindowPlan(SpatialShape):
 
     @property
     def accumulators(self):
-        """Registers for accumulators: acc_sets x tile_cols of them at most."""
-        return ACCUMULATOR_REGISTERS
+        """Registers for accumulators: acc_sets x tile_cols x lane_channels of them at most
+        (channel pairs: the last holds the odd channels' bias)."""
+        return ACCUMULATOR_REGISTERS - (self.lane_channels - 1)
 
     @property
     def period(self):
@@ -129,8 +153,11 @@ class WindowPlan(SpatialShape):
     def with_defaults(self):
         """This plan with every 0 tiling choice replaced by the default for the shape."""
         plan = self
+        if plan.channel_pairs == -1:
+            plan = dataclasses.replace(plan, channel_pairs=int(plan._pairs_channels()))
         if plan.tile_cols == 0:
-            widest = max(1, min(plan.accumulators // plan.acc_sets, plan.out_w))
+            widest = max(1, min(plan.accumulators // (plan.acc_sets * plan.lane_channels),
+                                plan.out_w))
             cols = min(widest, 8)
             strips = -(-plan.out_w // widest)
             if strips < -(-plan.out_w // cols):
@@ -165,6 +192,25 @@ class WindowPlan(SpatialShape):
         if plan.rolled == -1:
             plan = dataclasses.replace(plan, rolled=int(plan._rolling_shortens_loops()))
         return plan
+
+    def _pairs_channels(self):
+        """Two channels per lane wherever they can be: a pixel's 32 channels are one 64-byte
+        DMA row instead of two 32-byte ones (a row's fixed cost is paid half as often), one
+        VPM read and one write instead of two; the tiles are half as wide (the accumulators
+        hold both channels), which at stride 2 re-reads few more halo columns (v1 1.0/224,
+        pi_zero: dw2 3.316 -> 2.929 ms, dw4 1.683 -> 1.470, dw6 0.850 -> 0.754) and at stride 1
+        about as many as the rows save (dw1 2.612 -> 2.579, dw3 2.608 -> 2.552)."""
+        return self.can_pair_channels
+
+    @property
+    def can_pair_channels(self):
+        """Channel pairs need fp16 input, weights and NHWC result, whole 32-channel blocks (a
+        pixel's 64 bytes: one 32-bit DMA row) and a depthwise window whose two weight sets fit
+        regfile B."""
+        return (self.op == "depthwise" and self.out_layout == "hwc"
+                and (self.in_bits, self.out_bits, self.w_bytes) == (16, 16, 2)
+                and self.channels % (2 * LANES) == 0
+                and 2 * self.kernel_h * self.kernel_w <= WEIGHT_REGISTERS)
 
     def _rolling_shortens_loops(self):
         """Whether a rolled loop body is shorter than the unrolled period for some variant: then
@@ -245,8 +291,8 @@ class WindowPlan(SpatialShape):
     @property
     def stage_bits(self):
         """Element size of the generic writes that stage results: fp16 "chw" writes whole words
-        (a pixel pair), otherwise the stored element."""
-        return 32 if self.out_layout == "chw" else self.out_bits
+        (a pixel pair), otherwise the stored element (channel pairs: a word)."""
+        return 32 if self.out_layout == "chw" else self.out_access_bits
 
     def estimated_bus_time(self):
         """Memory-bus time of the tiling in units of a 64-byte DMA load row: every tile's input
@@ -279,10 +325,16 @@ class WindowPlan(SpatialShape):
         """Raise PlanError if the tiling does not fit the registers, the VPM or the DMA fields."""
         for name in ("in_storage", "out_storage", "w_storage"):
             check_storage(name, getattr(self, name))
-        if self.acc_sets * self.tile_cols > self.accumulators:
+        if self.channel_pairs not in (0, 1):
+            raise PlanError(f"channel_pairs={self.channel_pairs}: 0 or 1")
+        if self.channel_pairs and not self.can_pair_channels:
+            raise PlanError("channel_pairs=1: needs a depthwise layer with fp16 input, weights "
+                            "and result, the result NHWC and channels a multiple of 32")
+        need = self.acc_sets * self.tile_cols * self.lane_channels
+        if need > self.accumulators:
             raise PlanError(f"tile_cols={self.tile_cols}: {self.acc_sets} output rows x "
-                            f"{self.tile_cols} columns of accumulators exceed the "
-                            f"{self.accumulators} registers")
+                            f"{self.tile_cols} columns x {self.lane_channels} channels per lane "
+                            f"of accumulators exceed the {self.accumulators} registers")
         if self.kernel_h * self.kernel_w > WEIGHT_REGISTERS and self.op == "depthwise":
             raise PlanError(f"a {self.kernel_h}x{self.kernel_w} depthwise window needs more "
                             f"weight registers than regfile B has")

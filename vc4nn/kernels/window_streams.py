@@ -6,7 +6,6 @@ from asm import vdr_pitch, vdw_stride
 
 from . import chain
 from . import dma
-from .common import LANES
 
 
 def uniform_streams(plan, x_addr, y_addr, weights_addr):
@@ -15,7 +14,7 @@ def uniform_streams(plan, x_addr, y_addr, weights_addr):
     streams = []
     per_qpu = plan.vpm_rows_per_qpu(plan.qpus)
     for q, tiles in enumerate(plan.qpu_tiles()):
-        words = [dma.generic_row_offset(q * per_qpu, plan.in_bits),
+        words = [dma.generic_row_offset(q * per_qpu, plan.in_access_bits),
                  dma.generic_row_offset(q * per_qpu, plan.stage_bits)]
         for tile in tiles:
             words += tile_header(plan, tile, q * per_qpu, weights_addr)
@@ -28,14 +27,16 @@ def tile_header(plan, tile, vpm_row, weights_addr):
     """[1, load setup base, load pitch, store setup base, store stride ("hwc" only: a "chw"
     store sets its own), (weights), loop count, variant]: the order the kernel reads them
     (window.tile_setup)."""
-    depth = min(LANES, plan.channels - tile.block * LANES)
+    channels = min(plan.block_channels, plan.channels - tile.block * plan.block_channels)
+    depth = -(-channels // plan.lane_channels)          # elements of a pixel's DMA row
     pitch = plan.channels * plan.in_bytes
-    words = [1, dma.load_setup_base(depth, vpm_row, plan.in_bits), vdr_pitch(pitch),
-             dma.store_setup_base(depth, vpm_row, plan.out_bits, plan.out_layout == "hwc")]
+    words = [1, dma.load_setup_base(depth, vpm_row, plan.in_access_bits), vdr_pitch(pitch),
+             dma.store_setup_base(depth, vpm_row, plan.out_access_bits,
+                                  plan.out_layout == "hwc")]
     if plan.out_layout == "hwc":
-        words.append(vdw_stride((plan.channels - depth) * plan.out_bytes))
+        words.append(vdw_stride((plan.channels - channels) * plan.out_bytes))
     if plan.op == "depthwise":
-        words.append(weights_addr + tile.block * LANES * plan.w_bytes)
+        words.append(weights_addr + tile.block * plan.block_channels * plan.w_bytes)
     return words + [plan.iterations(tile), tile.variant]
 
 
@@ -49,7 +50,7 @@ def row_and_store_words(plan, tile, x_addr, y_addr):
     needed = (tile.rows - 1) * plan.stride_h + plan.kernel_h
     top = tile.row0 * plan.stride_h - plan.pads[0]          # global row of local row 0
     left = tile.col0 * plan.stride_w - plan.pads[2] + variant.lo
-    channel = tile.block * LANES
+    channel = tile.block * plan.block_channels
 
     def row_address(i):
         """0 for a padding row and a row past the last one the tile needs: the kernel fills

@@ -82,7 +82,7 @@ def channel_major(depthwise_plan):
     (the staging of its stores decides how many QPUs it spreads over)."""
     tiling = dict.fromkeys(("tile_cols", "tile_rows", "in_chunk", "out_chunk", "store_buffers",
                             "max_qpus"), 0)
-    return dataclasses.replace(depthwise_plan, out_layout="chw", by_variant=-1,
+    return dataclasses.replace(depthwise_plan, out_layout="chw", by_variant=-1, channel_pairs=-1,
                                **tiling).with_defaults()
 
 
