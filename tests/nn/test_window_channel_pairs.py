@@ -29,6 +29,7 @@ CASES = [
     (12, 10, 64, 2, "valid", "relu6", True, 5, dict(tile_cols=3, tile_rows=2, in_chunk=2,
                                                      out_chunk=3, store_buffers=2)),
     (11, 17, 32, 1, (1, 1, 1, 1), None, True, 2, dict(tile_cols=4, in_chunk=5, out_chunk=1)),
+    (8, 16, 64, 1, "same", "relu6", True, 3, dict(tile_cols=5, rolled=0)),      # every register
 ]
 
 
@@ -69,10 +70,10 @@ def plan(channels=64, storage=("fp16", "fp16", "fp16"), layout="hwc", **tiling):
 
 def test_channel_pairs_are_the_default_where_they_can_be():
     """Both strides; not for float32 tensors, a channel-major result or channels that are not
-    whole 32-channel blocks. The tiles hold both channels' accumulators: 4 columns x 3 rows x
-    2 (29 registers: ra29 holds the odd channels' bias)."""
+    whole 32-channel blocks. The tiles hold both channels' accumulators: 5 columns x 3 rows x
+    2 (the odd channels' bias waits in regfile B)."""
     paired = plan()
-    assert paired.channel_pairs == 1 and paired.blocks == 2 and paired.tile_cols == 4
+    assert paired.channel_pairs == 1 and paired.blocks == 2 and paired.tile_cols == 5
     assert make_plan("depthwise", 28, 28, 64, (3, 3), (2, 2), (0, 1, 0, 1), "relu6", 12,
                      "fp16", "fp16", "fp16").channel_pairs == 1
     for other in (plan(storage=("fp32", "fp32", "fp32")), plan(storage=("fp16", "fp16", "fp32")),
@@ -84,7 +85,7 @@ def test_channel_pairs_are_the_default_where_they_can_be():
     (dict(channels=48, channel_pairs=1), "multiple of 32"),
     (dict(layout="chw", channel_pairs=1), "NHWC"),
     (dict(storage=("fp32", "fp32", "fp32"), channel_pairs=1), "fp16"),
-    (dict(channel_pairs=1, tile_cols=5), "29 registers"),
+    (dict(channel_pairs=1, tile_cols=6), "30 registers"),
     (dict(channel_pairs=2), "0 or 1"),
 ])
 def test_impossible_channel_pairs_are_refused(tiling, message):

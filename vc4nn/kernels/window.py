@@ -104,14 +104,18 @@ class MacPipe:
             getattr(handle, op)(dst, half if src is r1 else src, weight)
 
     def multiply_add(self, acc, weight, first, start):
-        """acc = (start if first else acc) + r1 * weight."""
+        """acc = (start if first else acc) + r1 * weight; ``start`` None: the product alone (a
+        copy: ``or``, reading no regfile)."""
         product = self.product
         self.product = r3 if product is r2 else r2
         if self.fresh:
             self._convert(("fmul", product, r1, weight))
         else:
             self._emit(("fmul", product, r1, weight))
-        self.pending = ("fadd", acc, start if first else acc, product)
+        if first and start is None:
+            self.pending = ("mov", acc, product)
+        else:
+            self.pending = ("fadd", acc, start if first else acc, product)
 
     def add(self, acc, first):
         """acc = r1 if first else acc + r1."""
@@ -323,9 +327,9 @@ def loop_body(a, plan, index, aside):
                         first = kh == 0 and col == max(j * plan.stride_w, variant.lo)
                         if plan.op == "avg_pool":
                             pipe.add(acc, first)
-                        else:
+                        else:       # (the odd channels' bias comes at the store)
                             pipe.multiply_add(acc, WEIGHTS[odd * taps + kh * plan.kernel_w + kw],
-                                              first, BIAS_HIGH if odd else BIAS)
+                                              first, None if odd else BIAS)
         if k == len(chunks) - 1:
             out_row = plan.finished(r)
             if out_row is not None:
@@ -449,6 +453,9 @@ def stage_pixels(a, plan, words, paired=None):
             if plan.op == "avg_pool":
                 a.fmul(r0, acc, r1)
                 a.fmul(dst, r0, WEIGHTS[col], pack=pack)
+            elif plan.channel_pairs and index:      # the odd channels: their bias first
+                a.fadd(r0, acc, BIAS_HIGH)
+                activate(a, dst, r0, plan.activation, SIX, pack=pack)
             elif paired:                    # relu6 with a shift move on the MUL ALU
                 a.fmax(r0, acc, 0)
                 a.fmin(dst, r0, SIX).v8min(acc, paired[acc], paired[acc])

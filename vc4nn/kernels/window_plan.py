@@ -137,9 +137,8 @@ class WindowPlan(SpatialShape):
 
     @property
     def accumulators(self):
-        """Registers for accumulators: acc_sets x tile_cols x lane_channels of them at most
-        (channel pairs: the last holds the odd channels' bias)."""
-        return ACCUMULATOR_REGISTERS - (self.lane_channels - 1)
+        """Registers for accumulators: acc_sets x tile_cols x lane_channels of them at most."""
+        return ACCUMULATOR_REGISTERS
 
     @property
     def period(self):
@@ -205,12 +204,12 @@ class WindowPlan(SpatialShape):
     @property
     def can_pair_channels(self):
         """Channel pairs need fp16 input, weights and NHWC result, whole 32-channel blocks (a
-        pixel's 64 bytes: one 32-bit DMA row) and a depthwise window whose two weight sets fit
-        regfile B."""
+        pixel's 64 bytes: one 32-bit DMA row) and a depthwise window whose two weight sets and
+        the odd channels' bias fit regfile B."""
         return (self.op == "depthwise" and self.out_layout == "hwc"
                 and (self.in_bits, self.out_bits, self.w_bytes) == (16, 16, 2)
                 and self.channels % (2 * LANES) == 0
-                and 2 * self.kernel_h * self.kernel_w <= WEIGHT_REGISTERS)
+                and 2 * self.kernel_h * self.kernel_w < WEIGHT_REGISTERS)
 
     def _rolling_shortens_loops(self):
         """Whether a rolled loop body is shorter than the unrolled period for some variant: then
