@@ -1,11 +1,12 @@
 """A set-associative LRU cache of whole lines, for the cycle model and the stale-read check
 (never the data itself: the emulator reads memory at the time of the request).
 
-The TMU caches and the V3D L2 use it. A line number maps to set ``line % sets``; each set keeps
-at most ``ways`` lines in least- to most-recently-used order, with a value per line (the TMU
-caches keep the write epoch their data dates from, the L2 the clock at which a line's fill
-arrives and that epoch). It runs once per line fill in Python, so each
-set is an OrderedDict: hit, insert and eviction are O(1).
+The TMU caches, the instruction caches, the V3D L2 and the VideoCore L2 use it. A line number
+maps to set ``line % sets``; each set keeps at most ``ways`` lines in least- to most-recently-used
+order, with a value per line (the TMU caches keep the write epoch their data dates from, the
+instruction caches the clock at which a line's fill arrives, the V3D L2 that clock and the
+epoch). It runs once per line fill in Python, so each set is an OrderedDict: hit, insert and
+eviction are O(1). csrc/cache.c is the C core's copy.
 """
 
 import collections

@@ -246,6 +246,8 @@ int core_report(Machine *m, Qpu *q, int rule, int64_t a, int64_t b);
 int unit_tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v);
 int unit_tmu_load(Machine *m, Qpu *q, int unit);
 int unit_uniform_line(Machine *m, Qpu *q, uint32_t address);
+int unit_read_line(Machine *m, int64_t now, uint32_t address, long long nbytes,
+                   long long miss_latency, int64_t *arrives, int64_t *epoch);
 long long timing_int(PyObject *timing, const char *name);
 
 /* vpm.c */
