@@ -22,7 +22,7 @@ class InstructionCaches:
         self.miss_latency = timing.icache_miss_latency
         self.prefetch = timing.icache_prefetch_lines
         self.caches = [LruCache(timing.icache_bytes, self.line, timing.icache_ways)
-                       for _ in range(isa.NUM_QPUS // isa.QPUS_PER_SLICE)]
+                       for _ in range(isa.NUM_SLICES)]
         self.hits = self.misses = 0           # line look-ups of the launch
 
     def fetch(self, qpu, now, pc):

@@ -78,8 +78,8 @@ typedef struct {
 } TmuFifo;
 
 typedef struct {
-    Lru caches[NUM_QPUS / QPUS_PER_SLICE][2];
-    int64_t free_at[NUM_QPUS / QPUS_PER_SLICE][2];
+    Lru caches[NUM_SLICES][2];
+    int64_t free_at[NUM_SLICES][2];
     int noswap[NUM_QPUS];
     TmuFifo fifos[NUM_QPUS][2];
     long long fifo_depth, request_clocks, hit_latency, miss_latency;
@@ -88,7 +88,7 @@ typedef struct {
 
 /* icache.c: the slices' instruction caches (icache.InstructionCaches) */
 typedef struct {
-    Lru caches[NUM_QPUS / QPUS_PER_SLICE];
+    Lru caches[NUM_SLICES];
     long long line, miss_latency, prefetch;
     long long hits, misses;
 } Icache;

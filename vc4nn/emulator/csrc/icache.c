@@ -3,8 +3,6 @@
  * statistics go back to the Python object at the end of a run. */
 #include "core.h"
 
-#define SLICES (NUM_QPUS / QPUS_PER_SLICE)
-
 int icache_init(Machine *m)
 {
     Icache *c = &m->icache_state;
@@ -19,7 +17,7 @@ int icache_init(Machine *m)
     Py_DECREF(timing);
     if (PyErr_Occurred())
         return -1;
-    for (int s = 0; s < SLICES; s++)
+    for (int s = 0; s < NUM_SLICES; s++)
         if (lru_init(&c->caches[s], bytes, c->line, ways, "icache_line_bytes") < 0)
             return -1;
     return 0;
@@ -27,7 +25,7 @@ int icache_init(Machine *m)
 
 void icache_release(Machine *m)
 {
-    for (int s = 0; s < SLICES; s++)
+    for (int s = 0; s < NUM_SLICES; s++)
         lru_free(&m->icache_state.caches[s]);
 }
 

@@ -10,8 +10,6 @@
 
 #include "core.h"
 
-#define SLICES (NUM_QPUS / QPUS_PER_SLICE)
-
 int tmu_init(Machine *m)
 {
     Tmu *t = &m->tmu_state;
@@ -35,7 +33,7 @@ int tmu_init(Machine *m)
     Py_DECREF(timing);
     if (PyErr_Occurred())
         return -1;
-    for (int s = 0; s < SLICES; s++)
+    for (int s = 0; s < NUM_SLICES; s++)
         for (int u = 0; u < TMU_UNITS; u++)
             if (lru_init(&t->caches[s][u], bytes, line, ways, "tmu_cache_line_bytes") < 0)
                 return -1;
@@ -45,7 +43,7 @@ int tmu_init(Machine *m)
 void tmu_release(Machine *m)
 {
     Tmu *t = &m->tmu_state;
-    for (int s = 0; s < SLICES; s++)
+    for (int s = 0; s < NUM_SLICES; s++)
         for (int u = 0; u < TMU_UNITS; u++)
             lru_free(&t->caches[s][u]);
     for (int q = 0; q < NUM_QPUS; q++)
