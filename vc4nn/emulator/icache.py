@@ -25,11 +25,15 @@ class InstructionCaches:
                        for _ in range(isa.NUM_SLICES)]
         self.hits = self.misses = 0           # line look-ups of the launch
 
+    def line_number(self, address):
+        """The number of the cache line that holds bus address ``address`` (any alias)."""
+        return (address & BUS_ADDRESS_MASK) // self.line
+
     def fetch(self, qpu, now, pc):
         """QPU ``qpu`` at ``now`` runs into the line of ``pc``: the clock at which the line is
         in its slice's cache (``now`` or earlier when it is there already)."""
         cache = self.caches[qpu // isa.QPUS_PER_SLICE]
-        number = (pc & BUS_ADDRESS_MASK) // self.line
+        number = self.line_number(pc)
         alias = pc & BUS_ALIAS_MASK
         arrives = cache.get(number)
         if arrives is None:

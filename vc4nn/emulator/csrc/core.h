@@ -14,6 +14,8 @@ typedef uint32_t vec[LANES];
 typedef uint8_t flagvec[LANES];
 
 #define NEVER_WRITTEN (-(INT64_C(1) << 30))
+/* Qpu.fetch_start before the first line: more than a line below every 32-bit pc */
+#define NO_LINE (-(INT64_C(1) << 32))
 
 /* One lowered instruction (lowering.py RECORD_FIELDS), indexed by REC_* */
 typedef struct {
@@ -117,8 +119,7 @@ typedef struct {
     uint32_t pc, unif_addr;
     int64_t unif_written;
     int64_t unif_line;          /* -1: none */
-    uint32_t fetch_start;       /* the code line it runs from (instruction cache) */
-    int fetching;               /* 0: no line yet */
+    int64_t fetch_start;        /* the code line it runs from (instruction cache), or NO_LINE */
     int64_t sfu_written, r4_ready_count, r4_ready_clock;
     int64_t clock, count;
     int64_t stalls[NUM_STALL_CAUSES];
