@@ -21,9 +21,13 @@ class LruCache:
         self.sets = [collections.OrderedDict()
                      for _ in range(max(1, size // (line * max(ways, 1))))]
 
+    def set_of(self, line_number):
+        """The index of the set that holds line ``line_number``."""
+        return line_number % len(self.sets)
+
     def get(self, line_number):
         """The value stored with the line (and the line becomes most recently used), or None."""
-        lines = self.sets[line_number % len(self.sets)]
+        lines = self.sets[self.set_of(line_number)]
         value = lines.get(line_number)
         if value is not None:
             lines.move_to_end(line_number)
@@ -31,11 +35,11 @@ class LruCache:
 
     def peek(self, line_number):
         """The value stored with the line, or None; the order of use does not change."""
-        return self.sets[line_number % len(self.sets)].get(line_number)
+        return self.sets[self.set_of(line_number)].get(line_number)
 
     def put(self, line_number, value):
         """Store the line as most recently used, evicting its set's least recently used."""
-        lines = self.sets[line_number % len(self.sets)]
+        lines = self.sets[self.set_of(line_number)]
         lines[line_number] = value
         lines.move_to_end(line_number)
         while len(lines) > self.ways:

@@ -29,6 +29,10 @@ class InstructionCaches:
         """The number of the cache line that holds bus address ``address`` (any alias)."""
         return (address & BUS_ADDRESS_MASK) // self.line
 
+    def set_of(self, line_number):
+        """The set of a slice's cache that holds line ``line_number``."""
+        return self.caches[0].set_of(line_number)
+
     def fetch(self, qpu, now, pc):
         """QPU ``qpu`` at ``now`` runs into the line of ``pc``: the clock at which the line is
         in its slice's cache (``now`` or earlier when it is there already)."""
