@@ -171,12 +171,17 @@ def synthetic_feed(input_arg, seed):
     return {input_arg.name: (2 * unit - 1).astype(np.dtype(input_arg.type))}
 
 
+def output_host_step(session):
+    """The host step (a softmax) that makes the model's first output, or None."""
+    name = session.graph.outputs[0]
+    return next((n for n in session.host_steps if n.outputs[0] == name), None)
+
+
 def decision_value(session):
     """The name of the value the model decides on: its first output, or the scores a host
     softmax reads."""
-    name = session.graph.outputs[0]
-    softmax = [n for n in session.host_steps if n.outputs[0] == name]
-    return softmax[0].inputs[0] if softmax else name
+    softmax = output_host_step(session)
+    return softmax.inputs[0] if softmax is not None else session.graph.outputs[0]
 
 
 def decision_output(session):

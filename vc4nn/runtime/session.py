@@ -384,10 +384,10 @@ class InferenceSession:
         leaders = {name: c.names[0] for c in self._chains for name in c.names[1:]}
         return [layer_record(node, self.graph, result, host, self.storage.layer(node),
                              self.storage.notes.get(node.name, ""), leaders.get(node.name, ""),
-                             self._weight_storage(node))
+                             self.weight_storage(node))
                 for node, result, host in self.last_runs]
 
-    def _weight_storage(self, node):
+    def weight_storage(self, node):
         """Storage of the layer's weights as its kernel reads them ("-": it has none)."""
         return self.storage.weights(node) if precision_choice.has_weights(self.graph, node) \
             else "-"
