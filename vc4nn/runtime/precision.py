@@ -47,13 +47,12 @@ class PrecisionError(Vc4nnError):
     """A precision or tolerance argument the runtime cannot use."""
 
 
-def check_precision(precision, tolerance, output_tolerance=DEFAULT_OUTPUT_TOLERANCE):
+def check_precision(precision, tolerance, output_tolerance):
     if precision not in PRECISIONS:
         raise PrecisionError(f"precision={precision!r}: one of {', '.join(map(repr, PRECISIONS))}")
     for name, value in (("tolerance", tolerance), ("output_tolerance", output_tolerance)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise PrecisionError(f"{name}={value!r}: a number > 0")
-    return precision
 
 
 @dataclasses.dataclass

@@ -78,7 +78,8 @@ class InferenceSession:
         check_session_options(path, device, image_input, progress, replay, memory_budget,
                               calibration, group_launches)
         self.path = str(path)
-        self.precision = precision_choice.check_precision(precision, tolerance, output_tolerance)
+        precision_choice.check_precision(precision, tolerance, output_tolerance)
+        self.precision = precision
         self.closed = False
         self.graph = load_graph(self.path)
         self.num_qpus = qpu_count(num_qpus)
