@@ -76,13 +76,19 @@ def reads_channel_major_faster(depthwise_plan, pointwise_plan):
 MIN_CHW_CHANNELS, MIN_CHW_PIXELS, MIN_NARROWING_CHW_PIXELS = 64, 28 * 28, 7 * 7
 
 
+# The WindowPlan fields with_defaults chooses when they hold their defaults (0 or -1: choose).
+# They belong next to WindowPlan.with_defaults; kept here while window_plan.py is edited on
+# another branch.
+CHOSEN_FIELDS = ("tile_cols", "tile_rows", "in_chunk", "out_chunk", "store_buffers", "max_qpus",
+                 "rolled", "by_variant")
+
+
 def channel_major(depthwise_plan):
-    """The plan writing the same result channel-major, its tiling chosen anew for that layout
-    (the staging of its stores decides how many QPUs it spreads over)."""
-    tiling = dict.fromkeys(("tile_cols", "tile_rows", "in_chunk", "out_chunk", "store_buffers",
-                            "max_qpus"), 0)
-    return dataclasses.replace(depthwise_plan, out_layout="chw", by_variant=-1,
-                               **tiling).with_defaults()
+    """The plan writing the same result channel-major, its tiling and loop shape chosen anew for
+    that layout (the staging of its stores decides how many QPUs it spreads over)."""
+    choose = {f.name: f.default for f in dataclasses.fields(depthwise_plan)
+              if f.name in CHOSEN_FIELDS}
+    return dataclasses.replace(depthwise_plan, out_layout="chw", **choose).with_defaults()
 
 
 def network_handoffs(layers, num_qpus, device, storage="fp32"):
