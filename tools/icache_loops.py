@@ -44,14 +44,13 @@ def loops(words, base):
     return sorted(found)
 
 
-def loop_record(first, last, base, timing):
-    """A loop's size and what the cache makes of it (None when it stays in the cache)."""
-    line = timing.icache_line_bytes
-    sets = max(1, timing.icache_bytes // (line * timing.icache_ways))
-    lines = range((base + isa.INSTRUCTION_BYTES * first) // line,
-                  (base + isa.INSTRUCTION_BYTES * last) // line + 1)
-    per_set = max(collections.Counter(n % sets for n in lines).values())
-    if per_set <= timing.icache_ways:
+def loop_record(first, last, base, icache):
+    """A loop's size and what ``icache`` (a machine's InstructionCaches) makes of it (None when
+    it stays in the cache)."""
+    lines = range(icache.line_number(base + isa.INSTRUCTION_BYTES * first),
+                  icache.line_number(base + isa.INSTRUCTION_BYTES * last) + 1)
+    per_set = max(collections.Counter(icache.set_of(n) for n in lines).values())
+    if per_set <= icache.timing.icache_ways:
         return None
     return {"first": first, "last": last, "instructions": last - first + 1,
             "lines": len(lines), "most_lines_in_a_set": per_set}
@@ -68,17 +67,16 @@ class Recorder:
     def __call__(self, num_qpus, control, timeout):
         m = self.machine
         entry = int(m.memory.read_words(control, 2, "control_list")[1]) & BUS_ADDRESS_MASK
-        start = max(s for s in m.memory._starts if s <= entry)
-        block = m.memory._blocks[start]
-        words = block.memory[:block.size // 8 * 8].view("<u8").copy()
+        code, offset = m.memory.locate(entry, isa.INSTRUCTION_BYTES, "icache_loops")
+        words = code[:code.size // isa.INSTRUCTION_BYTES * isa.INSTRUCTION_BYTES].view("<u8").copy()
         result = self.run(num_qpus, control, timeout)
         stalled = sum(q.stalls.get("icache", 0) for q in result.qpus)
-        base = start                        # bus address of the code (the cache's view)
+        base = entry - offset               # bus address of the code (the cache's view)
         self.launches.append({
             "qpus": num_qpus, "instructions": len(words),
             "icache_share": stalled / max(1, result.cycles * num_qpus),
             "hits": m.icache.hits, "misses": m.icache.misses,
-            "loops": [r for r in (loop_record(a, b, base, m.timing)
+            "loops": [r for r in (loop_record(a, b, base, m.icache)
                                   for a, b in loops(words, base)) if r]})
         return result
 

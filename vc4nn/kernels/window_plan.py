@@ -66,6 +66,11 @@ class Tile:
     variant: int
 
 
+# The fields with_defaults chooses when they hold their defaults (0 or -1: choose).
+CHOSEN_FIELDS = ("tile_cols", "tile_rows", "in_chunk", "out_chunk", "store_buffers", "max_qpus",
+                 "rolled", "by_variant", "channel_pairs")
+
+
 @dataclasses.dataclass(frozen=True)
 class WindowPlan(SpatialShape):
     """Everything the generated program depends on (the program cache's key).
