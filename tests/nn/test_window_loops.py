@@ -192,10 +192,10 @@ def test_loops_roll_where_that_shortens_them():
 def test_nhwc_plans_spread_over_the_qpus_their_chunks_fit():
     """The default "hwc" plan: tiles as wide as the accumulators allow (evened out), 3-pixel
     loads into two buffers and 2-pixel stores from one: 8 rows of the 64 each, so 8 QPUs of 12
-    (of 4: 16 rows each, the chunks grow to fill them)."""
+    (of 4: 16 rows each, which hold two store buffers; the chunks grow to fill them)."""
     plan = make_plan("depthwise", 112, 112, 32, (3, 3), (1, 1), (1, 1, 1, 1))
     assert (plan.tile_cols, plan.qpus, plan.in_chunk, plan.out_chunk, plan.store_buffers) == \
         (10, 8, 3, 2, 1)
     plan = make_plan("depthwise", 28, 28, 256, (3, 3), (2, 2), (0, 1, 0, 1), num_qpus=4)
     assert (plan.tile_cols, plan.qpus, plan.in_chunk, plan.out_chunk, plan.store_buffers) == \
-        (14, 4, 6, 4, 1)
+        (14, 4, 4, 4, 2)

@@ -45,8 +45,8 @@ MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (1
 STORE_ROW_COST = 0.7
 ONE_QPU_BUS_SHARE = 0.66
 TRANSPOSED_LOAD_PIXELS = 4           # pixels per load of the default "chw" plans
-# pixels per load and per store, and store buffers, of the default "hwc" plans
-HWC_LOAD_PIXELS, HWC_STORE_PIXELS, HWC_STORE_BUFFERS = 3, 2, 1
+# pixels per load and per store of the default "hwc" plans
+HWC_LOAD_PIXELS, HWC_STORE_PIXELS = 3, 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,7 +186,7 @@ class WindowPlan(SpatialShape):
         if plan.out_layout == "chw" and (plan.out_chunk == 0 or plan.store_buffers == 0):
             plan = plan._with_transposed_stores(rows)
         if plan.store_buffers == 0:
-            plan = dataclasses.replace(plan, store_buffers=HWC_STORE_BUFFERS)
+            plan = dataclasses.replace(plan, store_buffers=plan._hwc_store_buffers(rows))
         if plan.out_chunk == 0:
             plan = dataclasses.replace(plan, out_chunk=max(1, min(plan.tile_cols, rows // 4)))
         if plan.in_chunk == 0:
@@ -243,14 +243,22 @@ class WindowPlan(SpatialShape):
         rows hold 1-pixel loads and stores, whose per-chunk code (a wait, a branch, the setups)
         costs as much as the pixel's multiply-adds, and a QPU's one load in flight at a time
         leaves the bus idle between them. v1 1.0/224, pi_zero, tiles as wide as the
-        accumulators, ms on 12 QPUs with 1-pixel chunks -> 8 QPUs: fp16 dw1 2.76 -> 2.61, dw6
-        0.89 -> 0.85; fp32 dw1 4.62 -> 4.44, dw2 5.86 -> 5.63, dw6 1.49 -> 1.41, dw13 0.58 ->
-        0.55. One store buffer: a row's few stores wait for each other while the loads go on
-        (the sweep's best in both storages)."""
+        accumulators, 16-channel tiles, ms on 12 QPUs with two 1-pixel store buffers -> 8 QPUs:
+        fp16 dw1 2.671 -> 2.612, dw6 1.146 -> 0.850; fp32 dw1 4.518 -> 4.439, dw2 6.071 ->
+        5.632, dw6 1.560 -> 1.408, dw13 0.582 -> 0.547."""
         need = self.buffers * (self.in_chunk or HWC_LOAD_PIXELS) + (
-            self.store_buffers or HWC_STORE_BUFFERS) * (self.out_chunk or HWC_STORE_PIXELS)
+            self.store_buffers or 1) * (self.out_chunk or HWC_STORE_PIXELS)
         return dataclasses.replace(self, max_qpus=max(1, min(self.num_qpus,
                                                              isa.VPM_ROWS // need)))
+
+    def _hwc_store_buffers(self, rows):
+        """Two store buffers where a QPU's ``rows`` hold them next to the loads (6 QPUs or
+        fewer), else one: a row's few stores then wait for each other while the loads go on
+        (on the default 8 QPUs the best of a sweep of QPUs, chunks and buffers in both
+        storages; with 1 or 4 QPUs two buffers were up to 3% faster: v1 fp32 dw3 on 1 QPU
+        5.700 -> 5.545 ms, dw13 on 4 0.551 -> 0.545)."""
+        both = self.buffers * HWC_LOAD_PIXELS + 2 * HWC_STORE_PIXELS
+        return 2 if rows >= both else 1
 
     def _runs_cycle_variants(self):
         """Whether QPUs taking contiguous runs of the tile list would cycle through three
