@@ -91,3 +91,41 @@ def test_channel_pairs_are_the_default_where_they_can_be():
 def test_impossible_channel_pairs_are_refused(tiling, message):
     with pytest.raises(PlanError, match=message):
         plan(**tiling)
+
+
+def test_the_tuned_plan_cache_carries_the_choice(tmp_path, monkeypatch, device):
+    """``channel_pairs`` is a tiling field of the tuned-plan cache: a record saying 0 makes the
+    fp16 layer run 16-channel tiles (the cycles of that explicit tiling); on a float32 layer a
+    record saying 1 is not a legal plan: a warning and the default plan."""
+    from vc4nn.nn.mobilenet_shapes import Layer
+    from vc4nn.nn.layer_plans import plan_for, resolved_tiling
+    from vc4nn.nn.tuned_plans import ENV_VAR, TuneCache, TuneCacheWarning, plan_key
+
+    path = tmp_path / "plans.json"
+    monkeypatch.setenv(ENV_VAR, str(path))
+    layer = Layer("dw", "depthwise", 6, 8, 64, 64, 1, "relu6")
+    rng = np.random.default_rng(5)
+
+    def run(dtype, **kw):
+        x = rng.standard_normal((6, 8, 64)).astype(dtype)
+        wt = rng.standard_normal((3, 3, 64)).astype(dtype)
+        return depthwise(x, wt, stride=1, activation="relu6", device=device, num_qpus=4,
+                         return_run=True, **kw)[1].cycles
+
+    def resolved(storage, tiling):
+        return resolved_tiling(plan_for(layer, 6, 8, 4, device, tiling, storage=storage)[0])
+
+    def store(storage, tiling):
+        """A record as `vc4nn tune` writes it (a resolved tiling) for the layer's plan."""
+        plan, _ = plan_for(layer, 6, 8, 4, device, {}, storage=storage)
+        cache = TuneCache(path)
+        cache.put(plan_key(plan, "pi_zero"), {"tiling": tiling, "clocks": 1})
+        cache.save()
+
+    paired, single = run(F16, tiling={}), run(F16, tiling={"channel_pairs": 0})
+    assert paired != single
+    store("fp16", resolved("fp16", {"channel_pairs": 0}))
+    assert run(F16) == single
+    store("fp32", dict(resolved("fp32", {}), channel_pairs=1))
+    with pytest.warns(TuneCacheWarning, match="not a legal plan"):
+        assert run(np.float32) == run(np.float32, tiling={})

@@ -203,7 +203,9 @@ class WindowPlan(SpatialShape):
         VPM read and one write instead of two; the tiles are half as wide (the accumulators
         hold both channels), which at stride 2 re-reads few more halo columns (v1 1.0/224,
         pi_zero: dw2 3.316 -> 2.929 ms, dw4 1.683 -> 1.470, dw6 0.850 -> 0.754) and at stride 1
-        about as many as the rows save (dw1 2.612 -> 2.579, dw3 2.608 -> 2.552)."""
+        about as many as the rows save (dw1 2.612 -> 2.579, dw3 2.608 -> 2.552; with the odd
+        channels' bias out of regfile A 5 columns: 2.475, 2.480). Some small layers lose
+        (docs/kernels.md "Channel pairs"), every network's total gains."""
         return self.can_pair_channels
 
     @property
