@@ -8,21 +8,24 @@ row of halves and one VPM row (halves 0..15), read back by 16-bit generic reads 
 i = channel i in bits 15:0 of ra31, which the next-but-one instruction unpacks into r1; so the
 lane-to-channel mapping, the accumulators and the weights are those of float32. Results are
 packed by the op that computes them into the accumulator they come from (dead once staged) and
-leave by 16-bit generic writes and 16-bit DMA stores. fp16 weights reach the lanes through r4's unpack.
+leave by 16-bit generic writes and 16-bit DMA stores. fp16 weights reach the lanes through r4's
+unpack. Channel pairs (a lane's word holds two channels of a 32-channel tile: 32-bit DMA and
+VPM access) unpack both halves of the word read, 16a for the even channels and 16b for the odd.
 """
 
 import functools
 
-from asm import element_number, isa, kernel, null, r0, r1, r2, r3, r4, tmu0_s, uniform, vpm, vr_addr, \
-    vr_setup, vr_wait, vw_setup, vw_wait
+from asm import element_number, isa, kernel, null, r0, r1, r2, r3, r4, tmu0_s, uniform, vpm, \
+    vr_addr, vr_setup, vr_wait, vw_setup, vw_wait
 
 from . import dma
 from . import chain
 from .common import each_record, ops_then_branch
 from .epilogue import activate
 from .halves import HALF_HIGH, HALF_LOW, gathered_half
-from .window_registers import ACC, BIAS, BIAS_HIGH, BUFFER_LOADS, BUFFER_ROWS, COUNT, COUNT_WRITE, \
-    HALF_INPUT, LOAD_BASE, ROW, SIX, STORE, STORE_BASE, VPM_ROW0, VPM_WRITE_ROW0, WEIGHTS
+from .window_registers import ACC, BIAS, BIAS_HIGH, BUFFER_LOADS, BUFFER_ROWS, COUNT, \
+    COUNT_WRITE, HALF_INPUT, LOAD_BASE, ROW, SIX, STORE, STORE_BASE, VPM_ROW0, VPM_WRITE_ROW0, \
+    WEIGHTS
 
 HALF = HALF_LOW                # a 16-bit VPM read zero-extends into bits 15:0
 
