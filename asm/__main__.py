@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from . import disasm, parser
+from . import code_files, disasm, parser
 from .errors import AsmError
 
 
@@ -50,7 +50,7 @@ def _refuse_to_overwrite_the_input(out, path):
 
 def _disasm(args):
     _refuse_to_overwrite_the_input(args.output, args.file)
-    words = disasm.read_words(args.file, args.format)
+    words = code_files.read_words(args.file, args.format)
     text = disasm.disassemble(words)
     if args.output in (None, "-"):
         sys.stdout.write(text)

@@ -7,15 +7,14 @@ field) gets a ``fields`` part setting them, and a comment saying what the hardwa
 them; one the text cannot reach (a reserved code, another signal, an assembler objection) is
 printed as a raw ``.quad`` line, with the best-effort decoding and the reason in a comment.
 
-Accepted inputs: a Program, a sequence of 64-bit words, or a file (``read_words``, from
-code_files.py): raw little-endian ``.bin`` or a hex listing (see ``words_from_hex``).
+Accepted inputs: a Program or a sequence of 64-bit words (code_files.read_words reads them from
+a raw little-endian ``.bin`` or a hex listing).
 """
 
 import collections
 
 from . import encoding, isa, parser
 from .builder import MOV_OPS
-from .code_files import read_words, words_from_hex  # noqa: F401 (asm.disasm's API)
 from .encoding import branch_target, signed32
 from .errors import AsmError
 

@@ -10,24 +10,24 @@ import functools
 from . import isa
 
 ACCUMULATORS = frozenset(isa.WRITE_A[addr] for addr in isa.ACCUMULATOR_WRITE)   # r0-r3
-VPM_READS = frozenset({"vpm", "vr_busy", "vw_busy", "vr_wait", "vw_wait"})
+_VPM_READS = frozenset({"vpm", "vr_busy", "vw_busy", "vr_wait", "vw_wait"})
 VPM_WRITES = frozenset({"vpm", "vr_setup", "vw_setup", "vr_addr", "vw_addr"})
-UNIFORM_READS = frozenset({"uniform", "varying"})
+_UNIFORM_READS = frozenset({"uniform", "varying"})
 
 _NEVER = isa.CONDITIONS["never"]
 _ALWAYS = isa.CONDITIONS["always"]
 _SEMAPHORE_MODE = isa.LOAD_IMM_MODES["semaphore"]
 
 
-def regfile_name(side, addr):
+def _regfile_name(side, addr):
     return f"r{side}{addr}"
 
 
-def read_name(side, addr):
+def _read_name(side, addr):
     """What a read address reads; addresses with no meaning on that side keep their number."""
     if addr < isa.REGFILE_SIZE:
-        return regfile_name(side, addr)
-    return isa.READ[side].get(addr, regfile_name(side, addr))
+        return _regfile_name(side, addr)
+    return isa.READ[side].get(addr, _regfile_name(side, addr))
 
 
 _Write = collections.namedtuple("_Write", "addr cond name")
@@ -46,7 +46,7 @@ class Facts:
         self.write_names = {w.name for w in self.writes}
         self.regfile_writes = {w.name for w in self.writes if w.addr < isa.REGFILE_SIZE}
         self.raddrs = _raddrs(ins)
-        self.read_names = {read_name(side, addr) for side, addr in self.raddrs}
+        self.read_names = {_read_name(side, addr) for side, addr in self.raddrs}
         muxes = _used_muxes(ins)
         self.regfile_reads = _regfile_reads(ins, muxes)
         self.reads_r4 = (isa.MUX_ACC["r4"] in muxes
@@ -79,7 +79,7 @@ def _writes(ins):
         if addr == isa.NOP_ADDR or conds[alu] == _NEVER:
             continue
         side = isa.write_side(alu, ins.ws)
-        name = regfile_name(side, addr) if addr < isa.REGFILE_SIZE else isa.WRITE[side][addr]
+        name = _regfile_name(side, addr) if addr < isa.REGFILE_SIZE else isa.WRITE[side][addr]
         writes.append(_Write(addr, conds[alu], name))
     return writes
 
@@ -116,12 +116,12 @@ def _regfile_reads(ins, muxes):
     reads = set()
     if ins.format == "branch":
         if ins.reg:
-            reads.add(regfile_name("a", ins.raddr_a))
+            reads.add(_regfile_name("a", ins.raddr_a))
         return reads
     if isa.MUX_A in muxes and ins.raddr_a < isa.REGFILE_SIZE:
-        reads.add(regfile_name("a", ins.raddr_a))
+        reads.add(_regfile_name("a", ins.raddr_a))
     if isa.MUX_B in muxes and ins.sig != isa.SIG_SMALL_IMM and ins.raddr_b < isa.REGFILE_SIZE:
-        reads.add(regfile_name("b", ins.raddr_b))
+        reads.add(_regfile_name("b", ins.raddr_b))
     return reads
 
 
@@ -145,7 +145,7 @@ def _peripheral_accesses(ins, facts):
     if ins.sig in isa.TLB_SIGNALS:
         accesses.append(f"TLB access ({facts.signal})")
     accesses += ["mutex acquire" for side, addr in sorted(facts.raddrs)
-                 if read_name(side, addr) == "mutex_acquire"]
+                 if _read_name(side, addr) == "mutex_acquire"]
     if ins.format == "load_imm" and ins.ldi_mode == _SEMAPHORE_MODE:
         accesses.append("semaphore")
     return accesses
@@ -153,9 +153,9 @@ def _peripheral_accesses(ins, facts):
 
 def _end_slot_accesses(facts):
     """What this instruction does that the last 3 of a program must not do."""
-    found = [f"read of {n}" for n in sorted(facts.read_names & (UNIFORM_READS | VPM_READS))]
+    found = [f"read of {n}" for n in sorted(facts.read_names & (_UNIFORM_READS | _VPM_READS))]
     found += [f"write of {n}" for n in sorted(facts.write_names & VPM_WRITES)]
-    reserved = {regfile_name(side, isa.THREAD_END_RESERVED_REGFILE) for side in "ab"}
+    reserved = {_regfile_name(side, isa.THREAD_END_RESERVED_REGFILE) for side in "ab"}
     found += [f"read of {n}" for n in sorted(facts.read_names & reserved)]
     found += [f"write of {n}" for n in sorted(facts.write_names & reserved)]
     return found

@@ -429,6 +429,7 @@ VPM_ROWS = 64                  # rows of 16 words reachable by generic QPU acces
 VPM_DMA_ROWS = 128             # DMA base addresses have a 7-bit Y
 QPUS_PER_SLICE = 4
 NUM_QPUS = 12
+NUM_SLICES = NUM_QPUS // QPUS_PER_SLICE
 SIMD_WIDTH = 16
 WORD_BITS = 32                 # a register element, a uniform, a VPM word
 

@@ -46,7 +46,7 @@ class Program:
 
     def hex(self):
         """One line per instruction: the two 32-bit halves as stored (low first), then the byte
-        offset in a comment; labels as comment lines. ``asm.disasm.words_from_hex`` reads it."""
+        offset in a comment; labels as comment lines. ``asm.code_files.words_from_hex`` reads it."""
         lines = []
         for pc, word in enumerate(self.words):
             lines.extend(f"# {name}:" for name in self.labels_at(pc))

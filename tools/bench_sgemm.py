@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from vc4nn import sgemm  # noqa: E402
 from vc4nn.emulator import EmulatorDevice  # noqa: E402
+from vc4nn.emulator.qpu import STALL_CAUSES  # noqa: E402
 from vc4nn.emulator.timing import BOARDS  # noqa: E402
 from vc4nn.kernels.sgemm import reference  # noqa: E402
 from vc4nn.nn.layer_figures import FLOPS_PER_QPU_CLOCK, stall_shares  # noqa: E402
@@ -38,7 +39,7 @@ QUICK_SHAPES = [
     (784, 64, 32, "MobileNet pw1, M/16"),
     (49, 128, 256, "MobileNet pw13, N/8 K/4"),
 ]
-STALL_ORDER = ("issue", "tmu", "uniform", "icache", "vpm", "dma", "mutex", "semaphore", "sfu", "idle")
+STALL_ORDER = STALL_CAUSES + ("idle",)
 
 
 def bench_one(m, n, k, num_qpus, board, rng):

@@ -3,6 +3,7 @@
 
     python tools/icache_loops.py --net v1 --only dw7,pw7      # the layers bench-layers runs
     python tools/icache_loops.py --net v2 --json
+    python tools/icache_loops.py --net v1 --kind depthwise --storage fp16
 
 Runs each layer whole on the emulator (as ``vc4nn bench-layers --full``, same layouts and
 default plans), and prints per launch: the program's size, the share of QPU time its QPUs
@@ -43,14 +44,13 @@ def loops(words, base):
     return sorted(found)
 
 
-def loop_record(first, last, base, timing):
-    """A loop's size and what the cache makes of it (None when it stays in the cache)."""
-    line = timing.icache_line_bytes
-    sets = max(1, timing.icache_bytes // (line * timing.icache_ways))
-    lines = range((base + isa.INSTRUCTION_BYTES * first) // line,
-                  (base + isa.INSTRUCTION_BYTES * last) // line + 1)
-    per_set = max(collections.Counter(n % sets for n in lines).values())
-    if per_set <= timing.icache_ways:
+def loop_record(first, last, base, icache):
+    """A loop's size and what ``icache`` (a machine's InstructionCaches) makes of it (None when
+    it stays in the cache)."""
+    lines = range(icache.line_number(base + isa.INSTRUCTION_BYTES * first),
+                  icache.line_number(base + isa.INSTRUCTION_BYTES * last) + 1)
+    per_set = max(collections.Counter(icache.set_of(n) for n in lines).values())
+    if per_set <= icache.timing.icache_ways:
         return None
     return {"first": first, "last": last, "instructions": last - first + 1,
             "lines": len(lines), "most_lines_in_a_set": per_set}
@@ -67,17 +67,16 @@ class Recorder:
     def __call__(self, num_qpus, control, timeout):
         m = self.machine
         entry = int(m.memory.read_words(control, 2, "control_list")[1]) & BUS_ADDRESS_MASK
-        start = max(s for s in m.memory._starts if s <= entry)
-        block = m.memory._blocks[start]
-        words = block.memory[:block.size // 8 * 8].view("<u8").copy()
+        code, offset = m.memory.locate(entry, isa.INSTRUCTION_BYTES, "icache_loops")
+        words = code[:code.size // isa.INSTRUCTION_BYTES * isa.INSTRUCTION_BYTES].view("<u8").copy()
         result = self.run(num_qpus, control, timeout)
         stalled = sum(q.stalls.get("icache", 0) for q in result.qpus)
-        base = start                        # bus address of the code (the cache's view)
+        base = entry - offset               # bus address of the code (the cache's view)
         self.launches.append({
             "qpus": num_qpus, "instructions": len(words),
             "icache_share": stalled / max(1, result.cycles * num_qpus),
             "hits": m.icache.hits, "misses": m.icache.misses,
-            "loops": [r for r in (loop_record(a, b, base, m.timing)
+            "loops": [r for r in (loop_record(a, b, base, m.icache)
                                   for a, b in loops(words, base)) if r]})
         return result
 
@@ -88,10 +87,13 @@ def main(argv=None):
     parser.add_argument("--only", default="", help="layer names, comma-separated")
     parser.add_argument("--board", default="pi_zero")
     parser.add_argument("--qpus", type=int, default=12)
+    parser.add_argument("--kind", default="", help="layer kinds (as bench-layers --kind)")
+    parser.add_argument("--storage", default="fp32", choices=("fp32", "fp16"),
+                        help="activations and weights as halves where the kernel can")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    spec = argparse.Namespace(net=args.net, only=args.only, alpha=1.0, size=224, kind="",
-                              qpus=args.qpus, storage="fp32")
+    spec = argparse.Namespace(net=args.net, only=args.only, alpha=1.0, size=224,
+                              kind=args.kind, qpus=args.qpus, storage=args.storage)
     device = EmulatorDevice(board=args.board)
     recorder = Recorder(device.machine)
     handoffs = handoff_layers(spec, device)
@@ -99,14 +101,15 @@ def main(argv=None):
     for network, layer in network_layers(spec):
         layout = "chw" if (network, layer.name) in handoffs else "hwc"
         recorder.launches = []
-        measure_layer(layer, device, args.qpus, FULL, {}, layout=layout)
+        measure_layer(layer, device, args.qpus, FULL, {}, storage=args.storage, layout=layout)
         report.append({"network": network, "layer": layer.name, "layout": layout,
                        "launches": recorder.launches})
     if args.json:
         print(json.dumps({"board": args.board, "estimate": "cycle model", "layers": report},
                          indent=1))
         return 0
-    print(f"Instruction cache per launch (cycle-model ESTIMATES, {args.board}): loops that do not "
+    print(f"Instruction cache per launch (cycle-model ESTIMATES, {args.board}, "
+          f"{args.storage} storage): loops that do not "
           f"stay in a slice's {device.timing.icache_bytes} bytes")
     for r in report:
         for launch in r["launches"]:

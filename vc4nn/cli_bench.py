@@ -12,8 +12,9 @@ Per layer: its shape, kernel time on each board preset, GFLOPS, bytes moved, % o
 arithmetic peak (QPUs x 16 lanes x 2 flops / 4 clocks), % of the memory roofline (its bytes
 moved once in 64-byte DMA rows at the model's DMA rates) and what bounds it (the largest share of
 QPU time: instruction issue, memory = DMA/VPM/uniform fills, icache = instruction-cache misses,
-TMU, semaphores, imbalance = QPUs idle at the end); totals per network. Every figure is a cycle-model ESTIMATE at the board's V3D
-clock; kernel times exclude the launch overhead (stated per network).
+TMU, semaphores, imbalance = QPUs idle at the end); totals per network. Every figure is a
+cycle-model ESTIMATE at the board's V3D clock; kernel times exclude the launch overhead (stated
+per network).
 
 Full layers run when the emulator's C core is in use. On the pure-Python core (or with
 --quick) pointwise layers run on at most --pixels pixels (and spatial layers on at most --rows
@@ -23,7 +24,8 @@ presented as full runs. --full forces full layers on any core.
 --kind picks layers by kind (conv2d, depthwise, pointwise, global_avg_pool, fully_connected, or
 the groups gemm = pointwise, fully_connected, global_avg_pool and spatial = conv2d, depthwise,
 global_avg_pool); --kind add lists v2's residual adds as layers of their own (as run when not
-fused into the projection, whose residual then drops out; never in the default list); --stalls adds each stall cause's share of QPU time and the tiling that ran.
+fused into the projection, whose residual then drops out; never in the default list); --stalls
+adds each stall cause's share of QPU time and the tiling that ran.
 The network total is checked against the issue's target only when every layer ran.
 """
 

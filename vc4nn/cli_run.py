@@ -255,10 +255,10 @@ def _per_qpu_uniforms(args):
 
 def load_program(path):
     """A Program from a text (.s/.asm/.qasm) file, or raw words from .bin/.hex."""
-    from asm import disasm, parser
+    from asm import code_files, parser
     if path.endswith((".s", ".asm", ".qasm")):
         return parser.assemble_file(path)
-    return disasm.read_words(path)
+    return code_files.read_words(path)
 
 
 def _load_npy(name, path):

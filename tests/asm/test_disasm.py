@@ -10,7 +10,7 @@ import struct
 import numpy as np
 import pytest
 
-from asm import Program, disasm, parser
+from asm import Program, code_files, disasm, parser
 from asm.errors import AsmError, EncodingError, ParseError
 
 from .reference_words import alu, branch, ldi
@@ -123,14 +123,14 @@ def test_hex_listing_forms():
     nop_lo, nop_hi = 0x009e7000, 0x100009e7
     text = ("# comment\n100009e7009e7000\n0x100009e7009e7000 // c\n"
             f"{nop_lo:#x}, {nop_hi:#x},\n{nop_lo:08x} {nop_hi:08x}\n\n")
-    assert disasm.words_from_hex(text) == [0x100009e7_009e7000] * 4
+    assert code_files.words_from_hex(text) == [0x100009e7_009e7000] * 4
 
 
 @pytest.mark.parametrize("bad, where", [("xyz\n", ":1"), ("00\n12 123456789\n", ":2"), ("1 2 3\n", ":1"),
                                         ("100009e7009e70001\n", ":1")])
 def test_hex_listing_errors_name_the_line(bad, where):
     with pytest.raises(ParseError) as info:
-        disasm.words_from_hex(bad, "code.hex")
+        code_files.words_from_hex(bad, "code.hex")
     assert f"code.hex{where}" in str(info.value)
 
 
@@ -143,11 +143,11 @@ def test_read_words_bin_and_hex_and_auto(tmp_path):
     (tmp_path / "b.code").write_bytes(raw)
     for name, fmt in [("a.bin", "auto"), ("a.hex", "auto"), ("a.code", "auto"), ("b.code", "auto"),
                       ("a.code", "hex"), ("b.code", "bin")]:
-        got = disasm.read_words(tmp_path / name, fmt)
+        got = code_files.read_words(tmp_path / name, fmt)
         assert got.dtype == np.uint64 and [int(w) for w in got] == words, name
     (tmp_path / "odd.bin").write_bytes(raw[:-1])
     with pytest.raises(EncodingError, match="multiple of 8"):
-        disasm.read_words(tmp_path / "odd.bin")
+        code_files.read_words(tmp_path / "odd.bin")
 
 
 def test_program_disassemble_method():

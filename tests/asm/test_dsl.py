@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import asm
 from asm import (Assembler, HazardError, Program, SourceLocation, kernel, r0, r1, r2, r3, ra, rb,
                  uniform)
-from asm.disasm import words_from_hex
+from asm.code_files import words_from_hex
 from asm.encoding import decode
 from asm.parser import assemble_file
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import vc4nn
-from asm import disasm, parser
+from asm import code_files, disasm, parser
 from asm.errors import AsmError
 from vc4nn.cli import main
 from vc4nn.emulator import EmulatorDevice
@@ -174,14 +174,14 @@ def test_asm_entry_points_refuse_wrong_types():
     for text in (5, None, b"nop"):
         expect_typed_error(lambda: parser.assemble_text(text, "t.s"), "program text")
     expect_typed_error(lambda: parser.assemble_file(None), "path")
-    expect_typed_error(lambda: disasm.read_words("/etc/hostname", "frob"), "format")
+    expect_typed_error(lambda: code_files.read_words("/etc/hostname", "frob"), "format")
 
 
 def test_disassembling_a_device_file_is_bounded(tmp_path):
     with pytest.raises(AsmError, match="/dev/zero: larger than"):
-        disasm.read_words("/dev/zero", "hex")
+        code_files.read_words("/dev/zero", "hex")
     with pytest.raises(AsmError, match="/dev/zero: larger than"):
-        disasm.read_words("/dev/zero", "bin")
+        code_files.read_words("/dev/zero", "bin")
     with pytest.raises(AsmError, match="/dev/zero: longer than"):
         parser.assemble_file("/dev/zero")
 

@@ -135,7 +135,7 @@ def test_bad_arguments_name_what_is_wrong(device, call, message):
 def test_a_tiling_past_the_vpm_is_refused():
     with pytest.raises(PlanError, match="VPM rows"):
         make_plan("depthwise", 56, 56, 64, (3, 3), (1, 1), (1, 1, 1, 1), None, 12,
-                  in_chunk=8, out_chunk=8)
+                  in_chunk=8, out_chunk=8, max_qpus=12)
     with pytest.raises(PlanError, match="registers"):
         make_plan("depthwise", 14, 14, 16, (3, 3), (1, 1), (1, 1, 1, 1), None, 12,
                   tile_cols=12)

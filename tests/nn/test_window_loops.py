@@ -37,7 +37,7 @@ ODD = [
     (15, 15, 33, 2, "same", "chw", dict(tile_cols=4, tile_rows=3, in_chunk=1)),
     (14, 9, 16, 2, (0, 2, 1, 0), "hwc", dict(tile_cols=3, in_chunk=2, out_chunk=3,
                                                store_buffers=2)),
-    # 30 accumulators (ra30 and ra31 too: float32 only), 3 edge variants
+    # every accumulator (3 x 10, 2 x 15), 3 edge variants
     (11, 23, 19, 1, "same", "chw", dict(tile_cols=10, in_chunk=3)),
     (17, 29, 17, 2, "same", "hwc", dict(tile_cols=15, in_chunk=2, out_chunk=2)),
 ]
@@ -94,12 +94,46 @@ def test_rolled_loops_fit_the_instruction_cache():
     assert len(rolled.words) * 2 < len(unrolled.words)
 
 
-def test_fp16_storage_leaves_28_accumulators():
-    """ra30 and ra31 hold halves in fp16 storage: 3 x 10 accumulators are float32's only."""
-    make_plan("depthwise", 9, 30, 16, (3, 3), (1, 1), (1, 1, 1, 1), tile_cols=10)
-    with pytest.raises(PlanError, match="28 registers"):
+def test_fp16_storage_has_30_accumulators_too():
+    """fp16 results are packed into the accumulators they come from, so halves take no
+    accumulator: 3 x 10 of them in both storages, 3 x 11 refused."""
+    for storage in ("fp32", "fp16"):
         make_plan("depthwise", 9, 30, 16, (3, 3), (1, 1), (1, 1, 1, 1), tile_cols=10,
-                  in_storage="fp16")
+                  in_storage=storage, out_storage=storage)
+        with pytest.raises(PlanError, match="30 registers"):
+            make_plan("depthwise", 9, 30, 16, (3, 3), (1, 1), (1, 1, 1, 1), tile_cols=11,
+                      in_storage=storage, out_storage=storage)
+
+
+# (H, W, C, stride, layout, activation, tiling): every accumulator in use (3 x 10, 2 x 15),
+# halves packed into them one pixel per word ("hwc") or two ("chw" pixel pairs, an odd last
+# store), relu6 (two ops per result) and none (one: the word is written two ops after its pack).
+FP16_WIDE = [
+    (11, 23, 19, 1, "chw", "relu6", dict(tile_cols=10, in_chunk=3, out_chunk=5)),
+    (11, 23, 17, 1, "hwc", None, dict(tile_cols=10, in_chunk=3, out_chunk=3)),
+    (17, 29, 17, 2, "hwc", "relu6", dict(tile_cols=15, in_chunk=2, out_chunk=2)),
+    (17, 29, 33, 2, "chw", None, dict(tile_cols=15, in_chunk=2, out_chunk=7)),
+]
+
+
+@pytest.mark.parametrize("rolled", [True, False])
+@pytest.mark.parametrize("case", FP16_WIDE, ids=str)
+def test_fp16_storage_with_every_accumulator(device, case, rolled):
+    h, w, c, stride, layout, activation, tiling = case
+    rng = np.random.default_rng(h * w + c)
+    x = rng.standard_normal((h, w, c)).astype(F16)
+    wt = rng.standard_normal((3, 3, c)).astype(F16)
+    bias = rng.standard_normal(c).astype(F16)
+    y = depthwise(x, wt, bias, stride=stride, padding="same", activation=activation,
+                  device=device, num_qpus=3, tiling=dict(tiling, rolled=rolled),
+                  out_layout=layout)
+    assert y.dtype == F16
+    pads, _ = resolve_padding("test", "same", h, w, 3, 3, stride, stride)
+    expected, magnitude = spatial_reference.depthwise(x, wt, bias, stride, pads, activation)
+    if layout == "chw":
+        expected = np.moveaxis(expected, 2, 0)
+        magnitude = np.moveaxis(magnitude, 2, 0) if np.ndim(magnitude) == 3 else magnitude
+    check(y, expected, magnitude, terms=9)
 
 
 @pytest.mark.parametrize("by_variant", [0, 1])
@@ -144,10 +178,24 @@ def test_loops_roll_where_that_shortens_them():
     """The default loop shape: rolled where its body is shorter than the unrolled period (every
     stride-1 3x3 layer; a stride-2 layer with an even store count per row), unrolled where two
     store buffers make the rolled body two output rows anyway (7 one-pixel stores per row on
-    12 QPUs at stride 2: MobileNet v2's 14x14x576 layer)."""
+    12 QPUs at stride 2: MobileNet v2's 14x14x576 layer with two store buffers)."""
     same = (1, 1, 1, 1)
     assert make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), same, out_layout="chw").rolled
     assert make_plan("depthwise", 112, 112, 32, (3, 3), (1, 1), same).rolled
     assert make_plan("depthwise", 28, 28, 192, (3, 3), (2, 2), (0, 1, 0, 1)).rolled
-    unrolled = make_plan("depthwise", 14, 14, 576, (3, 3), (2, 2), (0, 1, 0, 1))
+    assert make_plan("depthwise", 14, 14, 576, (3, 3), (2, 2), (0, 1, 0, 1)).rolled
+    unrolled = make_plan("depthwise", 14, 14, 576, (3, 3), (2, 2), (0, 1, 0, 1), max_qpus=12,
+                         store_buffers=2)
     assert (unrolled.rolled, unrolled.out_chunk, unrolled.store_buffers) == (0, 1, 2)
+
+
+def test_nhwc_plans_spread_over_the_qpus_their_chunks_fit():
+    """The default "hwc" plan: tiles as wide as the accumulators allow (evened out), 3-pixel
+    loads into two buffers and 2-pixel stores from one: 8 rows of the 64 each, so 8 QPUs of 12
+    (of 4: 16 rows each, which hold two store buffers; the chunks grow to fill them)."""
+    plan = make_plan("depthwise", 112, 112, 32, (3, 3), (1, 1), (1, 1, 1, 1))
+    assert (plan.tile_cols, plan.qpus, plan.in_chunk, plan.out_chunk, plan.store_buffers) == \
+        (10, 8, 3, 2, 1)
+    plan = make_plan("depthwise", 28, 28, 256, (3, 3), (2, 2), (0, 1, 0, 1), num_qpus=4)
+    assert (plan.tile_cols, plan.qpus, plan.in_chunk, plan.out_chunk, plan.store_buffers) == \
+        (14, 4, 4, 4, 2)

@@ -1,3 +1,4 @@
+import ast
 import importlib.util
 import os
 
@@ -10,26 +11,40 @@ from vc4nn.runtime.errors import ModelError
 
 from . import fake_nn
 
-# These modules build their models with the test extras (onnx, tflite) and compare with
-# onnxruntime; where an extra cannot be installed (a 32-bit userland: tools/test_32bit.sh) the
-# module is not collected rather than failing to import.
-_EXTRAS = {
-    "test_accuracy.py": ("onnx",),
-    "test_cli_runtime.py": ("onnx",),
-    "test_handoff.py": ("onnx", "onnxruntime"),
-    "test_launch_groups.py": ("onnx", "onnxruntime", "tflite", "flatbuffers"),
-    "test_memory_accounting.py": ("onnx",),
-    "test_memory_plan.py": ("onnx",),
-    "test_onnx_graph.py": ("onnx", "onnxruntime"),
-    "test_precision.py": ("onnx", "onnxruntime", "tflite", "flatbuffers"),
-    "test_precision_auto.py": ("onnx", "onnxruntime"),
-    "test_pth_export.py": ("onnxruntime",),
-    "test_session_device.py": ("onnx", "onnxruntime", "tflite", "flatbuffers"),
-    "test_session_fake_nn.py": ("onnx", "onnxruntime", "tflite", "flatbuffers"),
-    "test_tflite_graph.py": ("tflite", "flatbuffers"),
-}
-collect_ignore = [module for module, extras in _EXTRAS.items()
-                  if any(importlib.util.find_spec(extra) is None for extra in extras)]
+# Modules that build their models with the test extras (onnx, tflite) or compare with
+# onnxruntime are not collected where an extra cannot be installed (a 32-bit userland:
+# tools/test_32bit.sh), rather than failing to import. Read from each module's own imports, so
+# a new test module needs no entry here.
+_EXTRAS = ("onnx", "onnxruntime", "tflite", "flatbuffers")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _needs_missing_extra(module):
+    """Whether ``module`` (a file name here), or a module it imports from here, imports an
+    extra that is not installed."""
+    with open(os.path.join(_HERE, module)) as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            roots = [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            roots = [node.module.split(".")[0]]
+        elif isinstance(node, ast.ImportFrom) and node.level == 1:
+            local = [node.module] if node.module else [alias.name for alias in node.names]
+            if any(os.path.isfile(os.path.join(_HERE, name + ".py")) and name != "conftest"
+                   and _needs_missing_extra(name + ".py") for name in local):
+                return True
+            continue
+        else:
+            continue
+        if any(root in _EXTRAS and importlib.util.find_spec(root) is None for root in roots):
+            return True
+    return False
+
+
+collect_ignore = [module for module in sorted(os.listdir(_HERE))
+                  if module.startswith("test_") and module.endswith(".py")
+                  and _needs_missing_extra(module)]
 
 
 @pytest.fixture

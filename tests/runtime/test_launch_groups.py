@@ -13,7 +13,7 @@ import vc4nn
 from vc4nn.runtime import InferenceSession
 from vc4nn.runtime.errors import InputError
 from vc4nn.runtime.launch_fusion import launch_spans
-from vc4nn.runtime.planner import HOST_OPS, plan_memory
+from vc4nn.runtime.planner import device_steps, plan_memory
 from vc4nn.runtime.random_mobilenets import mobilenet_v1, mobilenet_v2
 
 from . import tflite_models
@@ -90,7 +90,7 @@ def test_spans_keep_every_value_read_in_them_alive_to_their_end(tmp_path):
     spans, plan = launch_spans(graph, lambda s: plan_memory(graph, launch_spans=s),
                                base.arena_bytes)
     assert spans and plan.arena_bytes <= base.arena_bytes
-    steps = [n for n in graph.nodes if n.op not in HOST_OPS]
+    steps = device_steps(graph)
     for start, end in spans:
         for node in steps[start:end + 1]:
             for name in node.inputs:

@@ -112,6 +112,21 @@ def test_malformed_files_leave_no_device_memory(tmp_path, fake_layers, device, d
     assert device._allocations == []
 
 
+def test_average_pool_counting_padded_zeros_is_refused_naming_node_and_attribute(
+        tmp_path, fake_layers, device):
+    b = onnx_models.OnnxBuilder(seed=2)
+    y = b.conv_bn("input", 3, 8, stride=2)
+    y = b.node("AveragePool", [y], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1],
+               count_include_pad=1)
+    path = save_onnx(b.model("input", 16, y), tmp_path, "pool.onnx")
+    with pytest.raises(UnsupportedModelError) as error:
+        InferenceSession(path, device=device)
+    message = str(error.value)
+    assert message.startswith("AveragePool: counting padded zeros (count_include_pad=1)")
+    assert "node 'AveragePool" in message and "pool.onnx" in message
+    assert device._allocations == []
+
+
 def test_failure_while_preparing_frees_what_was_prepared(tmp_path, monkeypatch, fake_layers,
                                                          device):
     def broken(*args, **kwargs):

@@ -22,14 +22,22 @@ class InstructionCaches:
         self.miss_latency = timing.icache_miss_latency
         self.prefetch = timing.icache_prefetch_lines
         self.caches = [LruCache(timing.icache_bytes, self.line, timing.icache_ways)
-                       for _ in range(isa.NUM_QPUS // isa.QPUS_PER_SLICE)]
+                       for _ in range(isa.NUM_SLICES)]
         self.hits = self.misses = 0           # line look-ups of the launch
+
+    def line_number(self, address):
+        """The number of the cache line that holds bus address ``address`` (any alias)."""
+        return (address & BUS_ADDRESS_MASK) // self.line
+
+    def set_of(self, line_number):
+        """The set of a slice's cache that holds line ``line_number``."""
+        return self.caches[0].set_of(line_number)
 
     def fetch(self, qpu, now, pc):
         """QPU ``qpu`` at ``now`` runs into the line of ``pc``: the clock at which the line is
         in its slice's cache (``now`` or earlier when it is there already)."""
         cache = self.caches[qpu // isa.QPUS_PER_SLICE]
-        number = (pc & BUS_ADDRESS_MASK) // self.line
+        number = self.line_number(pc)
         alias = pc & BUS_ALIAS_MASK
         arrives = cache.get(number)
         if arrives is None:

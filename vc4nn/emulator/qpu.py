@@ -87,7 +87,7 @@ class Qpu:
         self.qpu_number = lanes(index)
         self.pc = code_address & 0xFFFFFFFF
         self._fetch_line = None              # code line the QPU runs from (instruction cache)
-        self._fetch_line_bytes = machine.timing.icache_line_bytes
+        self._line_number = machine.icache.line_number
         self.unif_addr = uniforms_address & 0xFFFFFFFF
         self.unif_written = _NEVER_WRITTEN   # count of the last uniforms-address write
         self._unif_line = None               # memory line of the last uniform read
@@ -111,7 +111,7 @@ class Qpu:
         """Run the instruction at pc. False if it blocked (nothing changed but the fetch of its
         line, which a retry does not repeat)."""
         pc = self.pc
-        line = pc // self._fetch_line_bytes
+        line = self._line_number(pc)
         if line != self._fetch_line:
             # A new code line waits for its slice's instruction cache (docs/cycle-model.md
             # "Instruction cache"); the rest of the line runs from what was fetched.

@@ -66,12 +66,11 @@ class Tmu:
         self.memory, self.timing, self.checks = memory, timing, checks
         self.bus = bus if bus is not None else MemoryBus(timing)
         self.bus.use(timing)        # the bus's L2 runs with this machine's parameters
-        slices = isa.NUM_QPUS // isa.QPUS_PER_SLICE
         units = len(isa.TMU_WRITE_BASE)
         self._caches = [[LruCache(timing.tmu_cache_bytes, timing.tmu_cache_line_bytes,
                                   timing.tmu_cache_ways) for _ in range(units)]
-                        for _ in range(slices)]
-        self._free_at = [[0] * units for _ in range(slices)]
+                        for _ in range(isa.NUM_SLICES)]
+        self._free_at = [[0] * units for _ in range(isa.NUM_SLICES)]
         self._noswap = [False] * isa.NUM_QPUS
         self._fifos = [[collections.deque() for _ in range(units)] for _ in range(isa.NUM_QPUS)]
 

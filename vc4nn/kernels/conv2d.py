@@ -16,17 +16,17 @@ A *group* is 16 neighbouring output pixels of one output row. For each group the
 4. stages 16 channels x 16 pixels in the VPM (vertical writes: one column per channel, one row
    per pixel, which is NHWC) and stores them with one VDW. An fp16 result is packed into
    PACKED (two regfile-A registers kept free of taps) and written with 16-bit laned vertical
-   writes:
-   channel c lands in half c of the pixel's row, which a 16-bit VDW stores as halves. The staging *slots* (16 VPM rows
-   each, four of them) are shared: QPU q uses slot q % 4, guarded by semaphore q % 4; only the
-   semaphore instructions are written per slot (STAGING holds the slot's write setup).
+   writes: channel c lands in half c of the pixel's row, which a 16-bit VDW stores as halves.
+   The staging *slots* (16 VPM rows each, four of them) are shared: QPU q uses slot q % 4,
+   guarded by semaphore q % 4; only the semaphore instructions are written per slot (STAGING
+   holds the slot's write setup).
 """
 
 import dataclasses
 import functools
 
-from asm import vdw_setup, vdw_stride, element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb, tmu0_s, \
-    unif_addr, uniform, vpm, vpm_write_setup, vw_addr, vw_setup, vw_wait
+from asm import vdw_setup, vdw_stride, element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb, \
+    tmu0_s, unif_addr, uniform, vpm, vpm_write_setup, vw_addr, vw_setup, vw_wait
 
 from asm import isa
 from . import chain
@@ -42,7 +42,7 @@ TAPS = [ra[i] for i in range(30)]
 PACKED = (ra[30], ra[31])      # fp16 result: a channel converted to a half
 MAX_KERNEL_H = 7
 OUT = [rb[i] for i in range(LANES)]            # one register per output channel of a block
-HALF = LANES // 2                              # channels of the rolled loop's body
+BODY_CHANNELS = LANES // 2                     # channels of the rolled loop's body
 OFFSETS = [rb[i] for i in range(16, 21)]       # per kw: lane input column x pixel bytes
 MASKS = [rb[i] for i in range(21, 26)]         # per kw: 1.0 where the column is in the image
 SIX, WEIGHTS, RETURN, SLOT, OWNER, STAGING = (rb[i] for i in range(26, 32))
@@ -92,14 +92,14 @@ class Conv2dPlan(SpatialShape):
     def rolled(self):
         """One pass and whole halves of 8 channels: the blocks run in a loop
         (``rolled_blocks``)."""
-        return len(self.passes) == 1 and self.cout % HALF == 0
+        return len(self.passes) == 1 and self.cout % BODY_CHANNELS == 0
 
     @property
     def blocks(self):
         """(first channel, channels) in the order the kernel runs them. Rolled, a block of 8
         (Cout = 16k + 8) runs first: the loop stores after every even count of halves left."""
         blocks = [(c, min(LANES, self.cout - c)) for c in range(0, self.cout, LANES)]
-        if self.rolled and blocks[-1][1] == HALF:
+        if self.rolled and blocks[-1][1] == BODY_CHANNELS:
             blocks = blocks[-1:] + blocks[:-1]
         return blocks
 
@@ -107,7 +107,7 @@ class Conv2dPlan(SpatialShape):
         """A block's channels in the order the kernel computes them: rolled, a full block's
         upper half first (the loop moves it to OUT[8..16) while computing the lower half)."""
         if self.rolled and n == LANES:
-            return list(range(c0 + HALF, c0 + LANES)) + list(range(c0, c0 + HALF))
+            return list(range(c0 + BODY_CHANNELS, c0 + LANES)) + list(range(c0, c0 + BODY_CHANNELS))
         return list(range(c0, c0 + n))
 
     @property
@@ -282,7 +282,7 @@ def next_block(a, plan):
     """Point the uniforms back at the record (its block store words), stepping RETURN on to the
     next block's words, and read the store words."""
     a.mov(unif_addr, RETURN)
-    a.ldi(r0, 4 * len(STORE_WORDS))
+    a.ldi(r0, WORD * len(STORE_WORDS))
     a.add(RETURN, RETURN, r0)                    # (also the uniform address's 2-slot latency)
     for reg in STORE_WORDS:
         a.mov(reg, uniform)
@@ -301,16 +301,16 @@ def rolled_blocks(a, plan):
     halves, weight_at = plan.rows[0], plan.rows[1]
     gather(a, plan, 0, len(plan.taps))
     a.mov(weight_at, WEIGHTS)
-    a.ldi(halves, plan.cout // HALF)
+    a.ldi(halves, plan.cout // BODY_CHANNELS)
     with a.scope("rolled"):
         a.label("block")
         a.mov(unif_addr, weight_at)              # (a block's second half reads on: no new line)
         a.label("half")
-        a.ldi(r0, HALF * (1 + len(plan.taps)) * WORD)
+        a.ldi(r0, BODY_CHANNELS * (1 + len(plan.taps)) * WORD)
         a.add(weight_at, weight_at, r0)          # (also the uniform address's 2-slot latency)
-        for co in range(HALF):
-            a.mov(OUT[HALF + co], OUT[co])
-        for co in range(HALF):
+        for co in range(BODY_CHANNELS):
+            a.mov(OUT[BODY_CHANNELS + co], OUT[co])
+        for co in range(BODY_CHANNELS):
             channel(a, plan, co, 0, len(plan.taps), True)
         a.sub(r1, halves, 1)
         a.mov(halves, r1)

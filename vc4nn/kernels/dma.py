@@ -43,13 +43,18 @@ def store_setup_delta(pixels, y, size, horizontal=True):
 def add_constant(a, dst, base, value, scratch=r0):
     """dst = base + value (a Python int): a small immediate (unless ``base`` is in regfile B,
     whose read port the immediate takes), or an ldi into ``scratch``."""
+    for step in add_constant_steps(a, dst, base, value, scratch):
+        step()
+
+
+def add_constant_steps(a, dst, base, value, scratch=r0):
+    """``add_constant`` as one-instruction steps (callables), for code that places them (in a
+    branch's delay slots, say)."""
     if value == 0:
-        a.mov(dst, base)
-    elif -16 <= value <= 15 and not base.name.startswith("rb"):
-        a.add(dst, base, value)
-    else:
-        a.ldi(scratch, value)
-        a.add(dst, base, scratch)
+        return [lambda: a.mov(dst, base)]
+    if -16 <= value <= 15 and not base.name.startswith("rb"):
+        return [lambda: a.add(dst, base, value)]
+    return [lambda: a.ldi(scratch, value), lambda: a.add(dst, base, scratch)]
 
 
 def start_load(a, setup_base, rows, y, size, row_address, offset):

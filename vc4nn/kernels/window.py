@@ -1,46 +1,32 @@
 """The sliding-window kernel: depthwise convolution and average pooling (plan: window_plan.py,
 docs/kernels.md "Depthwise convolution and average pooling").
 
-Registers:
-- ra0..ra27 (and ra30, ra31 without fp16 storage) accumulators: ``acc_sets`` output rows x
-  ``tile_cols`` columns; ra28 the bias;
-- rb0..rb19 the window's weights (depthwise) or the column scales (avg_pool); rb20..rb23 the
-  two load buffers' read and load setups; rb24 6.0 (relu6); rb25.. the tile's VPM rows (as read and as write setup offsets), setup bases, current input
-  row and store address; ra29 the loop count;
-- r0 scratch, r1 the input vector, r2/r3 products (alternating, so that the add of one product
-  issues with the multiply of the next).
+Registers: vc4nn/kernels/window_registers.py.
 
 fp16 storage (docs/kernels.md "fp16 storage"): a pixel's 16-channel block is one 16-bit DMA
 row of halves and one VPM row (halves 0..15), read back by 16-bit generic reads that leave lane
-i = channel i in bits 15:0 of ra30, which the next-but-one instruction unpacks into r1; so the
+i = channel i in bits 15:0 of ra31, which the next-but-one instruction unpacks into r1; so the
 lane-to-channel mapping, the accumulators and the weights are those of float32. Results are
-packed into ra30/ra31 (alternating) by the op that computes them and leave by 16-bit generic
-writes and 16-bit DMA stores. fp16 weights reach the lanes through r4's unpack.
+packed by the op that computes them into the accumulator they come from (dead once staged) and
+leave by 16-bit generic writes and 16-bit DMA stores. fp16 weights reach the lanes through r4's
+unpack. Channel pairs (a lane's word holds two channels of a 32-channel tile: 32-bit DMA and
+VPM access) unpack both halves of the word read, 16a for the even channels and 16b for the odd.
 """
 
 import functools
 
-from asm import element_number, kernel, null, r0, r1, r2, r3, r4, ra, rb, tmu0_s, uniform, vpm, \
+from asm import element_number, isa, kernel, null, r0, r1, r2, r3, r4, tmu0_s, uniform, vpm, \
     vr_addr, vr_setup, vr_wait, vw_setup, vw_wait
 
 from . import dma
 from . import chain
-from .common import each_record
+from .common import each_record, ops_then_branch
 from .epilogue import activate
 from .halves import HALF_HIGH, HALF_LOW, gathered_half
-from .window_plan import WEIGHT_REGISTERS
+from .window_registers import ACC, BIAS, BIAS_HIGH, BUFFER_LOADS, BUFFER_ROWS, COUNT, \
+    COUNT_WRITE, HALF_INPUT, LOAD_BASE, ROW, SIX, STORE, STORE_BASE, VPM_ROW0, VPM_WRITE_ROW0, \
+    WEIGHTS
 
-ACC = [ra[i] for i in list(range(28)) + [30, 31]]     # the last two: without halves only
-BIAS = ra[28]
-WEIGHTS = [rb[i] for i in range(WEIGHT_REGISTERS)]
-# The two load buffers: their generic read (and write) setup offsets and their DMA load setup
-# bases, in the roles of the current iteration (swapped after an odd number of chunks).
-BUFFER_ROWS = (rb[20], rb[21])
-BUFFER_LOADS = (rb[22], rb[23])
-SIX = rb[24]
-VPM_ROW0, LOAD_BASE, STORE_BASE, ROW, STORE, VPM_WRITE_ROW0 = (rb[i] for i in range(25, 31))
-COUNT = ra[29]
-HALVES = (ra[30], ra[31])      # fp16: the input vector as read; packed results
 HALF = HALF_LOW                # a 16-bit VPM read zero-extends into bits 15:0
 
 
@@ -54,7 +40,7 @@ class MacPipe:
     def __init__(self, a, halves=False):
         self.a = a
         self.halves = halves
-        self.fresh = None           # fp16: the input vector read into ra30, not yet in r1
+        self.fresh = None           # fp16: the half of ra31 (the vector read) not yet in r1
         self.pending = None
         self.last_write = None
         self.product = r2
@@ -88,13 +74,13 @@ class MacPipe:
         self.last_write = None
 
     def read_input(self):
-        """r1 = the next vector of the VPM read queue (fp16: through ra30 and its unpack; the
-        pending add fills the slot before ra30 is readable, but cannot share an instruction
+        """r1 = the next vector of the VPM read queue (fp16: through ra31 and its unpack; the
+        pending add fills the slot before ra31 is readable, but cannot share an instruction
         with the move: both write regfile A)."""
         if not self.halves:
             self._emit(("mov", r1, vpm))
             return
-        a, held = self.a, HALVES[0]
+        a, held = self.a, HALF_INPUT
         a.mov(held, vpm)
         self.last_write = None
         if self.pending:
@@ -102,26 +88,37 @@ class MacPipe:
         else:
             a.nop()
         self.last_write = None
-        self.fresh = held
+        self.fresh = held.unpack(HALF)
+
+    def odd_channels(self):
+        """Channel pairs: r1 = the odd channels of the vector read (16b), from the next tap on
+        (the pending add goes alone: the conversion needs the ADD ALU)."""
+        if self.pending:
+            self._emit()
+        self.fresh = HALF_INPUT.unpack(HALF_HIGH)
 
     def _convert(self, mul=None):
         """r1 = the fresh vector as float32 (ADD ALU), with ``mul`` reading it unpacked from
-        ra30 in the same instruction (the MUL ALU: no add is pending, so regfile A is free)."""
-        held, self.fresh = self.fresh, None
-        handle = self.a.fmax(r1, held.unpack(HALF), held.unpack(HALF))
+        ra31 in the same instruction (the MUL ALU: no add is pending, so regfile A is free)."""
+        half, self.fresh = self.fresh, None
+        handle = self.a.fmax(r1, half, half)
         if mul:
             op, dst, src, weight = mul
-            getattr(handle, op)(dst, held.unpack(HALF) if src is r1 else src, weight)
+            getattr(handle, op)(dst, half if src is r1 else src, weight)
 
     def multiply_add(self, acc, weight, first, start):
-        """acc = (start if first else acc) + r1 * weight."""
+        """acc = (start if first else acc) + r1 * weight; ``start`` None: the product alone (a
+        copy: ``or``, reading no regfile)."""
         product = self.product
         self.product = r3 if product is r2 else r2
         if self.fresh:
             self._convert(("fmul", product, r1, weight))
         else:
             self._emit(("fmul", product, r1, weight))
-        self.pending = ("fadd", acc, start if first else acc, product)
+        if first and start is None:
+            self.pending = ("mov", acc, product)
+        else:
+            self.pending = ("fadd", acc, start if first else acc, product)
 
     def add(self, acc, first):
         """acc = r1 if first else acc + r1."""
@@ -131,17 +128,19 @@ class MacPipe:
         self.pending = ("fadd", acc, r1, 0) if first else ("fadd", acc, acc, r1)
 
 
-def gather_weights(a, dsts, row_bytes, elem_bytes, depth=4):
+def gather_weights(a, dsts, row_bytes, elem_bytes, pairs=False, depth=4):
     """dsts[t] = the lanes' elements of row t of a (rows x padded channels) array whose block
     address is the next uniform; ``depth`` TMU requests in flight (facts §5.13).
 
     Halves: the TMU reads whole words, so lanes 2i and 2i + 1 both fetch word i and keep its
-    half 16a or 16b (picked by the flags of lane parity), unpacked from r4 to float32."""
-    if elem_bytes == 2:
+    half 16a or 16b (picked by the flags of lane parity), unpacked from r4 to float32.
+    ``pairs`` (channel pairs): dsts[t] is a pair of registers, lane i fetches word i and keeps
+    both halves."""
+    if elem_bytes == 2 and not pairs:
         a.shr(r0, element_number, 1)
         a.shl(r0, r0, 2)
     else:
-        a.shl(r0, element_number, elem_bytes.bit_length() - 1)
+        a.shl(r0, element_number, 2 if pairs else elem_bytes.bit_length() - 1)
     a.add(r0, r0, uniform)
 
     def request(t):
@@ -149,11 +148,14 @@ def gather_weights(a, dsts, row_bytes, elem_bytes, depth=4):
 
     for t in range(min(depth, len(dsts))):
         request(t)
-    if elem_bytes == 2:
+    if elem_bytes == 2 and not pairs:
         a.and_(null, element_number, 1, sf=True)
     for t, dst in enumerate(dsts):
         a.nop(sig="ldtmu0")
-        if elem_bytes == 2:
+        if pairs:
+            for half, register in zip((HALF_LOW, HALF_HIGH), dst):
+                a.fmax(register, r4.unpack(half), r4.unpack(half))
+        elif elem_bytes == 2:
             gathered_half(a, "fmax", dst)
         else:
             a.mov(dst, r4)
@@ -162,7 +164,7 @@ def gather_weights(a, dsts, row_bytes, elem_bytes, depth=4):
 
 
 def tile_setup(a, plan):
-    """Read the tile header (order: WindowPlan._tile_header) and branch to its variant."""
+    """Read the tile header (order: window_streams.tile_header) and branch to its variant."""
     a.mov(LOAD_BASE, uniform)
     a.mov(vr_setup, uniform)            # the load pitch (extended setup word)
     a.mov(STORE_BASE, uniform)
@@ -173,17 +175,18 @@ def tile_setup(a, plan):
         a.mov(vw_setup, uniform)
     if plan.op == "depthwise":
         taps = plan.kernel_h * plan.kernel_w
-        gather_weights(a, WEIGHTS[:taps] + [BIAS], plan.padded_channels * plan.w_bytes,
-                       plan.w_bytes)
-    a.mov(COUNT, uniform)
+        row_bytes = plan.padded_channels * plan.w_bytes
+        if plan.channel_pairs:
+            gather_weights(a, list(zip(WEIGHTS[:taps], WEIGHTS[taps:2 * taps])) + [
+                (BIAS, BIAS_HIGH)], row_bytes, plan.w_bytes, pairs=True)
+        else:
+            gather_weights(a, WEIGHTS[:taps] + [BIAS], row_bytes, plan.w_bytes)
+    a.mov(COUNT_WRITE, uniform)
     a.mov(r0, uniform)
     variants = plan.variants
     for i in range(len(variants) - 1):
         a.sub(null, r0, i, sf=True)
-        a.branch(f"variant{i}", cond="all_zs")
-        a.nop()
-        a.nop()
-        a.nop()
+        ops_then_branch(a, [], f"variant{i}", cond="all_zs")
     for i in reversed(range(len(variants))):    # the last one is where the tests fall through
         a.label(f"variant{i}")
         run_variant(a, plan, i)
@@ -205,40 +208,33 @@ def run_variant(a, plan, index):
     prefetch(a, plan, aside, f"first{index}", 0, chunks[0][1], 0)
     a.label(f"loop{index}")
     tail = loop_body(a, plan, index, aside)
-    a.sub(COUNT, COUNT, 1, sf=True)
+    a.sub(COUNT_WRITE, COUNT, 1, sf=True)
     # The iteration's last steps (the buffers' swap, a rolled loop's shift) need no flags:
-    # the last three run in the delay slots of the loop's branch.
+    # the last ones run in the delay slots of the loop's branch.
     tail += swap_buffers(a) if plan.flips_buffers(variant) else []
-    for step in tail[:-3]:
-        step()
-    a.branch(f"loop{index}", cond="all_zc")
-    for step in tail[-3:]:
-        step()
-    for _ in range(3 - len(tail[-3:])):
-        a.nop()
+    ops_then_branch(a, tail, f"loop{index}", cond="all_zc")
     a.read(vr_wait)                     # the prefetch past the last row, if any
-    a.branch("tile_end")
-    a.nop()
-    a.nop()
-    a.nop()
+    ops_then_branch(a, [], "tile_end")
     for block in aside:
         block()
 
 
 def read_setup(plan, pixels):
     """A generic read of ``pixels`` rows of the first load buffer, relative to the QPU's rows."""
-    return dma.vpm_read_setup(pixels, 0, size=plan.in_bits, stride=dma.row_stride(plan.in_bits))
+    return dma.vpm_read_setup(pixels, 0, size=plan.in_access_bits,
+                              stride=dma.row_stride(plan.in_access_bits))
 
 
 def name_buffers(a, plan):
     """Point the buffer registers at buffer 0 (the QPU's first VPM row) and buffer 1
     (``in_chunk`` rows on) for a tile's first iteration: the generic read and the DMA load
     setups of a whole chunk."""
-    rows = dma.generic_row_offset(plan.in_chunk, plan.in_bits)
+    rows = dma.generic_row_offset(plan.in_chunk, plan.in_access_bits)
     for buffer in (0, 1):
         a.ldi(r0, read_setup(plan, plan.in_chunk) + rows * buffer)
         a.add(BUFFER_ROWS[buffer], VPM_ROW0, r0)
-        a.ldi(r3, dma.load_setup_delta(plan.in_chunk, plan.in_chunk * buffer, plan.in_bits))
+        a.ldi(r3, dma.load_setup_delta(plan.in_chunk, plan.in_chunk * buffer,
+                                       plan.in_access_bits))
         a.add(BUFFER_LOADS[buffer], LOAD_BASE, r3)
 
 
@@ -251,13 +247,6 @@ def swap_buffers(a):
             lambda: a.mov(BUFFER_ROWS[1], r0), lambda: a.mov(BUFFER_LOADS[1], r3)]
 
 
-def setup_steps(a, dst, base, delta):
-    """dst = base + delta, as a list of one-instruction steps (a mov, or an ldi and an add)."""
-    if delta == 0:
-        return [lambda: a.mov(dst, base)]
-    return [lambda: a.ldi(r0, delta), lambda: a.add(dst, base, r0)]
-
-
 def prefetch(a, plan, aside, name, buffer, pixels, offset, read_pixels=0, read_buffer=0):
     """Set up the generic read of this chunk (``read_pixels`` rows of buffer ``read_buffer``),
     and start the load of the next chunk (``pixels`` at ``offset`` bytes from the row address,
@@ -268,19 +257,22 @@ def prefetch(a, plan, aside, name, buffer, pixels, offset, read_pixels=0, read_b
     (a load setup is only used once vr_addr is written)."""
     steps = []
     if read_pixels:
-        steps += setup_steps(a, vr_setup, BUFFER_ROWS[read_buffer],
-                             read_setup(plan, read_pixels) - read_setup(plan, plan.in_chunk))
-    steps += setup_steps(a, vr_setup, BUFFER_LOADS[buffer],
-                         dma.load_setup_delta(pixels, 0, plan.in_bits)
-                         - dma.load_setup_delta(plan.in_chunk, 0, plan.in_bits))
-    start = setup_steps(a, vr_addr, ROW, offset)     # starts the load: after the slots
+        steps += dma.add_constant_steps(a, vr_setup, BUFFER_ROWS[read_buffer],
+                                        read_setup(plan, read_pixels)
+                                        - read_setup(plan, plan.in_chunk))
+    steps += dma.add_constant_steps(a, vr_setup, BUFFER_LOADS[buffer],
+                                    dma.load_setup_delta(pixels, 0, plan.in_access_bits)
+                                    - dma.load_setup_delta(plan.in_chunk, 0,
+                                                           plan.in_access_bits))
+    start = dma.add_constant_steps(a, vr_addr, ROW, offset)   # starts the load: after the slots
     steps += start[:-1]
+    slots = isa.BRANCH_DELAY_SLOTS
     a.branch(f"zero_{name}", cond="all_zs")
-    for step in steps[:3]:
+    for step in steps[:slots]:
         step()
-    for _ in range(3 - len(steps)):
+    for _ in range(slots - len(steps)):
         a.nop()
-    for step in steps[3:] + start[-1:]:
+    for step in steps[slots:] + start[-1:]:
         step()
     a.label(f"back_{name}")
     aside.append(lambda: zero_fill(a, plan, name, buffer, pixels))
@@ -291,19 +283,10 @@ def zero_fill(a, plan, name, buffer, pixels):
     buffer's read setup, made a write setup of the input's element size), then back (the last
     writes in the branch's delay slots)."""
     a.label(f"zero_{name}")
-    write = dma.vpm_write_setup(0, size=plan.in_bits, stride=dma.row_stride(plan.in_bits))
-    for step in setup_steps(a, vw_setup, BUFFER_ROWS[buffer],
-                            write - read_setup(plan, plan.in_chunk)):
-        step()
-    in_slots = min(3, pixels)
-    for _ in range(pixels - in_slots):
-        a.mov(vpm, 0)
-    a.branch(f"back_{name}")
-    for slot in range(3):
-        if slot < in_slots:
-            a.mov(vpm, 0)
-        else:
-            a.nop()
+    write = dma.vpm_write_setup(0, size=plan.in_access_bits,
+                                stride=dma.row_stride(plan.in_access_bits))
+    dma.add_constant(a, vw_setup, BUFFER_ROWS[buffer], write - read_setup(plan, plan.in_chunk))
+    ops_then_branch(a, [lambda: a.mov(vpm, 0)] * pixels, f"back_{name}")
 
 
 def loop_body(a, plan, index, aside):
@@ -317,7 +300,7 @@ def loop_body(a, plan, index, aside):
     stores = shifts = 0
     tail = []
     flags_of_row = False                # the flags are the previous step's test of ROW
-    size = plan.in_bits
+    taps = plan.kernel_h * plan.kernel_w
     cols_bytes = plan.channels * plan.in_bytes
     for step, (r, k) in enumerate(steps):
         first_col, pixels = chunks[k]
@@ -333,19 +316,23 @@ def loop_body(a, plan, index, aside):
                  (next_col - variant.lo) * cols_bytes, pixels, step % 2)
         for col in range(first_col, first_col + pixels):
             pipe.read_input()
-            for kh, out_row in plan.taps(r):
-                acc_set = plan.acc_set(out_row, shifts)
-                for kw in range(plan.kernel_w):
-                    j, rest = divmod(col - kw, plan.stride_w)
-                    if rest or not 0 <= j < variant.cols:
-                        continue
-                    acc = ACC[acc_set * variant.cols + j]
-                    # the first tap of an output: its top row's first column in the image
-                    first = kh == 0 and col == max(j * plan.stride_w, variant.lo)
-                    if plan.op == "avg_pool":
-                        pipe.add(acc, first)
-                    else:
-                        pipe.multiply_add(acc, WEIGHTS[kh * plan.kernel_w + kw], first, BIAS)
+            for odd in range(plan.lane_channels):
+                if odd:
+                    pipe.odd_channels()
+                for kh, out_row in plan.taps(r):
+                    acc_set = plan.acc_set(out_row, shifts)
+                    for kw in range(plan.kernel_w):
+                        j, rest = divmod(col - kw, plan.stride_w)
+                        if rest or not 0 <= j < variant.cols:
+                            continue
+                        acc = accumulator(plan, variant, odd, acc_set, j)
+                        # the first tap of an output: its top row's first column in the image
+                        first = kh == 0 and col == max(j * plan.stride_w, variant.lo)
+                        if plan.op == "avg_pool":
+                            pipe.add(acc, first)
+                        else:       # (the odd channels' bias comes at the store)
+                            pipe.multiply_add(acc, WEIGHTS[odd * taps + kh * plan.kernel_w + kw],
+                                              first, None if odd else BIAS)
         if k == len(chunks) - 1:
             out_row = plan.finished(r)
             if out_row is not None:
@@ -366,12 +353,19 @@ def loop_body(a, plan, index, aside):
     return tail
 
 
+def accumulator(plan, variant, odd, acc_set, j):
+    """The register of column ``j`` of accumulator set ``acc_set`` (channel pairs: of the odd
+    channels if ``odd``, whose sets follow the even channels')."""
+    return ACC[(odd * plan.acc_sets + acc_set) * variant.cols + j]
+
+
 def shift_sets(a, plan, variant, first=0):
     """Rolled loops: after set 0's row is stored, every set moves down one (set i + 1 into
     set i, from set ``first`` on; one-instruction steps); the top set's next tap starts from
     the bias."""
-    return [lambda dst=ACC[s * variant.cols + j], src=ACC[(s + 1) * variant.cols + j]:
-            a.mov(dst, src)
+    return [lambda dst=accumulator(plan, variant, odd, s, j),
+            src=accumulator(plan, variant, odd, s + 1, j): a.mov(dst, src)
+            for odd in range(plan.lane_channels)
             for s in range(first, plan.acc_sets - 1) for j in range(variant.cols)]
 
 
@@ -390,7 +384,7 @@ def store_row(a, plan, variant, acc_set, stores, paired=None, aside=None):
     """Finish one output row (scale or bias+activation), stage it and store it in chunks.
     Returns the count of stores emitted so far (it picks the staging buffer). ``paired``: moves
     (dst: src) that ride in the staging; a row not stored makes them out of line (``aside``)."""
-    size = plan.out_bits
+    size = plan.out_access_bits
     horizontal = plan.out_layout == "hwc"
     if plan.op == "avg_pool":
         a.mov(r1, uniform)              # 1 / valid rows of this output row's windows
@@ -411,10 +405,9 @@ def store_row(a, plan, variant, acc_set, stores, paired=None, aside=None):
             if plan.store_buffers == 1:
                 a.read(vw_wait)         # the one staging buffer: its last store must be out
             dma.write_rows(a, VPM_WRITE_ROW0, y, plan.stage_bits)
-            for _ in range(3 - (len(a) - start) if index == 0 else 0):
+            for _ in range(isa.BRANCH_DELAY_SLOTS - (len(a) - start) if index == 0 else 0):
                 a.nop()
-            stage_pixels(a, plan, [ACC[acc_set * variant.cols + j]
-                                   for j in range(first, first + pixels)], first, paired)
+            stage_pixels(a, plan, staged_words(plan, variant, acc_set, first, pixels), paired)
             if plan.store_buffers == 2:
                 a.read(vw_wait)
             if not horizontal:
@@ -430,44 +423,52 @@ def store_row(a, plan, variant, acc_set, stores, paired=None, aside=None):
 
 def moves_aside(a, name, moves):
     """The moves ({dst: src}) of a row not stored, out of line, then back."""
-    moves = list(moves.items())
     a.label(name)
-    for dst, src in moves[:-3]:
-        a.mov(dst, src)
-    a.branch(f"{name}_back")
-    for dst, src in moves[-3:]:
-        a.mov(dst, src)
-    for _ in range(3 - len(moves[-3:])):
-        a.nop()
+    ops_then_branch(a, [lambda dst=dst, src=src: a.mov(dst, src) for dst, src in moves.items()],
+                    f"{name}_back")
 
 
-def stage_pixels(a, plan, accs, first, paired=None):
-    """Finish the outputs in ``accs`` (columns ``first``.. of a row) into the staging rows that
-    generic writes were set up for. fp16: each result is packed by the op that computes it into
-    ra30/ra31 (alternating, so the previous one is readable) and written once its word is
-    complete: one pixel per word, or two (16a, 16b) when pixels are staged in pairs. ``paired``:
-    {acc: register} moves (a v8min, the MUL ALU's mov) that ride in the relu6's fmin."""
-    pairs = plan.pixels_per_stage_row == 2
+def staged_words(plan, variant, acc_set, first, pixels):
+    """The VPM words (lists of (accumulator, column)) that stage columns ``first``.. of set
+    ``acc_set``: a pixel each; fp16 "chw": a pixel pair (16a, 16b); channel pairs: a pixel's
+    even and odd channels (16a, 16b)."""
+    cols = range(first, first + pixels)
+    if plan.channel_pairs:
+        return [[(accumulator(plan, variant, odd, acc_set, j), j) for odd in (0, 1)]
+                for j in cols]
+    values = [(accumulator(plan, variant, 0, acc_set, j), j) for j in cols]
+    step = plan.pixels_per_stage_row
+    return [values[i:i + step] for i in range(0, len(values), step)]
+
+
+def stage_pixels(a, plan, words, paired=None):
+    """Finish the outputs of ``words`` (``staged_words``) into the staging rows that generic
+    writes were set up for. fp16: each result is packed by the op that computes it into its
+    own accumulator, or the word's first (dead once staged), and the word written once it is
+    complete and readable. ``paired``: {acc: register} moves (a v8min, the MUL ALU's mov) that
+    ride in the relu6's fmin."""
     packed = None           # fp16: the word not yet written
-    for index, acc in enumerate(accs):
-        dst, pack = vpm, None
+    for word in words:
+        for index, (acc, col) in enumerate(word):
+            dst, pack = vpm, None
+            if plan.out_bits == 16:
+                dst, pack = word[0][0], HALF_HIGH if index else HALF
+            if plan.op == "avg_pool":
+                a.fmul(r0, acc, r1)
+                a.fmul(dst, r0, WEIGHTS[col], pack=pack)
+            elif plan.channel_pairs and index:      # the odd channels: their bias first
+                a.fadd(r0, acc, BIAS_HIGH)
+                activate(a, dst, r0, plan.activation, SIX, pack=pack)
+            elif paired:                    # relu6 with a shift move on the MUL ALU
+                a.fmax(r0, acc, 0)
+                a.fmin(dst, r0, SIX).v8min(acc, paired[acc], paired[acc])
+            else:
+                activate(a, dst, acc, plan.activation, SIX, pack=pack)
+            if packed is not None:
+                a.mov(vpm, packed)
+                packed = None
         if plan.out_bits == 16:
-            word = index // 2 if pairs else index
-            dst = HALVES[word % 2]
-            pack = HALF_HIGH if pairs and index % 2 else HALF
-        if plan.op == "avg_pool":
-            a.fmul(r0, acc, r1)
-            a.fmul(dst, r0, WEIGHTS[first + index], pack=pack)
-        elif paired:                    # relu6 with a shift move on the MUL ALU
-            a.fmax(r0, acc, 0)
-            a.fmin(dst, r0, SIX).v8min(acc, paired[acc], paired[acc])
-        else:
-            activate(a, dst, acc, plan.activation, SIX, pack=pack)
-        if packed is not None:
-            a.mov(vpm, packed)
-            packed = None
-        if pack and (not pairs or index % 2 or index == len(accs) - 1):
-            packed = dst
+            packed = word[0][0]
     if packed is not None:
         a.nop()             # the last pack is not readable yet
         a.mov(vpm, packed)

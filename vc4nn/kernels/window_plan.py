@@ -1,5 +1,6 @@
-"""Plans of the sliding-window kernels (depthwise convolution, average pooling): tiling, the
-static schedule both the code generator and the uniform streams follow, and the streams.
+"""Plans of the sliding-window kernels (depthwise convolution, average pooling): tiling and the
+static schedule both the code generator (window.py) and the uniform streams (window_streams.py)
+follow.
 
 A *tile* is one channel block (16 channels on the 16 lanes), a strip of ``tile_cols`` output
 columns and ``tile_rows`` output rows. Its QPU walks the strip's input rows top to bottom; each
@@ -30,17 +31,13 @@ runs down a column two halves per VPM row).
 import dataclasses
 import functools
 
-from asm import isa, vdr_pitch, vdw_stride
+from asm import isa, vdw_stride
 from asm.vpm import MAX_EXTENDED_PITCH
 
-from . import dma
-from . import chain
 from .common import LANES, LAYOUTS, MAX_VDW_STRIDE
 from .spatial import STORAGE_BITS, PlanError, SpatialShape, check_storage
+from .window_registers import ACCUMULATOR_REGISTERS, WEIGHT_REGISTERS
 
-# ra0..ra27, and ra30, ra31 unless fp16 storage needs them (ra28: the bias, ra29: the count)
-ACCUMULATOR_REGISTERS = {True: 28, False: 30}
-WEIGHT_REGISTERS = 20               # rb0..rb19: the window's weights or avg_pool's column scales
 MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (16)
 # For the tile-height choice (cycle model, docs/kernels.md): a 64-byte store row costs 0.7 of a
 # load row (the DMA row models of docs/cycle-model.md), and one QPU alone keeps about 2/3 of the
@@ -48,6 +45,8 @@ MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (1
 STORE_ROW_COST = 0.7
 ONE_QPU_BUS_SHARE = 0.66
 TRANSPOSED_LOAD_PIXELS = 4           # pixels per load of the default "chw" plans
+# pixels per load and per store of the default "hwc" plans
+HWC_LOAD_PIXELS, HWC_STORE_PIXELS = 3, 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +64,11 @@ class Tile:
     row0: int           # first output row
     rows: int           # output rows
     variant: int
+
+
+# The fields with_defaults chooses when they hold their defaults (0 or -1: choose).
+CHOSEN_FIELDS = ("tile_cols", "tile_rows", "in_chunk", "out_chunk", "store_buffers", "max_qpus",
+                 "rolled", "by_variant", "channel_pairs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,15 +102,38 @@ class WindowPlan(SpatialShape):
     max_qpus: int = 0           # QPUs the tiles are spread over at most; 0: choose (all, "hwc")
     rolled: int = -1            # 1: one output row per iteration (sets shifted); 0: a period; -1: choose
     by_variant: int = -1        # 1: QPUs take the tiles variant by variant; 0: in strips; -1: choose
+    channel_pairs: int = -1     # 1: two channels per lane (fp16 words); 0: one; -1: choose
 
     # -- shape ---------------------------------------------------------------------------------
     @property
+    def lane_channels(self):
+        """Channels per lane: 2 with ``channel_pairs`` (a lane's word holds channels 2i (16a)
+        and 2i + 1 (16b) of the tile's 32, as they lie in memory), else 1."""
+        return 2 if self.channel_pairs == 1 else 1
+
+    @property
+    def block_channels(self):
+        """Channels of a tile: one block."""
+        return LANES * self.lane_channels
+
+    @property
     def blocks(self):
-        return -(-self.channels // LANES)
+        return -(-self.channels // self.block_channels)
 
     @property
     def padded_channels(self):
-        return self.blocks * LANES
+        return self.blocks * self.block_channels
+
+    @property
+    def in_access_bits(self):
+        """Element size of the input's DMA loads and generic reads: whole words with channel
+        pairs, else the stored element (a 16-channel block of halves is one 16-bit row)."""
+        return 32 if self.channel_pairs == 1 else self.in_bits
+
+    @property
+    def out_access_bits(self):
+        """Element size of the result's DMA stores (as ``in_access_bits``)."""
+        return 32 if self.channel_pairs == 1 else self.out_bits
 
     @property
     def acc_sets(self):
@@ -114,14 +141,9 @@ class WindowPlan(SpatialShape):
         return -(-self.kernel_h // self.stride_h)
 
     @property
-    def uses_halves(self):
-        """fp16 storage in or out: ra30 and ra31 hold the halves read or packed."""
-        return self.in_bits == 16 or self.out_bits == 16
-
-    @property
     def accumulators(self):
-        """Registers for accumulators: acc_sets x tile_cols of them at most."""
-        return ACCUMULATOR_REGISTERS[self.uses_halves]
+        """Registers for accumulators: acc_sets x tile_cols x lane_channels of them at most."""
+        return ACCUMULATOR_REGISTERS
 
     @property
     def period(self):
@@ -135,18 +157,22 @@ class WindowPlan(SpatialShape):
     def with_defaults(self):
         """This plan with every 0 tiling choice replaced by the default for the shape."""
         plan = self
+        if plan.channel_pairs == -1:
+            plan = dataclasses.replace(plan, channel_pairs=int(plan._pairs_channels()))
         if plan.tile_cols == 0:
-            widest = max(1, min(plan.accumulators // plan.acc_sets, plan.out_w))
+            widest = max(1, min(plan.accumulators // (plan.acc_sets * plan.lane_channels),
+                                plan.out_w))
             cols = min(widest, 8)
             strips = -(-plan.out_w // widest)
-            if plan.out_layout == "chw" and strips < -(-plan.out_w // cols):
+            if strips < -(-plan.out_w // cols):
                 # As few strips as the accumulators allow, as even as they go: each strip
                 # re-reads the halo columns, and a channel-major store's memory rows are a
                 # strip row long (v1 1.0/224 stride 2: 14 columns, 3-5% faster than 8).
                 cols = -(-plan.out_w // strips)
             plan = dataclasses.replace(plan, tile_cols=cols)
-        if plan.out_layout == "chw" and plan.max_qpus == 0:
-            plan = plan._with_room_for_transposed_stores()
+        if plan.max_qpus == 0:
+            plan = plan._with_room_for_transposed_stores() if plan.out_layout == "chw" else \
+                plan._with_room_for_chunks()
         if plan.tile_rows == 0:
             # More than three tiles per QPU never pays: the balance is fine by then.
             strips = plan.blocks * -(-plan.out_w // plan.tile_cols)
@@ -160,7 +186,7 @@ class WindowPlan(SpatialShape):
         if plan.out_layout == "chw" and (plan.out_chunk == 0 or plan.store_buffers == 0):
             plan = plan._with_transposed_stores(rows)
         if plan.store_buffers == 0:
-            plan = dataclasses.replace(plan, store_buffers=2)
+            plan = dataclasses.replace(plan, store_buffers=plan._hwc_store_buffers(rows))
         if plan.out_chunk == 0:
             plan = dataclasses.replace(plan, out_chunk=max(1, min(plan.tile_cols, rows // 4)))
         if plan.in_chunk == 0:
@@ -170,6 +196,27 @@ class WindowPlan(SpatialShape):
         if plan.rolled == -1:
             plan = dataclasses.replace(plan, rolled=int(plan._rolling_shortens_loops()))
         return plan
+
+    def _pairs_channels(self):
+        """Two channels per lane wherever they can be: a pixel's 32 channels are one 64-byte
+        DMA row instead of two 32-byte ones (a row's fixed cost is paid half as often), one
+        VPM read and one write instead of two; the tiles are half as wide (the accumulators
+        hold both channels), which at stride 2 re-reads few more halo columns (v1 1.0/224,
+        pi_zero: dw2 3.316 -> 2.929 ms, dw4 1.683 -> 1.470, dw6 0.850 -> 0.754) and at stride 1
+        about as many as the rows save (dw1 2.612 -> 2.579, dw3 2.608 -> 2.552; with the odd
+        channels' bias out of regfile A 5 columns: 2.475, 2.480). Some small layers lose
+        (docs/kernels.md "Channel pairs"), every network's total gains."""
+        return self.can_pair_channels
+
+    @property
+    def can_pair_channels(self):
+        """Channel pairs need fp16 input, weights and NHWC result, whole 32-channel blocks (a
+        pixel's 64 bytes: one 32-bit DMA row) and a depthwise window whose two weight sets and
+        the odd channels' bias fit regfile B."""
+        return (self.op == "depthwise" and self.out_layout == "hwc"
+                and (self.in_bits, self.out_bits, self.w_bytes) == (16, 16, 2)
+                and self.channels % (2 * LANES) == 0
+                and 2 * self.kernel_h * self.kernel_w < WEIGHT_REGISTERS)
 
     def _rolling_shortens_loops(self):
         """Whether a rolled loop body is shorter than the unrolled period for some variant: then
@@ -191,6 +238,29 @@ class WindowPlan(SpatialShape):
             self.out_chunk or self.tile_cols)
         qpus = max(1, min(self.num_qpus, isa.VPM_ROWS // need))
         return dataclasses.replace(self, max_qpus=qpus)
+
+    def _with_room_for_chunks(self):
+        """Spread "hwc" tiles over as many QPUs as leave each the VPM rows for two load buffers
+        of HWC_LOAD_PIXELS and one store buffer of HWC_STORE_PIXELS (8 QPUs): on 12 a QPU's 5
+        rows hold 1-pixel loads and stores, whose per-chunk code (a wait, a branch, the setups)
+        costs as much as the pixel's multiply-adds, and a QPU's one load in flight at a time
+        leaves the bus idle between them. v1 1.0/224, pi_zero, tiles as wide as the
+        accumulators, 16-channel tiles, ms on 12 QPUs with two 1-pixel store buffers -> 8 QPUs:
+        fp16 dw1 2.671 -> 2.612, dw6 1.146 -> 0.850; fp32 dw1 4.518 -> 4.439, dw2 6.071 ->
+        5.632, dw6 1.560 -> 1.408, dw13 0.582 -> 0.547."""
+        need = self.buffers * (self.in_chunk or HWC_LOAD_PIXELS) + (
+            self.store_buffers or 1) * (self.out_chunk or HWC_STORE_PIXELS)
+        return dataclasses.replace(self, max_qpus=max(1, min(self.num_qpus,
+                                                             isa.VPM_ROWS // need)))
+
+    def _hwc_store_buffers(self, rows):
+        """Two store buffers where a QPU's ``rows`` hold them next to the loads (6 QPUs or
+        fewer), else one: a row's few stores then wait for each other while the loads go on
+        (on the default 8 QPUs the best of a sweep of QPUs, chunks and buffers in both
+        storages; with 1 or 4 QPUs two buffers were up to 3% faster: v1 fp32 dw3 on 1 QPU
+        5.700 -> 5.545 ms, dw13 on 4 0.551 -> 0.545)."""
+        both = self.buffers * HWC_LOAD_PIXELS + 2 * HWC_STORE_PIXELS
+        return 2 if rows >= both else 1
 
     def _runs_cycle_variants(self):
         """Whether QPUs taking contiguous runs of the tile list would cycle through three
@@ -235,8 +305,8 @@ class WindowPlan(SpatialShape):
     @property
     def stage_bits(self):
         """Element size of the generic writes that stage results: fp16 "chw" writes whole words
-        (a pixel pair), otherwise the stored element."""
-        return 32 if self.out_layout == "chw" else self.out_bits
+        (a pixel pair), otherwise the stored element (channel pairs: a word)."""
+        return 32 if self.out_layout == "chw" else self.out_access_bits
 
     def estimated_bus_time(self):
         """Memory-bus time of the tiling in units of a 64-byte DMA load row: every tile's input
@@ -269,10 +339,16 @@ class WindowPlan(SpatialShape):
         """Raise PlanError if the tiling does not fit the registers, the VPM or the DMA fields."""
         for name in ("in_storage", "out_storage", "w_storage"):
             check_storage(name, getattr(self, name))
-        if self.acc_sets * self.tile_cols > self.accumulators:
+        if self.channel_pairs not in (0, 1):
+            raise PlanError(f"channel_pairs={self.channel_pairs}: 0 or 1")
+        if self.channel_pairs and not self.can_pair_channels:
+            raise PlanError("channel_pairs=1: needs a depthwise layer with fp16 input, weights "
+                            "and result, the result NHWC and channels a multiple of 32")
+        need = self.acc_sets * self.tile_cols * self.lane_channels
+        if need > self.accumulators:
             raise PlanError(f"tile_cols={self.tile_cols}: {self.acc_sets} output rows x "
-                            f"{self.tile_cols} columns of accumulators exceed the "
-                            f"{self.accumulators} registers")
+                            f"{self.tile_cols} columns x {self.lane_channels} channels per lane "
+                            f"of accumulators exceed the {self.accumulators} registers")
         if self.kernel_h * self.kernel_w > WEIGHT_REGISTERS and self.op == "depthwise":
             raise PlanError(f"a {self.kernel_h}x{self.kernel_w} depthwise window needs more "
                             f"weight registers than regfile B has")
@@ -410,78 +486,6 @@ class WindowPlan(SpatialShape):
         needed = (tile.rows - 1) * self.stride_h + self.kernel_h
         return -(-needed // self.body_rows(self.variants[tile.variant]))
 
-    # -- uniform streams -------------------------------------------------------------------------
-    def uniform_streams(self, x_addr, y_addr, weights_addr):
-        """Per QPU: [its first VPM row as a generic read and as a generic write setup offset,
-        tile records..., 0]."""
-        streams = []
-        per_qpu = self.vpm_rows_per_qpu(self.qpus)
-        for q, tiles in enumerate(self.qpu_tiles()):
-            words = [dma.generic_row_offset(q * per_qpu, self.in_bits),
-                     dma.generic_row_offset(q * per_qpu, self.stage_bits)]
-            for tile in tiles:
-                words += self._tile_header(tile, q * per_qpu, weights_addr)
-                words += self._row_and_store_words(tile, x_addr, y_addr)
-            streams.append(words + [0])
-        return chain.with_tail(streams)
-
-    def _tile_header(self, tile, vpm_row, weights_addr):
-        """[1, load setup base, load pitch, store setup base, store stride ("hwc" only: a
-        "chw" store sets its own), (weights), loop count, variant]: the order the kernel reads
-        them (vc4nn/kernels/window.py)."""
-        depth = min(LANES, self.channels - tile.block * LANES)
-        pitch = self.channels * self.in_bytes
-        words = [1, dma.load_setup_base(depth, vpm_row, self.in_bits), vdr_pitch(pitch),
-                 dma.store_setup_base(depth, vpm_row, self.out_bits, self.out_layout == "hwc")]
-        if self.out_layout == "hwc":
-            words.append(vdw_stride((self.channels - depth) * self.out_bytes))
-        if self.op == "depthwise":
-            words.append(weights_addr + tile.block * LANES * self.w_bytes)
-        return words + [self.iterations(tile), tile.variant]
-
-    def _row_and_store_words(self, tile, x_addr, y_addr):
-        variant = self.variants[tile.variant]
-        c = self.channels
-        rows = self.body_rows(variant)
-        out_per_iter = rows // self.stride_h
-        needed = (tile.rows - 1) * self.stride_h + self.kernel_h
-        top = tile.row0 * self.stride_h - self.pads[0]          # global row of local row 0
-        left = tile.col0 * self.stride_w - self.pads[2] + variant.lo
-        channel = tile.block * LANES
-
-        def row_address(i):
-            """0 for a padding row and a row past the last one the tile needs: the kernel
-            fills its buffer with zeros instead of loading it."""
-            g = top + i
-            if i >= needed or not 0 <= g < self.in_h:
-                return 0
-            return x_addr + ((g * self.in_w + left) * c + channel) * self.in_bytes
-
-        def output_row(o):
-            return o if 0 <= o < tile.rows else None
-
-        words = [row_address(0)]
-        for m in range(self.iterations(tile)):
-            for kind, r in self.events(variant):
-                if kind == "row":
-                    words.append(row_address(m * rows + r))
-                    continue
-                o = output_row(m * out_per_iter + r)
-                if kind == "scale":
-                    words.append(0.0 if o is None else 1.0 / self._rows_in_window(tile.row0 + o))
-                elif o is None:
-                    words.append(0)
-                else:
-                    words.append(y_addr + self.out_offset(tile.row0 + o, tile.col0, channel))
-        return words
-
-    def out_offset(self, row, col, channel):
-        """Byte offset of output (row, col, channel) in the result's layout."""
-        pixel = row * self.out_w + col
-        if self.out_layout == "chw":
-            return (channel * self.out_h * self.out_w + pixel) * self.out_bytes
-        return (pixel * self.channels + channel) * self.out_bytes
-
     def out_pixel_bytes(self):
         """Bytes between neighbouring pixels of a channel in the result."""
         return self.out_bytes if self.out_layout == "chw" else self.channels * self.out_bytes
@@ -489,10 +493,6 @@ class WindowPlan(SpatialShape):
     def store_stride(self, pixels):
         """The VDW stride of a "chw" store of ``pixels``: one channel's row to the next."""
         return vdw_stride((self.out_h * self.out_w - pixels) * self.out_bytes)
-
-    def _rows_in_window(self, out_row):
-        first = out_row * self.stride_h - self.pads[0]
-        return min(first + self.kernel_h, self.in_h) - max(first, 0)
 
     def cols_in_window(self, variant, j):
         first = j * self.stride_w

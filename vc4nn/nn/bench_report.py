@@ -9,6 +9,7 @@ import collections
 import json
 
 from ..errors import Vc4nnError
+from .stall_groups import STALL_COLUMNS
 
 POINTWISE_PEAK_TARGET = 0.60        # pointwise layers with Cin >= 128: share of arithmetic peak
 POINTWISE_TARGET_CIN = 128
@@ -66,10 +67,6 @@ def totals(records):
     order = {b: i for i, b in enumerate(boards_of(records))}
     return collections.OrderedDict(sorted(out.items(), key=lambda kv: (kv[0][0],
                                                                          order[kv[0][1]])))
-
-
-# The stall causes of ``--stalls`` (layer_figures.stall_shares), in the order printed.
-STALL_COLUMNS = ("issue", "dma", "vpm", "uniform", "icache", "tmu", "semaphore", "mutex", "sfu", "idle")
 
 
 def target_misses(records, whole=True):

@@ -15,6 +15,7 @@ lines (``reads_channel_major_faster``). The runtime
 import dataclasses
 
 from ..errors import Vc4nnError
+from ..kernels.window_plan import CHOSEN_FIELDS
 from .tuned_plans import tuned_plan
 
 
@@ -23,8 +24,9 @@ def hands_over(depthwise_plan, pointwise_plan, device):
     write its result channel-major for the pointwise layer of ``pointwise_plan`` (a
     PointwisePlan reading it as x, in the same storage): the pointwise layer, as its call would
     plan it (tuned cache included), transposes x itself or reads float32 x faster channel-major
-    (``reads_channel_major_faster``), and the depthwise plan can store the layout. Halves too: the pointwise kernel's transposed path reads plain halves [Cin, H*W],
-    as its own transpose writes them and the depthwise kernel's pixel pairs store them."""
+    (``reads_channel_major_faster``), and the depthwise plan can store the layout. Halves too:
+    the pointwise kernel's transposed path reads plain halves [Cin, H*W], as its own transpose
+    writes them and the depthwise kernel's pixel pairs store them."""
     if depthwise_plan.out_storage != pointwise_plan.x_storage:
         return False
     tuned = tuned_plan(pointwise_plan, device)
@@ -38,30 +40,28 @@ def hands_over(depthwise_plan, pointwise_plan, device):
 
 
 def reads_channel_major_faster(depthwise_plan, pointwise_plan):
-    """Whether a float32 pointwise layer that would read x NHWC (direct route, none forced: a
-    tuned or given ``transpose_input``/``max_rows`` is kept) is faster, with its depthwise
-    writer's dearer vertical stores, reading it channel-major. The transposed path's gather
-    reads 8 consecutive pixels of one channel (one or two TMU cache lines, which never alias),
-    the direct one 8 pixels Cin*4 bytes apart (8 lines; at Cin = 128 two per set within a TMU
-    pair). That pays after a stride-1 depthwise layer, and after a stride-2 one when x has at
-    least MIN_CHW_CHANNELS channels and MIN_CHW_PIXELS pixels, or MIN_NARROWING_CHW_PIXELS when
-    the pointwise layer has fewer outputs than inputs (v2's projections; with the window
-    kernels' channel-major plans of session 7 and the instruction cache in the model, v2
-    1.0/224 b6 (s2, 14x14x192 -> 64) 1.601 -> 1.481 ms, b13 (s2, 7x7x576 -> 160) 1.697 ->
-    1.604, v2 0.5/128 b3 0.998 -> 0.927, b6 0.274 -> 0.263, v2 0.25/224 b13 0.348 -> 0.347;
-    v1's stride-2 pairs, which widen, stayed faster NHWC below 28x28: 0.5/128 dw4 0.942 ->
-    0.945, dw6 0.618 -> 0.622; with 48 channels v2 0.25/224's b6 0.407 -> 0.414); smaller
-    stride-2 pairs lose up to 6%. Measured (cycle model, pi_zero, 12 QPUs, full layers, default plans; ms of the
-    depthwise + pointwise pair, NHWC -> channel-major): v1 1.0/224 dw1+pw1 11.99 -> 11.43,
-    dw2+pw2 (s2, 56x56x64) 10.52 -> 10.16, dw3+pw3 12.17 -> 11.54, dw4+pw4 (s2, 28x28x128)
-    6.60 -> 6.40; v2 1.0/224 every dw+project pair so chosen 0.3-9% faster (b0 9.28 -> 8.42,
-    b1 (s2, 56x56x96) 12.29 -> 11.82, b3 (s2, 28x28x144) 4.49 -> 4.28), b13 (s2, 7x7x576)
+    """Whether a float32 pointwise layer that would read x NHWC (direct route, none forced: a tuned
+    or given ``transpose_input``/``max_rows`` is kept) is faster, with its depthwise writer's dearer
+    vertical stores, reading it channel-major. The transposed path's gather reads 8 consecutive
+    pixels of one channel (one or two TMU cache lines, which never alias), the direct one 8 pixels
+    Cin*4 bytes apart (8 lines; at Cin = 128 two per set within a TMU pair). That pays after a
+    stride-1 depthwise layer, and after a stride-2 one when x has at least MIN_CHW_CHANNELS channels
+    and MIN_CHW_PIXELS pixels, or MIN_NARROWING_CHW_PIXELS when the pointwise layer has fewer
+    outputs than inputs (v2's projections; with the window kernels' channel-major plans of session 7
+    and the instruction cache in the model, v2 1.0/224 b6 (s2, 14x14x192 -> 64) 1.601 -> 1.481 ms,
+    b13 (s2, 7x7x576 -> 160) 1.697 -> 1.604, v2 0.5/128 b3 0.998 -> 0.927, b6 0.274 -> 0.263, v2
+    0.25/224 b13 0.348 -> 0.347; v1's stride-2 pairs, which widen, stayed faster NHWC below 28x28:
+    0.5/128 dw4 0.942 -> 0.945, dw6 0.618 -> 0.622; with 48 channels v2 0.25/224's b6 0.407 ->
+    0.414); smaller stride-2 pairs lose up to 6%. Measured (cycle model, pi_zero, 12 QPUs, full
+    layers, default plans; ms of the depthwise + pointwise pair, NHWC -> channel-major): v1 1.0/224
+    dw1+pw1 11.99 -> 11.43, dw2+pw2 (s2, 56x56x64) 10.52 -> 10.16, dw3+pw3 12.17 -> 11.54, dw4+pw4
+    (s2, 28x28x128) 6.60 -> 6.40; v2 1.0/224 every dw+project pair so chosen 0.3-9% faster (b0 9.28
+    -> 8.42, b1 (s2, 56x56x96) 12.29 -> 11.82, b3 (s2, 28x28x144) 4.49 -> 4.28), b13 (s2, 7x7x576)
     1.623 -> 1.636; v1 0.5/128 stride 1 (64x64x16, 32x32x64, 16x16x128) 3-6% faster, stride 2
-    32x32x32 1.546 -> 1.642, 16x16x64 0.869 -> 0.915, 8x8x128 0.565 -> 0.587, 4x4x256 0.684
-    -> 0.694. Halves keep the rule "only where the pointwise layer transposes anyway": there
-    v1 1.0/224's pw4 and pw6 pairs measured 0.7-1.2% slower channel-major (pw1-pw3 and pw5
-    faster), and the precision choice ("auto") compares sessions by the values they hand
-    over."""
+    32x32x32 1.546 -> 1.642, 16x16x64 0.869 -> 0.915, 8x8x128 0.565 -> 0.587, 4x4x256 0.684 ->
+    0.694. Halves keep the rule "only where the pointwise layer transposes anyway": there v1
+    1.0/224's pw4 and pw6 pairs measured 0.7-1.2% slower channel-major (pw1-pw3 and pw5 faster), and
+    the precision choice ("auto") compares sessions by the values they hand over."""
     if (pointwise_plan.x_storage != "fp32" or pointwise_plan.input_layout != "hwc"
             or pointwise_plan.transpose_input is not None or pointwise_plan.max_rows is not None):
         return False
@@ -78,12 +78,11 @@ MIN_CHW_CHANNELS, MIN_CHW_PIXELS, MIN_NARROWING_CHW_PIXELS = 64, 28 * 28, 7 * 7
 
 
 def channel_major(depthwise_plan):
-    """The plan writing the same result channel-major, its tiling chosen anew for that layout
-    (the staging of its stores decides how many QPUs it spreads over)."""
-    tiling = dict.fromkeys(("tile_cols", "tile_rows", "in_chunk", "out_chunk", "store_buffers",
-                            "max_qpus"), 0)
-    return dataclasses.replace(depthwise_plan, out_layout="chw", by_variant=-1,
-                               **tiling).with_defaults()
+    """The plan writing the same result channel-major, its tiling and loop shape chosen anew for
+    that layout (the staging of its stores decides how many QPUs it spreads over)."""
+    choose = {f.name: f.default for f in dataclasses.fields(depthwise_plan)
+              if f.name in CHOSEN_FIELDS}
+    return dataclasses.replace(depthwise_plan, out_layout="chw", **choose).with_defaults()
 
 
 def network_handoffs(layers, num_qpus, device, storage="fp32"):

@@ -28,13 +28,10 @@ from .global_pool import global_avg_pool
 from .storage import DTYPE_OF_STORAGE, FP16_INPUT, FP16_LAYERS, FP16_RESULT, FP16_WEIGHTS
 from .layer_plans import plan_for, resolved_tiling
 from .pointwise import pointwise, prepare_pointwise
+from .stall_groups import BOUND_GROUPS
 
 FLOPS_PER_QPU_CLOCK = 8     # 16 lanes x (multiply + add) every 4 clocks (facts §4)
 DMA_ROW_BYTES = LANES * 4   # the longest DMA row (16 words): the roofline moves whole rows
-# What the QPUs' time went to (RunResult stall causes), grouped into what bounds a layer.
-BOUND_GROUPS = (("issue", ("issue",)), ("memory", ("dma", "vpm", "uniform")),
-                ("icache", ("icache",)), ("TMU", ("tmu",)),
-                ("semaphores", ("semaphore", "mutex")), ("SFU", ("sfu",)), ("imbalance", ("idle",)))
 KINDS = ("conv2d", "depthwise", "pointwise", "global_avg_pool", "fully_connected", "add")
 
 

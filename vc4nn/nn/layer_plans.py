@@ -60,8 +60,4 @@ def resolved_tiling(plan):
     plan = plan.with_defaults()
     tiling = plan_tiling(plan)
     tiling.pop("buffers")
-    if plan.out_layout == "chw":        # (its stores decide how many QPUs it spreads over)
-        return dict(tiling, max_qpus=plan.qpus)
-    tiling.pop("max_qpus")
-    tiling.pop("store_buffers")
-    return tiling
+    return dict(tiling, max_qpus=plan.qpus)     # (its chunks decide how many QPUs it spreads over)

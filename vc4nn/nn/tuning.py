@@ -16,9 +16,10 @@ What is searched (the generators' tiling fields):
     every candidate also with the other loop shape (``rolled``: one output row per iteration,
     or a period of rows unrolled); the default also with the other order of the tiles over
     the QPUs (``by_variant``).
-Layers handed over channel-major (vc4nn/nn/handoff.py: ``layouts``) are tuned as they run: a
-"chw" depthwise layer also over the QPUs it spreads over (``max_qpus``: its staging buffers
-grow as they shrink), a "chw" pointwise layer over its panel widths (its route is fixed).
+A depthwise layer is also tuned over the QPUs it spreads over (``max_qpus``: its load and
+staging buffers grow as they shrink). Layers handed over channel-major (vc4nn/nn/handoff.py:
+``layouts``) are tuned as they run: a "chw" pointwise layer over its panel widths (its route is
+fixed).
 Conv2d (``taps_per_pass``) is not searched: its weights are laid out for one value by
 ``prepare_conv2d`` before the input's shape is known, so a per-shape choice could not reach them.
 
@@ -45,9 +46,9 @@ from .tuned_plans import TuneCache, board_of, plan_key
 POINTWISE_ROWS_REDUCED = (8, 4, 2)
 POINTWISE_ROWS_FULL = (8, 7, 6, 5, 4, 3, 2)
 TILES_PER_QPU = (1, 2, 3, 4, 6)
-# QPUs a channel-major depthwise layer may spread over (the default: as many as stage a whole
-# tile row; 4-5 were up to 5% faster on some v1 layers, docs/kernels.md).
-CHANNEL_MAJOR_QPUS = (3, 4, 5, 6, 8)
+# QPUs a depthwise layer may spread over (the default: as many as hold its chunks, "chw": a
+# whole tile row staged; 4-5 were up to 5% faster on some v1 layers, docs/kernels.md).
+SPREADS = (3, 4, 5, 6, 8, 12)
 
 
 @dataclasses.dataclass
@@ -88,8 +89,7 @@ def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hw
                    {"pair_gathers": False}, {"park_rows": 0}]
     elif layer.kind == "depthwise":
         wanted = depthwise_tilings(default, num_qpus)
-        if layout == "chw":
-            wanted += [{"max_qpus": qpus} for qpus in CHANNEL_MAJOR_QPUS if qpus <= num_qpus]
+        wanted += [{"max_qpus": qpus} for qpus in SPREADS if qpus <= num_qpus]
         wanted += [dict(tiling, rolled=not default.rolled) for tiling in wanted]
         wanted += [{"by_variant": 1 - default.by_variant, "rolled": rolled}
                    for rolled in (False, True)]

@@ -2,6 +2,7 @@
 
 from ..device import Buffer
 from ..kernels.window import program_for
+from ..kernels.window_streams import uniform_streams
 from .layer_args import DTYPE_OF_STORAGE, LayerArgumentError, layout_shape
 from .layer_call import LayerCall
 
@@ -13,8 +14,8 @@ def run_window(plan, x, out, device, weights, return_run):
         y = call.result_buffer(out, layout_shape(plan.out_layout, plan.out_h, plan.out_w,
                                                  plan.channels),
                                DTYPE_OF_STORAGE[plan.out_storage])
-        streams = plan.uniform_streams(x_buf.address, y.address,
-                                       0 if weights is None else weights.address)
+        streams = uniform_streams(plan, x_buf.address, y.address,
+                                  0 if weights is None else weights.address)
         run = device.execute(program_for(plan), plan.qpus, streams)
         return call.finish(y, out, run, return_run)
 

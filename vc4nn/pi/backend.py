@@ -35,9 +35,10 @@ class PiDevice(Device):
     """The QPUs of this Pi. Opening checks the setup and fails with the fix for any problem.
 
     ``launch``: "mailbox" (the default: the firmware's execute_qpu, which waits for the programs'
-    host interrupt) or "direct" (the V3D's registers, polled for completions: about 5 us
-    instead of 100 us a launch in the cycle model, docs/hardware-choices.md "Launch paths"; needs the V3D's
-    registers mapped through /dev/mem, a DirectLaunchError says why when they cannot be).
+    host interrupt) or "direct" (the V3D's registers, polled for completions: a shorter launch,
+    the cycle model's timing parameters launch_overhead_direct and launch_overhead_mailbox,
+    docs/hardware-choices.md "Launch paths"; needs the V3D's registers mapped through /dev/mem, a
+    DirectLaunchError says why when they cannot be).
     ``os_boundary``: the operating system (tests pass a fake). Close it (or use ``with``) to give
     the GPU memory back; it is also given back at exit and on SIGINT/SIGTERM.
     """

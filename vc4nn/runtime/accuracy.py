@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import Vc4nnError
 from .accuracy_set import PHOTOS, accuracy_inputs
-from .precision import PRECISIONS as KNOWN_PRECISIONS, has_weights, relative_error, trace
+from .precision import PRECISIONS as KNOWN_PRECISIONS, output_host_step, relative_error, trace
 
 DEFAULT_INPUTS = 8
 PRECISIONS = ("fp16", "auto")
@@ -47,11 +47,10 @@ def traced_run(session, feed):
     """(the model's first output, {layer name: its output}) of one run of ``session`` on
     ``feed``."""
     layers = {name: y for name, (_, y, _) in trace(session, feed, with_inputs=False).items()}
-    output = session.graph.outputs[0]
-    if any(node.outputs[0] == output for node in session.host_steps):
+    if output_host_step(session) is not None:
         output = session.run(None, feed)[0]             # a host softmax: run it whole
     else:
-        output = session._output(output, {})
+        output = session._output(session.graph.outputs[0], {})
     return np.asarray(output).reshape(-1), layers
 
 
@@ -138,8 +137,7 @@ def _report(model, sessions, labels, outputs, layers):
             continue
         got = outputs[precision]
         storage = {node.name: sess.storage.layer(node) for node, _ in sess.steps}
-        weights = {node.name: sess.storage.weights(node) for node, _ in sess.steps
-                   if has_weights(sess.graph, node)}
+        weights = {node.name: sess.weight_storage(node) for node, _ in sess.steps}
         errors = [relative_error(g, e) for g, e in zip(got, expected)]
         counts = agreement(got, expected)
         report["precisions"][precision] = {

@@ -26,8 +26,7 @@ from ..cli_common import add_device_arguments, open_device_of, output_file, posi
 from .image import IMAGE_INPUTS
 from .precision import PRECISIONS
 from .launch_fusion import add_grouping_argument
-from .profile import memory_text
-
+from .profile import memory_text, summarize
 
 
 def _device_args(parser):
@@ -59,13 +58,11 @@ def _open(args, image_input=None):
 
 
 def _grouping_text(records):
-    from .profile import summarize
     return (f"{summarize(records)['chained_layers']} of the {len(records)} layers chained "
             f"into the launch of the layer before")
 
 
 def _time_text(records, device):
-    from .profile import summarize
     total = summarize(records)
     if total["device_seconds"] is None:
         return "device time not available"
@@ -124,7 +121,6 @@ def profile_main(argv):
     p.add_argument("--png", type=output_file, default=None,
                    help="write a chart of per-layer times")
     args = p.parse_args(argv)
-    from .profile import summarize
     sess, device = _open(args)
     with device, sess:
         records = sess.profile()

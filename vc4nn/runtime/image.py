@@ -34,7 +34,7 @@ class ImageError(Vc4nnError):
 
 
 def check_image_input(image_input):
-    """``image_input`` as given, if it is None, a name of IMAGE_INPUTS or a Normalization of 3
+    """Refuse an ``image_input`` other than None, a name of IMAGE_INPUTS or a Normalization of 3
     finite means and 3 finite, non-zero standard deviations (one per RGB channel)."""
     if isinstance(image_input, Normalization):
         for field, values in image_input._asdict().items():
@@ -50,7 +50,6 @@ def check_image_input(image_input):
     elif image_input is not None and image_input not in IMAGE_INPUTS:
         raise InputError(f"image_input must be None, a Normalization or one of "
                          f"{', '.join(map(repr, IMAGE_INPUTS))}; got {image_input!r}"[:200])
-    return image_input
 
 
 def normalization_for(graph, image_input):

@@ -14,7 +14,7 @@ long as the arena stays within ``max_arena_bytes`` (by default the arena of the 
 spans: launches fused for no extra memory).
 """
 
-from .planner import HOST_OPS, VIEW_OPS, plan_memory
+from .planner import VIEW_OPS, device_steps, plan_memory
 
 
 def planned_launches(graph, storage_shapes, itemsizes, fuse=True):
@@ -29,7 +29,7 @@ def planned_launches(graph, storage_shapes, itemsizes, fuse=True):
 def launch_spans(graph, plan_for, max_arena_bytes):
     """[(first, last) step] of the launch groups of more than one layer, and the plan made
     with them. ``plan_for(spans)`` plans memory with those spans."""
-    steps = [n for n in graph.nodes if n.op not in HOST_OPS]
+    steps = device_steps(graph)
     spans, plan = [], plan_for(())        # (the base plan twice: cheap next to a session load)
     start = None                    # first step of the span being grown
     for index, node in enumerate(steps):

@@ -55,9 +55,8 @@ def layer_call(session, node, placement):
         return functools.partial(nn.global_avg_pool, x, out=out.reshape(-1), **common)
     if node.op == "avg_pool":
         if a.get("count_include_pad") and any(padding):
-            raise UnsupportedModelError("AveragePool counting padded zeros "
-                                        "(count_include_pad=1) is not supported",
-                                        g.path, node.name)
+            raise unsupported(g, node, "counting padded zeros (count_include_pad=1) is not "
+                                       "supported")
         size = _square(g, node, a["size"], "window")
         return functools.partial(nn.avg_pool, x, size, stride, padding=padding, out=out,
                                  **common)

@@ -46,6 +46,16 @@ class MemoryPlan:
         return best
 
 
+def device_steps(graph):
+    """The nodes the device runs, in order (the plan's steps): all but the host's."""
+    return [n for n in graph.nodes if n.op not in HOST_OPS]
+
+
+def host_steps(graph):
+    """The nodes the host runs after the device's (a softmax), in order."""
+    return [n for n in graph.nodes if n.op in HOST_OPS]
+
+
 def _align(n):
     return -(-n // ALIGN) * ALIGN
 
@@ -60,7 +70,7 @@ def plan_memory(graph, storage_shapes=None, itemsize=4, itemsizes=None, launch_s
     storage = {}
     for i in graph.inputs:
         storage[i.name] = i.name
-    steps = [n for n in graph.nodes if n.op not in HOST_OPS]
+    steps = device_steps(graph)
     for node in steps:
         if node.op in VIEW_OPS:
             storage[node.outputs[0]] = storage[node.inputs[0]]
@@ -81,8 +91,7 @@ def plan_memory(graph, storage_shapes=None, itemsize=4, itemsizes=None, launch_s
             for name in node.inputs:
                 if name in storage:
                     last[storage[name]] = max(last[storage[name]], end)
-    host_readers = [n for n in graph.nodes if n.op in HOST_OPS]
-    for name in list(graph.outputs) + [n.inputs[0] for n in host_readers]:
+    for name in list(graph.outputs) + [n.inputs[0] for n in host_steps(graph)]:
         if name in storage:
             last[storage[name]] = len(steps)
     sizes = {}

@@ -47,13 +47,12 @@ class PrecisionError(Vc4nnError):
     """A precision or tolerance argument the runtime cannot use."""
 
 
-def check_precision(precision, tolerance, output_tolerance=DEFAULT_OUTPUT_TOLERANCE):
+def check_precision(precision, tolerance, output_tolerance):
     if precision not in PRECISIONS:
         raise PrecisionError(f"precision={precision!r}: one of {', '.join(map(repr, PRECISIONS))}")
     for name, value in (("tolerance", tolerance), ("output_tolerance", output_tolerance)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise PrecisionError(f"{name}={value!r}: a number > 0")
-    return precision
 
 
 @dataclasses.dataclass
@@ -171,12 +170,17 @@ def synthetic_feed(input_arg, seed):
     return {input_arg.name: (2 * unit - 1).astype(np.dtype(input_arg.type))}
 
 
+def output_host_step(session):
+    """The host step (a softmax) that makes the model's first output, or None."""
+    name = session.graph.outputs[0]
+    return next((n for n in session.host_steps if n.outputs[0] == name), None)
+
+
 def decision_value(session):
     """The name of the value the model decides on: its first output, or the scores a host
     softmax reads."""
-    name = session.graph.outputs[0]
-    softmax = [n for n in session.host_steps if n.outputs[0] == name]
-    return softmax[0].inputs[0] if softmax else name
+    softmax = output_host_step(session)
+    return softmax.inputs[0] if softmax is not None else session.graph.outputs[0]
 
 
 def decision_output(session):

@@ -102,9 +102,10 @@ def hold_output(graph, choices, trials, traces, tolerance, output_tolerance, mea
     total = chosen_time(graph, choices, trials, traces) or 1
     first, taken, held = error, [], choices
     for budget in BUDGETS:
-        if len(within(steps, budget * total)) == len(taken):
+        affordable = within(steps, budget * total)
+        if len(affordable) == len(taken):
             continue                                # no step more than the last budget's
-        taken = within(steps, budget * total)
+        taken = affordable
         held = protected(choices, taken, first, output_tolerance, total)
         # every step taken is every offered layer float32: float32's own output
         error = 0.0 if len(taken) == len(steps) and not flipped else measure(held)

@@ -2,8 +2,9 @@
 
 Times are the device's: cycle-model estimates in the emulator (``estimated`` True, at the board's
 V3D clock), measured on a Pi. "bound" is "memory" when the cycle model says the QPUs spent most
-of the layer stalled on memory (TMU, VPM/DMA, uniform and instruction fetches), else "compute"; where no stall figures exist (a
-real Pi) it compares the layer's flops per byte with the machine balance. A layer that ran in
+of the layer stalled on memory (nn.stall_groups.MEMORY_STALLS: TMU, VPM/DMA, uniform and
+instruction fetches), else "compute"; where no stall figures exist (a real Pi) it compares the
+layer's flops per byte with the machine balance. A layer that ran in
 another layer's launch (a launch group, ``launched_with``) has no time, launch or bound of its
 own: that launch's record holds them.
 """
@@ -13,12 +14,12 @@ from typing import Optional
 
 import numpy as np
 
+from ..nn.stall_groups import MEMORY_STALLS
 from .ir import WEIGHTED_OPS
 
 # Machine balance for the fallback: 12 QPUs x 16 lanes x 2 flops per 4 clocks at 250 MHz against
 # ~0.7 GB/s of DMA loads (README calibration table): about 34 flops per byte.
 MACHINE_BALANCE = 24e9 / 0.7e9
-MEMORY_STALLS = ("tmu", "vpm", "dma", "uniform", "icache", "memory", "bus")
 
 
 @dataclasses.dataclass
@@ -87,8 +88,7 @@ def _bound(result, flops, nbytes):
     qpus = getattr(result, "qpus", None) or []
     busy = sum(q.cycles or 0 for q in qpus)
     if busy and any(q.stalls for q in qpus):
-        memory = sum(c for q in qpus for cause, c in q.stalls.items()
-                     if any(m in cause.lower() for m in MEMORY_STALLS))
+        memory = sum(c for q in qpus for cause, c in q.stalls.items() if cause in MEMORY_STALLS)
         return "memory" if memory > busy / 2 else "compute"
     return "memory" if flops / max(nbytes, 1) < MACHINE_BALANCE else "compute"
 

@@ -5,8 +5,8 @@ GlobalAveragePool, Flatten, Gemm; older opsets: Clip bounds as attributes).
 ``mobilenet_v1(size, width)`` has the structure of the real network at any width multiplier and
 input size; ``mobilenet_v2(size, width)`` too, with fewer repeated blocks unless given
 ``blocks=mobilenet_shapes.V2_GROUPS`` (SMALL_V2_GROUPS): what the tests compare with onnxruntime;
-``tools/bench_mobilenet.py --model v2`` times all 17 blocks (the time does not depend on the weights). Needs the
-onnx extra (``pip install 'vc4nn[onnx]'``).
+``tools/bench_mobilenet.py --model v2`` times all 17 blocks (the time does not depend on the
+weights). Needs the onnx extra (``pip install 'vc4nn[onnx]'``).
 """
 
 import numpy as np

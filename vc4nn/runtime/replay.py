@@ -217,8 +217,7 @@ class Recording:
         return sum(int(getattr(getattr(b, "allocation", b), "size", 0)) for b in self.buffers())
 
     def free(self):
-        held = self.kept + list(self.placed.values()) + \
-            ([] if self.packed is None else [self.packed])
+        held = self.buffers() + list(self.placed.values())
         self.kept, self.placed, self.packed = [], {}, None
         for buf in held:
             self.device.free(buf)

@@ -32,7 +32,7 @@ from .layer_binding import layer_call
 from .profile import layer_record
 from . import program_cache
 from .launch_fusion import planned_launches
-from .planner import HOST_OPS
+from .planner import device_steps, host_steps
 from .replay import CodePool, LaunchGroup, Recording, layer_runs, schedule
 from .replay_chain import link_spans
 from .session_args import check_output_names, check_session_options
@@ -78,7 +78,8 @@ class InferenceSession:
         check_session_options(path, device, image_input, progress, replay, memory_budget,
                               calibration, group_launches)
         self.path = str(path)
-        self.precision = precision_choice.check_precision(precision, tolerance, output_tolerance)
+        precision_choice.check_precision(precision, tolerance, output_tolerance)
+        self.precision = precision
         self.closed = False
         self.graph = load_graph(self.path)
         self.num_qpus = qpu_count(num_qpus)
@@ -169,10 +170,10 @@ class InferenceSession:
             storage_shapes[input_name] = (h + t + b, w + l + r, c)
         # Launch groups (launch_fusion.py): spans of layers planned to share one launch
         self.launch_spans, self.plan = planned_launches(
-            g, storage_shapes, self.storage.itemsizes(), self.group_launches and self.replay)
+            g, storage_shapes, self.storage.itemsizes(), self.group_launches)
         # Depthwise results handed channel-major to the pointwise layer reading them (handoff.py)
         self.channel_major = transposed_handoffs(g, self.storage, self.num_qpus, self.device)
-        nodes = [n for n in g.nodes if n.op not in HOST_OPS]     # the planner's steps
+        nodes = device_steps(g)
         bar = _progress(nodes, progress, "preparing layers")
         self._arena = self.device.alloc(max(self.plan.arena_bytes // 4, 1), np.float32)
         self._zeros = SharedZeros(self.device)
@@ -182,7 +183,7 @@ class InferenceSession:
             self._interior = self._input_view[t:t + h, l:l + w]
             self._border = np.asarray(self._normalization.mean, np.float32)
         self._place_weights(nodes, bar)
-        self.host_steps = [n for n in g.nodes if n.op in HOST_OPS]
+        self.host_steps = host_steps(g)
         self._lend_workspaces(nodes)
         if self.replay:
             self._record_all(progress)
@@ -384,10 +385,10 @@ class InferenceSession:
         leaders = {name: c.names[0] for c in self._chains for name in c.names[1:]}
         return [layer_record(node, self.graph, result, host, self.storage.layer(node),
                              self.storage.notes.get(node.name, ""), leaders.get(node.name, ""),
-                             self._weight_storage(node))
+                             self.weight_storage(node))
                 for node, result, host in self.last_runs]
 
-    def _weight_storage(self, node):
+    def weight_storage(self, node):
         """Storage of the layer's weights as its kernel reads them ("-": it has none)."""
         return self.storage.weights(node) if precision_choice.has_weights(self.graph, node) \
             else "-"

@@ -15,7 +15,7 @@ from .image import check_image_input
 
 
 def check_session_options(path, device, image_input, progress, replay, memory_budget,
-                          calibration, group_launches=True):
+                          calibration, group_launches):
     if not isinstance(path, (str, os.PathLike)):
         raise InputError(f"path must be the name of a .tflite or .onnx file, got "
                          f"{type(path).__name__}")

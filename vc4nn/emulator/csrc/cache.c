@@ -1,7 +1,8 @@
-/* cache.LruCache: a set-associative LRU cache of whole lines for the cycle model, with a pair
- * of values per line (a TMU cache: the write epoch; the V3D L2: the clock its fill arrives and
- * that epoch; an instruction cache: the clock its fill arrives; the VideoCore L2: nothing). Line ``n`` maps to set ``n % sets``; a set keeps at
- * most ``ways`` lines, least recently used first; size 0 holds nothing. */
+/* cache.LruCache in C: a set-associative LRU cache of whole lines for the cycle model, with a
+ * pair of values per line (a TMU cache: the write epoch; the V3D L2: the clock its fill arrives
+ * and that epoch; an instruction cache: the clock its fill arrives; the VideoCore L2: nothing).
+ * Line ``n`` maps to set ``n % sets``; a set keeps at most ``ways`` lines, least recently used
+ * first; size 0 holds nothing. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -14,6 +14,8 @@ typedef uint32_t vec[LANES];
 typedef uint8_t flagvec[LANES];
 
 #define NEVER_WRITTEN (-(INT64_C(1) << 30))
+/* Qpu.fetch_start before the first line: more than a line below every 32-bit pc */
+#define NO_LINE (-(INT64_C(1) << 32))
 
 /* One lowered instruction (lowering.py RECORD_FIELDS), indexed by REC_* */
 typedef struct {
@@ -78,8 +80,8 @@ typedef struct {
 } TmuFifo;
 
 typedef struct {
-    Lru caches[NUM_QPUS / QPUS_PER_SLICE][2];
-    int64_t free_at[NUM_QPUS / QPUS_PER_SLICE][2];
+    Lru caches[NUM_SLICES][2];
+    int64_t free_at[NUM_SLICES][2];
     int noswap[NUM_QPUS];
     TmuFifo fifos[NUM_QPUS][2];
     long long fifo_depth, request_clocks, hit_latency, miss_latency;
@@ -88,7 +90,7 @@ typedef struct {
 
 /* icache.c: the slices' instruction caches (icache.InstructionCaches) */
 typedef struct {
-    Lru caches[NUM_QPUS / QPUS_PER_SLICE];
+    Lru caches[NUM_SLICES];
     long long line, miss_latency, prefetch;
     long long hits, misses;
 } Icache;
@@ -117,8 +119,7 @@ typedef struct {
     uint32_t pc, unif_addr;
     int64_t unif_written;
     int64_t unif_line;          /* -1: none */
-    uint32_t fetch_start;       /* the code line it runs from (instruction cache) */
-    int fetching;               /* 0: no line yet */
+    int64_t fetch_start;        /* the code line it runs from (instruction cache), or NO_LINE */
     int64_t sfu_written, r4_ready_count, r4_ready_clock;
     int64_t clock, count;
     int64_t stalls[NUM_STALL_CAUSES];
@@ -246,6 +247,8 @@ int core_report(Machine *m, Qpu *q, int rule, int64_t a, int64_t b);
 int unit_tmu_write(Machine *m, Qpu *q, int unit_coord, const uint32_t *v);
 int unit_tmu_load(Machine *m, Qpu *q, int unit);
 int unit_uniform_line(Machine *m, Qpu *q, uint32_t address);
+int unit_read_line(Machine *m, int64_t now, uint32_t address, long long nbytes,
+                   long long miss_latency, int64_t *arrives, int64_t *epoch);
 long long timing_int(PyObject *timing, const char *name);
 
 /* vpm.c */

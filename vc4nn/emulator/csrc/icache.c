@@ -1,11 +1,7 @@
 /* icache.InstructionCaches in C: one instruction cache per slice, shared by its QPUs, whose lines
- * keep the clock their fill arrives; misses go through the bus's L2 (bus.c, or a Python bus's
- * read_line). The statistics go back to the Python object at the end of a run. */
-#include <string.h>
-
+ * keep the clock their fill arrives; misses go through the bus's L2 (unit_read_line). The
+ * statistics go back to the Python object at the end of a run. */
 #include "core.h"
-
-#define SLICES (NUM_QPUS / QPUS_PER_SLICE)
 
 int icache_init(Machine *m)
 {
@@ -21,7 +17,7 @@ int icache_init(Machine *m)
     Py_DECREF(timing);
     if (PyErr_Occurred())
         return -1;
-    for (int s = 0; s < SLICES; s++)
+    for (int s = 0; s < NUM_SLICES; s++)
         if (lru_init(&c->caches[s], bytes, c->line, ways, "icache_line_bytes") < 0)
             return -1;
     return 0;
@@ -29,7 +25,7 @@ int icache_init(Machine *m)
 
 void icache_release(Machine *m)
 {
-    for (int s = 0; s < SLICES; s++)
+    for (int s = 0; s < NUM_SLICES; s++)
         lru_free(&m->icache_state.caches[s]);
 }
 
@@ -40,20 +36,8 @@ static int fill(Machine *m, Lru *cache, int64_t number, uint32_t alias, int64_t 
     Icache *c = &m->icache_state;
     uint32_t start = (uint32_t)(number * c->line) | alias;
     int64_t unused;
-    if (PyObject_TypeCheck(m->bus, &BusType)) {
-        if (bus_read_line((Bus *)m->bus, now, start, c->line, c->miss_latency, arrives,
-                          &unused) < 0)
-            return -1;
-    } else {
-        PyObject *r = PyObject_CallMethod(m->bus, "read_line", "LkLL", (long long)now,
-                                          (unsigned long)start, c->line, c->miss_latency);
-        if (!r)
-            return -1;
-        *arrives = PyLong_AsLongLong(PyTuple_GetItem(r, 0));
-        Py_DECREF(r);
-        if (PyErr_Occurred())
-            return -1;
-    }
+    if (unit_read_line(m, now, start, c->line, c->miss_latency, arrives, &unused) < 0)
+        return -1;
     lru_put(cache, number, *arrives, 0);
     return 0;
 }

@@ -7,6 +7,7 @@
 #define REGFILE_SIZE 32
 #define NUM_QPUS 12
 #define QPUS_PER_SLICE 4
+#define NUM_SLICES 3
 #define INSTRUCTION_BYTES 8
 #define SFU_RESULT_LATENCY 3
 #define UNIF_ADDR_LATENCY 3

@@ -19,6 +19,7 @@ void qpu_init(Machine *m, Qpu *q, int index, uint32_t uniforms, uint32_t code)
     q->unif_addr = uniforms;
     q->unif_written = NEVER_WRITTEN;
     q->unif_line = -1;
+    q->fetch_start = NO_LINE;
     q->sfu_written = NEVER_WRITTEN;
     q->r4_ready_count = NEVER_WRITTEN;
     q->block_cause = -1;
@@ -372,11 +373,11 @@ static int run_branch(Machine *m, Qpu *q, const Record *rec)
 int qpu_step(Machine *m, Qpu *q)
 {
     uint32_t pc = q->pc;
-    /* a new line (Qpu.step's pc // line != the last): one compare, no division */
-    uint32_t line = (uint32_t)m->icache_state.line;
-    if (pc - q->fetch_start >= line || !q->fetching) {
-        q->fetch_start = pc - pc % line;
-        q->fetching = 1;
+    /* a new line (Qpu.step's icache.line_number != the last): one compare, no division; a pc
+     * before fetch_start wraps to a large distance */
+    int64_t line = m->icache_state.line, at = pc & BUS_ADDRESS_MASK;
+    if ((uint64_t)(at - q->fetch_start) >= (uint64_t)line) {
+        q->fetch_start = at - at % line;
         TRY(icache_fetch(m, q, pc));
     }
     const Record *rec = plan_at(m, q, pc);

@@ -10,8 +10,6 @@
 
 #include "core.h"
 
-#define SLICES (NUM_QPUS / QPUS_PER_SLICE)
-
 int tmu_init(Machine *m)
 {
     Tmu *t = &m->tmu_state;
@@ -35,7 +33,7 @@ int tmu_init(Machine *m)
     Py_DECREF(timing);
     if (PyErr_Occurred())
         return -1;
-    for (int s = 0; s < SLICES; s++)
+    for (int s = 0; s < NUM_SLICES; s++)
         for (int u = 0; u < TMU_UNITS; u++)
             if (lru_init(&t->caches[s][u], bytes, line, ways, "tmu_cache_line_bytes") < 0)
                 return -1;
@@ -45,7 +43,7 @@ int tmu_init(Machine *m)
 void tmu_release(Machine *m)
 {
     Tmu *t = &m->tmu_state;
-    for (int s = 0; s < SLICES; s++)
+    for (int s = 0; s < NUM_SLICES; s++)
         for (int u = 0; u < TMU_UNITS; u++)
             lru_free(&t->caches[s][u]);
     for (int q = 0; q < NUM_QPUS; q++)
@@ -106,26 +104,6 @@ static int cmp_line(const void *a, const void *b)
     if (x->line != y->line)
         return x->line < y->line ? -1 : 1;
     return x->lane < y->lane ? -1 : x->lane > y->lane;
-}
-
-/* MemoryBus.read_line: (arrives, epoch), in C when the bus is the C one */
-static int read_line(Machine *m, int64_t now, uint32_t address, long long nbytes,
-                     long long miss_latency, int64_t *arrives, int64_t *epoch)
-{
-    if (PyObject_TypeCheck(m->bus, &BusType))
-        return bus_read_line((Bus *)m->bus, now, address, nbytes, miss_latency, arrives, epoch);
-    PyObject *r = PyObject_CallMethod(m->bus, "read_line", "LkLL", (long long)now,
-                                      (unsigned long)address, nbytes, miss_latency);
-    if (!r)
-        return -1;
-    long long a = -1, e = -1;
-    int ok = PyArg_ParseTuple(r, "LL", &a, &e);
-    Py_DECREF(r);
-    if (!ok)
-        return -1;
-    *arrives = a;
-    *epoch = e;
-    return 0;
 }
 
 /* MemoryBus.write_epoch: how many DMA stores wrote memory so far */
@@ -202,7 +180,7 @@ static int lookup(Machine *m, int qpu, int physical, const uint32_t *addresses, 
         if (!lru_get(cache, order[i].line, &epoch, &unused)) {
             int64_t arrives;
             uint32_t address = (uint32_t)((uint64_t)order[i].line * cache->line) | order[i].alias;
-            if (read_line(m, begin, address, cache->line, t->miss_latency, &arrives,
+            if (unit_read_line(m, begin, address, cache->line, t->miss_latency, &arrives,
                               &epoch) < 0)
                 return -1;
             lru_put(cache, order[i].line, epoch, 0);

@@ -1,7 +1,7 @@
 /* The I/O units the C core still reaches in Python: the Python Tmu (when ccore.TMU_IN_C is off)
- * and a Python MemoryBus's uniform line fills, called with the arguments the Python QPU passes
- * (qpu.py); and the QPU core's own checks (reported through the glue, which formats the message
- * as qpu.py does). The VPM, DMA, semaphores and mutex run in C (vpm.c, dma.c, sync.c). */
+ * and a Python MemoryBus's line reads and uniform line fills, called with the arguments the
+ * Python QPU passes (qpu.py); and the QPU core's own checks (reported through the glue, which
+ * formats the message as qpu.py does). The VPM, DMA, semaphores and mutex run in C (vpm.c, dma.c, sync.c). */
 #include <math.h>
 #include <string.h>
 
@@ -163,6 +163,27 @@ int unit_tmu_load(Machine *m, Qpu *q, int unit)
 {
     return wait_answer(q, PyObject_CallMethod(m->tmu, "load", "iiL", q->index, unit,
                                               (long long)q->clock), STALL_TMU, q->acc[4]);
+}
+
+/* MemoryBus.read_line for the TMUs and the instruction caches: (arrives, epoch), in C when the
+ * bus is the C one */
+int unit_read_line(Machine *m, int64_t now, uint32_t address, long long nbytes,
+                   long long miss_latency, int64_t *arrives, int64_t *epoch)
+{
+    if (PyObject_TypeCheck(m->bus, &BusType))
+        return bus_read_line((Bus *)m->bus, now, address, nbytes, miss_latency, arrives, epoch);
+    PyObject *r = PyObject_CallMethod(m->bus, "read_line", "LkLL", (long long)now,
+                                      (unsigned long)address, nbytes, miss_latency);
+    if (!r)
+        return -1;
+    long long a = -1, e = -1;
+    int ok = PyArg_ParseTuple(r, "LL", &a, &e);
+    Py_DECREF(r);
+    if (!ok)
+        return -1;
+    *arrives = a;
+    *epoch = e;
+    return 0;
 }
 
 int unit_uniform_line(Machine *m, Qpu *q, uint32_t address)
