@@ -505,13 +505,13 @@ def test_park_rows_with_fewer_rows(device, h, w, cin):
 
 
 def test_park_rows_default_and_limits():
-    """By default where the next pass's store slots are about the parked vectors (pw1: all 5
+    """By default where the next pass's store slots are about the parked vectors (pw1: 5 of 7
     rows, 20 slots for 20 vectors; pw2: 2 of 4 rows), not where they are many more
     (14x14x384->64: 126 slots) nor where the burst is short against the k steps (pw3);
     refused for more than one panel, more vectors than the registers left or the store slots,
     DMA'd weights, a residual and fewer than 2 passes."""
     plan = kernel.PointwisePlan(112, 112, 32, 64, 12, True, False, "relu6", input_layout="chw")
-    assert (plan.panel.rows, plan.parks) == (5, 5)
+    assert (plan.panel.rows, plan.parks) == (7, 5)
     assert kernel.PointwisePlan(56, 56, 64, 128, 12, True, input_layout="chw").parks == 2
     assert kernel.PointwisePlan(56, 56, 128, 128, 12, True, input_layout="chw").parks == 0
     assert kernel.PointwisePlan(14, 14, 384, 64, 12, True, input_layout="chw").parks == 0

@@ -136,7 +136,7 @@ class PointwisePlan:
         if self.park_rows:          # forced: the panel plan says why it cannot
             return dataclasses.replace(panel, park_rows=self.park_rows)
         if self.park_rows is None and max_rows == sgemm_panel.MAX_ROWS and \
-                self.spread_rows is not True:
+                self.spread_rows is not True and not self.spread_leaves:
             parked = parking_default(panel)     # (``parks``)
             if parked.park_rows:
                 return parked
@@ -328,16 +328,14 @@ MIN_GATHER_DEPTH = 3    # k-rows per chunk at least, to gather the weights in sh
 # What the bus spends on one 64-byte store row, in instructions' time (~19 clocks at 300 MHz:
 # the model's ~1 GB/s of store rows).
 STORE_ROW_COST = 4.8
-MIN_ALL_PARKED = 5      # rows per QPU at least, to park them all (parking_default)
 
 
 def parking_default(panel):
-    """``panel`` with all its rows parked (``PanelPlan.park_rows``), the most rows per QPU
-    from MIN_ALL_PARKED up that allow it, else with the most rows parked, whose store slots
-    in the next pass are no more than the parked vectors and a chunk loop body's slots or a
-    quarter more (the slots past the parked vectors store the last ones again: with many
-    chunks per panel they would flood the bus; 14x14x384->64 0.637 -> 0.772 ms), or ``panel``
-    itself. Where its rows leave no
+    """``panel`` with the most rows parked (``PanelPlan.park_rows``), and with them the most
+    rows per QPU whose registers leave room for them, whose store slots in the next pass are
+    no more than the parked vectors and a chunk loop body's slots or a quarter more (the slots
+    past the parked vectors store the last ones again: with many chunks per panel they would
+    flood the bus; 14x14x384->64 0.637 -> 0.772 ms), or ``panel`` itself. Where its rows leave no
     register to park in and a pass's store burst takes at least half as long as its k steps
     (its rows' vectors from every QPU at STORE_ROW_COST, against ``issue_estimate`` per pass),
     the most rows per QPU of which half can be parked. Measured (pi_zero, 12 QPUs, full
@@ -345,10 +343,10 @@ def parking_default(panel):
     56x56x64->128 4.183 -> 3.916 (4 rows, 2 parked; 5 and 1: 4.152); but 56x56x128->128
     (burst a third of its k steps) 6.573 -> 6.823 with 4 and 2. Fewer rows with all parked
     lost then (112x112x32->64 with 4 and 4: 6.327). With the instruction cache in the model and
-    the panel's code within it (branch pwstore): 112x112x32->64 8 rows, 4 parked 6.520; 5
-    rows, all parked 6.062 (no burst left at a pass's end); 4, all parked 6.909; 5, 4 parked
-    6.485; 56x56x64->128 4 rows, 2 parked 4.135, 2 rows all parked 4.631 (hence at least
-    MIN_ALL_PARKED rows; v2's pointwise layers keep their plans)."""
+    the panel's code within it (branch pwstore): 112x112x32->64 8 rows, 4 parked 6.520; 7
+    rows, 5 parked 5.762 (the most its store slots take, 20 vectors; the default); 6 and 5
+    5.824; 5, all parked 6.062; 4, all parked 6.909; 56x56x64->128 4 rows, 2 parked 4.135
+    (the default), 2 rows all parked 4.631; v2's pointwise layers keep their plans."""
     def parked(most, rows):
         try:
             plan = dataclasses.replace(panel, max_rows=most, park_rows=rows)
@@ -358,14 +356,11 @@ def parking_default(panel):
         slots = step * (steady_chunks(plan) // plan.chunk_period)   # (and a shared chunk's)
         return plan if slots <= vectors + max(step, vectors // 4) else None
 
-    for most in range(panel.rows, MIN_ALL_PARKED - 1, -1):
-        plan = parked(most, most)
-        if plan and plan.rows == most:
-            return plan
-    for rows in range(panel.rows, 0, -1):
-        plan = parked(panel.max_rows, rows)
-        if plan:
-            return plan
+    for rows in range(panel.rows, 0, -1):             # the most parked rows first,
+        for most in range(panel.rows, rows - 1, -1):    # then the most rows per QPU
+            plan = parked(most, rows)
+            if plan and plan.rows == most:
+                return plan
     burst = panel.rows * panel.panel_vectors * panel.qpus * STORE_ROW_COST
     if burst * 2 < sgemm_panel.issue_estimate(panel) / panel.passes:
         return panel
