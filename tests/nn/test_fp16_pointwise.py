@@ -214,3 +214,35 @@ def test_fp16_weights_spread_rows(device, h, w, cin, cout):
         y = pointwise(x, wt, b, "relu6", device=device, num_qpus=12,
                       tiling={"gather_weights": True, "spread_rows": spread})
         assert_close(y, *dense(x, wt, b, None, "relu6"), cin)
+
+
+# The leftover pixels in pieces (panel_spread) with fp16 x and / or y: 7x7 channel-major (M = 49:
+# a k step of an odd number of halves, one vector of pixel 48 per leaf, two panels), 14 = 12 + 2
+# pixels of 6 vectors (two-k gathers, odd K, a row's pieces of 3 vectors), 14x14 channel-major
+# in passes of 6, 6 and 4 pixels (pieces of 4 vectors, the row's first computed again), 27 = 2 x
+# 12 + 3 pixels on every QPU (two compute a piece again and store nothing); each against the
+# plain passes.
+@pytest.mark.parametrize("h, w, cin, cout, vectors, layout, leaves, xs, ys", [
+    (7, 7, 40, 256, 8, "chw", True, "fp16", "fp16"),
+    (2, 7, 35, 96, 6, "hwc", True, "fp16", "fp16"),
+    (14, 14, 27, 128, 8, "chw", True, "fp16", "fp32"),
+    (3, 9, 33, 128, 8, "hwc", False, "fp32", "fp16"),
+], ids=str)
+def test_fp16_activations_spread_rows(device, h, w, cin, cout, vectors, layout, leaves, xs, ys):
+    from vc4nn.kernels.pointwise import PointwisePlan
+    rng = np.random.default_rng(cin + cout + h)
+    x = rng.standard_normal((h, w, cin)).astype(DTYPES[xs])
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    wt = normal_halves(rng, (cin, cout))
+    b = rng.standard_normal(cout).astype(np.float32)
+    check = assert_close_fp16 if ys == "fp16" else assert_close
+    for spread in (True, False):
+        tiling = {"panel_vectors": vectors, "gather_weights": True, "spread_rows": spread}
+        if spread:
+            tiling["spread_leaves"] = leaves
+        plan = PointwisePlan(h, w, cin, cout, 12, True, False, "relu6", xs, ys, "fp32", "fp16",
+                             input_layout=layout, **tiling)
+        assert plan.spreads is spread and plan.panel.a_halves is (xs == "fp16")
+        y = pointwise(xin, wt, b, "relu6", device=device, num_qpus=12, tiling=tiling,
+                      x_layout=layout, dtype=DTYPES[ys])
+        check(y, *dense(x, wt, b, None, "relu6"), cin)

@@ -154,8 +154,8 @@ class PanelPlan:
         why = None
         if not (self.b_gather and self.alpha_one and self.beta_zero):
             why = "it needs gathered B and alpha = 1, beta = 0"
-        elif self.a_halves or self.c_halves or self.epilogue.residual:
-            why = "it takes float32 A and C and no residual"
+        elif self.epilogue.residual:
+            why = "it takes no residual"
         elif self.edge:
             why = f"N = {self.n} leaves an edge panel"
         else:

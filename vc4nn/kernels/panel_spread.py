@@ -14,14 +14,18 @@ vector, with a setup that differs per QPU: a register per k-row of the chunk (``
 added to r3 as the small immediates are for the other groups. A row's last piece starts at
 V - W so as not to read past the panel, and stores only its own vectors. Its accumulators start
 at its vectors of the bias (``request_piece``) and go out by stores of their own, last vector
-first (``store_piece``).
+first (``store_piece``). With halves (panel_act_halves) nothing changes but the element size
+of the store's addresses and its pack: the piece's lane of A copies its half as the others do
+(the flag of bit 1 is per lane).
 """
 
 from asm import (element_number, null, r0, r2, r3, r5, tmu0_s, uniform, vpm, vpm_read_setup,
                  vr_setup, vw_addr, vw_setup, vw_wait)
 
-from .common import WORD
+from .common import LANES
 from .epilogue import activate
+from .panel_act_halves import pack_register
+from .halves import HALF_LOW
 from .panel_plan import MAX_ROWS, ROW_BYTES
 from .panel_registers import piece_registers, registers
 
@@ -60,7 +64,7 @@ def header_words(plan, q):
     reads = [(delta + (i - 1) * plan.panel_vectors + start) & 0xFFFFFFFF
              for i in range(plan.chunk_rows)]
     last = start + plan.piece_vectors - 1
-    return reads + [start * ROW_BYTES, (row - m0) * plan.n * WORD + last * ROW_BYTES,
+    return reads + [start * ROW_BYTES, ((row - m0) * plan.n + last * LANES) * plan.c_bytes,
                     stores]
 
 
@@ -131,12 +135,18 @@ def store_piece(a, plan, regs_of_piece):
             if done:                # stored all it owns?
                 a.sub(null, regs["x_count"], done, sf=True)
                 a.branch("skip", cond="all_zs")
-                a.ldi(r3, ROW_BYTES)
+                a.ldi(r3, LANES * plan.c_bytes)
                 a.sub(r2, r2, r3)
                 a.nop()
             a.read(vw_wait)
+            if plan.c_halves:       # packed as store_row packs (panel_store)
+                activate(a, pack_register(plan), reg, plan.epilogue.activation, r5,
+                         pack=HALF_LOW)
             a.mov(vw_setup, regs["stage_w"])
-            activate(a, vpm, reg, plan.epilogue.activation, r5)
+            if plan.c_halves:
+                a.mov(vpm, pack_register(plan))
+            else:
+                activate(a, vpm, reg, plan.epilogue.activation, r5)
             a.mov(vw_setup, regs["vdw_full"])
             a.mov(vw_addr, r2)
         a.label("skip")
