@@ -174,6 +174,10 @@ GATHERED = [
     (7, 7, 64, 128, False, False, None, {"panel_vectors": 8, "transpose_input": True},
      "fp16", "fp32", "fp32"),
     (9, 9, 24, 128, True, True, "relu6", {"panel_vectors": 8}, "fp32", "fp16", "fp32"),
+    # one row per QPU (4 vectors x 3 k-rows on 12 QPUs): QPUs 2i and 2i + 1 share block i
+    (3, 7, 34, 64, True, False, "relu6", {"panel_vectors": 4}, "fp16", "fp16", "fp32"),
+    (5, 5, 33, 128, False, False, None, {"panel_vectors": 4, "transpose_input": True},
+     "fp32", "fp32", "fp32"),
 ]
 
 
@@ -193,6 +197,8 @@ def test_fp16_weights_gathered(device, h, w, cin, cout, bias, residual, activati
         plan = PointwisePlan(h, w, cin, cout, 12, bias, residual, activation, xs, ys, rs,
                              "fp16", **options)
         assert plan.gathers is gather and plan.panel.b_halves
+        if gather:
+            assert plan.panel.b_rows == (1 if tiling["panel_vectors"] == 4 else 2)
         y = pointwise(x, wt, b, activation, r, device=device, num_qpus=12, tiling=options,
                       dtype=DTYPES[ys])
         check(y, *dense(x, wt, b, r, activation), cin)

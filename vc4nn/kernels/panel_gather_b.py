@@ -25,7 +25,10 @@ fp16 B (``b_halves``, channel-pair words: word i of a 32-column block holds colu
 15:0 and column i + 16 in bits 31:16, panel_halves): a QPU's two rows of a chunk are one such
 block, so it asks for one gather (a 64-byte line, half the bytes of float32), pops it into the
 regfile-A register ``halves`` and writes the two float32 rows through the unpack of its read
-(16a, 16b). The widening is spread over every QPU and sits in the k loop, where the DMA path's
+(16a, 16b). With one row per QPU (4-vector panels in chunks of 3 k-rows on 12 QPUs: the
+chunk's 12 rows are 6 blocks), QPUs 2i and 2i + 1 both gather block i and both write its two
+rows, the same values to the same VPM rows: no per-QPU choice of a half in the shared code,
+and the pair shares a TMU (hardware.QPUS_PER_TMU), whose cache serves the second request. The widening is spread over every QPU and sits in the k loop, where the DMA path's
 loaders widen their k-rows in their barrier code, on every chunk's critical path.
 
 The rows of chunk c+1 are written after this QPU passed barrier c, when nobody reads the buffer
@@ -114,8 +117,15 @@ def stepped(plan, chunk):
 
 def write_offset(plan, q):
     """``b_write`` of QPU q: its first row's write setup less a buffer's read setup."""
-    setup = vpm_write_setup(q * plan.b_rows) - vpm_read_setup(plan.panel_vectors, 0)
+    setup = vpm_write_setup(block_row(plan, q * plan.b_rows)) - \
+        vpm_read_setup(plan.panel_vectors, 0)
     return setup & 0xFFFFFFFF
+
+
+def block_row(plan, row):
+    """The chunk's first row gathered for its row ``row``: its block's first (fp16 B, whose
+    blocks are pairs of rows of one k-row: panel_vectors is even), else itself."""
+    return row - row % 2 if plan.b_halves else row
 
 
 def row_addresses(plan, b_addr, chunk, q):
@@ -124,7 +134,7 @@ def row_addresses(plan, b_addr, chunk, q):
     variant, col, reverse, first = chunk
     out = []
     for row in range(q * plan.b_rows, (q + 1) * plan.b_rows, plan.b_rows // plan.b_gathers):
-        slot, j = divmod(row, variant.vectors)
+        slot, j = divmod(block_row(plan, row), variant.vectors)
         step = min(first + slot, plan.k - 1)
         k = plan.k - 1 - step if reverse else step
         if plan.b_halves:           # the channel-pair block of vectors j and j + 1

@@ -139,9 +139,9 @@ class PanelPlan:
 
     def _check_b_gather(self):
         rows = self.chunk_rows * self.panel_vectors
-        if self.b_halves and self.b_rows != 2:
+        if self.b_halves and self.b_rows not in (1, 2):
             raise ValueError(f"b_gather: fp16 B is gathered a channel-pair block (2 rows) per "
-                             f"QPU, not {self.b_rows} rows")
+                             f"QPU or per two QPUs, not {self.b_rows} rows per QPU")
         if self.n % (self.panel_vectors * LANES):
             raise ValueError(f"b_gather: N = {self.n} is not a multiple of the panel's "
                              f"{self.panel_vectors * LANES} columns")
@@ -211,7 +211,7 @@ class PanelPlan:
     @property
     def b_gathers(self):
         """b_gather: TMU gathers per QPU per chunk: one per row, or (fp16 B) one channel-pair
-        block for both rows (panel_gather_b)."""
+        block for both rows, or for its own row and its neighbour's (b_rows 1: panel_gather_b)."""
         return 1 if self.b_halves else self.b_rows
 
     # -- rows: R rows of C per QPU, in passes of (participating QPUs) x R rows ----------------
