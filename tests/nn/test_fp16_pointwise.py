@@ -252,3 +252,32 @@ def test_fp16_activations_spread_rows(device, h, w, cin, cout, vectors, layout, 
         y = pointwise(xin, wt, b, "relu6", device=device, num_qpus=12, tiling=tiling,
                       x_layout=layout, dtype=DTYPES[ys])
         check(y, *dense(x, wt, b, None, "relu6"), cin)
+
+
+# park_rows (panel_park) with fp16 y: parked vectors packed, into regfile-A park registers
+# directly and into regfile-B ones through the store's pack register (12x12 with 2-vector
+# panels parks on both); with fp16 x, fp16 weights gathered one row per QPU (4-vector panels in
+# chunks of 3 k-rows), NHWC and channel-major x, odd K; each against no parking.
+@pytest.mark.parametrize("h, w, cin, cout, vectors, layout, activation, park, xs, ys, ws", [
+    (14, 14, 32, 64, 4, "chw", "relu6", 4, "fp16", "fp16", "fp16"),
+    (10, 20, 30, 64, 4, "hwc", "relu", 2, "fp16", "fp16", "fp32"),
+    (9, 13, 33, 64, 4, "chw", None, 3, "fp32", "fp16", "fp16"),
+    (12, 12, 62, 32, 2, "chw", "relu6", 6, "fp16", "fp16", "fp16"),
+    (14, 14, 32, 64, 4, "chw", "relu6", 4, "fp16", "fp32", "fp16"),
+], ids=str)
+def test_fp16_park_rows(device, h, w, cin, cout, vectors, layout, activation, park, xs, ys, ws):
+    from vc4nn.kernels.pointwise import PointwisePlan
+    rng = np.random.default_rng(cin + cout + w)
+    x = rng.standard_normal((h, w, cin)).astype(DTYPES[xs])
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    wt = rng.standard_normal((cin, cout)).astype(DTYPES[ws])
+    b = rng.standard_normal(cout).astype(np.float32)
+    check = assert_close_fp16 if ys == "fp16" else assert_close
+    for rows in (park, 0):
+        tiling = {"panel_vectors": vectors, "park_rows": rows}
+        plan = PointwisePlan(h, w, cin, cout, 12, True, False, activation, xs, ys, "fp32", ws,
+                             input_layout=layout, **tiling)
+        assert plan.parks == rows and plan.panel.passes >= 2
+        y = pointwise(xin, wt, b, activation, device=device, num_qpus=12, tiling=tiling,
+                      x_layout=layout, dtype=DTYPES[ys])
+        check(y, *dense(x, wt, b, None, activation), cin)

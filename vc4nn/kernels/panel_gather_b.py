@@ -23,13 +23,15 @@ chunk's row r is VPM row r of its buffer), L consecutive vectors of one k-row:
 
 fp16 B (``b_halves``, channel-pair words: word i of a 32-column block holds column i in bits
 15:0 and column i + 16 in bits 31:16, panel_halves): a QPU's two rows of a chunk are one such
-block, so it asks for one gather (a 64-byte line, half the bytes of float32), pops it into the
-regfile-A register ``halves`` and writes the two float32 rows through the unpack of its read
-(16a, 16b). With one row per QPU (4-vector panels in chunks of 3 k-rows on 12 QPUs: the
-chunk's 12 rows are 6 blocks), QPUs 2i and 2i + 1 both gather block i and both write its two
-rows, the same values to the same VPM rows: no per-QPU choice of a half in the shared code,
-and the pair shares a TMU (hardware.QPUS_PER_TMU), whose cache serves the second request. The widening is spread over every QPU and sits in the k loop, where the DMA path's
-loaders widen their k-rows in their barrier code, on every chunk's critical path.
+block, so it asks for one gather (a 64-byte line, half the bytes of float32), pops it and
+writes the two float32 rows through r4's unpack (16a, 16b), which converts for any op: no
+register of its own, so the accumulators keep as many registers as with float32 B (14x14 in
+passes of 6 rows of 8 vectors, not 5). With one row per QPU (4-vector panels in chunks of 3
+k-rows on 12 QPUs: the chunk's 12 rows are 6 blocks), QPUs 2i and 2i + 1 both gather block i
+and both write its two rows, the same values to the same VPM rows: no per-QPU choice of a half
+in the shared code, and the pair shares a TMU (hardware.QPUS_PER_TMU), whose cache serves the
+second request. The widening is spread over every QPU and sits in the k loop, where the DMA
+path's loaders widen their k-rows in their barrier code, on every chunk's critical path.
 
 The rows of chunk c+1 are written after this QPU passed barrier c, when nobody reads the buffer
 of chunk c-1 any more, and before it arrives at barrier c+1, so the barrier keeps its meaning
@@ -87,14 +89,10 @@ def pop_steps(a, plan, carrier=None):
     k-loop step (emit(sig)) that takes the second row's pop instead of a nop."""
     regs = registers(plan)[0]
     if plan.b_halves:               # one block of channel-pair words: widened into 2 rows
-        halves = regs["halves"]     # (not readable in the instruction after its write)
         return [(lambda sig: a.xor(r3, regs["buffer"], regs["toggle"], sig="ldtmu1"), True),
-                (lambda sig: a.mov(halves, r4), True),
                 (lambda sig: a.add(vw_setup, r3, regs["b_write"]), True),
-                (lambda sig: a.fmax(vpm, halves.unpack(HALF_LOW), halves.unpack(HALF_LOW)),
-                 True),
-                (lambda sig: a.fmax(vpm, halves.unpack(HALF_HIGH), halves.unpack(HALF_HIGH)),
-                 True)]
+                (lambda sig: a.fmax(vpm, r4.unpack(HALF_LOW), r4.unpack(HALF_LOW)), True),
+                (lambda sig: a.fmax(vpm, r4.unpack(HALF_HIGH), r4.unpack(HALF_HIGH)), True)]
     steps = [(lambda sig: a.xor(r3, regs["buffer"], regs["toggle"], sig="ldtmu1"), True),
              (lambda sig: a.add(vw_setup, r3, regs["b_write"]), True),
              (lambda sig: a.mov(vpm, r4), True)]

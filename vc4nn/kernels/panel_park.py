@@ -16,15 +16,18 @@ stores' addresses come from the uniform stream. The first pass has nothing to st
 and the last parks nothing (its rows may be fewer or not all valid).
 
 Single full panels only (one panel of B: a pass's parked rows are stored during the next
-pass's only panel), gathered B, float32 C and no residual.
+pass's only panel), gathered B and no residual. fp16 C (panel_act_halves): a vector is parked
+packed, its half in bits 15:0 (a regfile-A write packs: a regfile-B park register takes the
+packed word through the store's pack register), so a slot stores it as it is.
 """
 
 from asm import r5, uniform, vpm, vw_addr, vw_setup, vw_wait
 
-from .common import WORD
+from .common import LANES
 from .epilogue import activate, prepare_activation
+from .halves import HALF_LOW
+from .panel_act_halves import pack_register
 from .panel_kloop import loop_bodies
-from .panel_plan import ROW_BYTES
 from .panel_registers import Accumulators, accumulators, registers
 
 SLOT_ROWS = 2           # k-rows of each chunk followed by a store slot at most (never the last)
@@ -57,8 +60,8 @@ def park_registers(plan):
 
 def check(plan):
     """Why ``plan`` cannot park its rows (None: it can)."""
-    if not plan.b_gather or plan.a_halves or plan.c_halves or plan.epilogue.residual:
-        return "it needs gathered B, float32 A and C and no residual"
+    if not plan.b_gather or plan.epilogue.residual:
+        return "it needs gathered B and no residual"
     if plan.spread_rows or plan.full_panels != 1 or plan.edge:
         return f"N = {plan.n} is not one panel, or the last pass is spread"
     if plan.passes < 2 or not 0 < plan.park_rows <= plan.rows:
@@ -79,11 +82,19 @@ def store_rows(plan, acc):
 
 
 def park(a, plan, acc):
-    """The pass's last park_rows rows, activated, into the park registers."""
+    """The pass's last park_rows rows, activated (fp16 C: and packed), into the park
+    registers."""
     prepare_activation(a, plan.epilogue)
     rows = acc[len(acc) - plan.park_rows:]
     for dst, src in zip(park_registers(plan), [reg for row in rows for reg in row]):
-        activate(a, dst, src, plan.epilogue.activation, r5)
+        if not plan.c_halves:
+            activate(a, dst, src, plan.epilogue.activation, r5)
+        elif "a" in dst.writes:
+            activate(a, dst, src, plan.epilogue.activation, r5, pack=HALF_LOW)
+        else:
+            activate(a, pack_register(plan), src, plan.epilogue.activation, r5, pack=HALF_LOW)
+            a.nop()                 # (a regfile-A register is not readable the next instruction)
+            a.mov(dst, pack_register(plan))
 
 
 def drain_slot(a, plan, slot):
@@ -113,5 +124,5 @@ def drain_words(plan, c_addr, m0, bodies):
         for j in range(step):
             index = min(step * body + j, count - step + j)
             row, vector = divmod(index, vectors)
-            words.append(c_addr + (first + row) * plan.n * WORD + vector * ROW_BYTES)
+            words.append(c_addr + ((first + row) * plan.n + vector * LANES) * plan.c_bytes)
     return words

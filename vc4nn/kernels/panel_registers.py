@@ -86,7 +86,9 @@ def free_registers(plan):
 
 
 def a_side_names(plan):
-    return A_SIDE_BOOKKEEPING + (("halves",) if plan.b_halves else ()) + \
+    # halves: DMA'd fp16 B's words on their way to float32 (unpacked on a regfile-A read;
+    # gathered ones are unpacked from r4, panel_gather_b)
+    return A_SIDE_BOOKKEEPING + (("halves",) if plan.b_halves and not plan.b_gather else ()) + \
         (("b_next",) if plan.b_gather else ())
 
 
@@ -94,7 +96,6 @@ def a_side_names(plan):
 def registers(plan):
     """(bookkeeping name -> register, free A-side registers, free B-side registers)."""
     a_free, b_free = list(ra), list(rb)
-    # halves: fp16 B's words on their way to float32 (unpacked on a regfile-A read)
     regs = {name: a_free.pop() for name in a_side_names(plan)}
     regs.update({name: b_free.pop() for name in bookkeeping_names(plan)})
     return regs, tuple(a_free), tuple(b_free)
