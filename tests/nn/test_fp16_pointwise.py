@@ -281,3 +281,33 @@ def test_fp16_park_rows(device, h, w, cin, cout, vectors, layout, activation, pa
         y = pointwise(xin, wt, b, activation, device=device, num_qpus=12, tiling=tiling,
                       x_layout=layout, dtype=DTYPES[ys])
         check(y, *dense(x, wt, b, None, activation), cin)
+
+
+# fp16 x one gather ahead where that lets the chunk after the chunk loop run the loop's body
+# plainly (panel_kloop.gathers_ahead; K = 1 more than a multiple of 3 in chunks of 3 k-rows,
+# as v1's pw2, pw5, pw6, pw13): NHWC x (one-k gathers step one half: bit 1 flips every gather)
+# and channel-major x (odd H*W); float32 x keeps 2 ahead on the same shape.
+@pytest.mark.parametrize("h, w, cin, cout, vectors, layout", [
+    (2, 9, 40, 128, 8, "hwc"),
+    (3, 5, 34, 64, 4, "chw"),
+    (5, 5, 46, 128, 8, "chw"),
+], ids=str)
+def test_fp16_activations_one_gather_ahead(device, h, w, cin, cout, vectors, layout):
+    from vc4nn.kernels.panel_kloop import gathers_ahead, shared_chunk
+    from vc4nn.kernels.pointwise import PointwisePlan
+    rng = np.random.default_rng(cin + cout + w)
+    x = rng.standard_normal((h, w, cin)).astype(np.float16)
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    wt = normal_halves(rng, (cin, cout))
+    b = rng.standard_normal(cout).astype(np.float32)
+    tiling = {"panel_vectors": vectors, "gather_weights": True}
+    for xs in ("fp16", "fp32"):
+        panel = PointwisePlan(h, w, cin, cout, 12, True, False, "relu6", xs, "fp16", "fp32",
+                              "fp16", input_layout=layout, **tiling).panel
+        if xs == "fp16":
+            assert (gathers_ahead(panel), shared_chunk(panel)) == (1, "plain")
+        else:                       # quiet, or (channel-major) two k per gather
+            assert gathers_ahead(panel) == 2 and shared_chunk(panel) != "plain"
+    y = pointwise(xin, wt, b, "relu6", device=device, num_qpus=12, tiling=tiling,
+                  x_layout=layout, dtype=np.float16)
+    assert_close_fp16(y, *dense(x, wt, b, None, "relu6"), cin)

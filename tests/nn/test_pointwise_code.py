@@ -26,7 +26,8 @@ ICACHE_BYTES = 4096
 # ("quiet"), the latter with parked rows, whose store slots the shared chunk's run of the body
 # takes too; a residual and an edge panel (partial vectors) through the store loop, with the
 # weights DMA'd (an edge panel is not gathered) and so 3 gathers ahead: "quiet" at K = 128;
-# fp16 x, which copies its gathers with flags of its own, shares only "plain".
+# fp16 x, which copies its gathers with flags of its own, shares only "plain": at K = 256 it
+# asks one gather ahead for that (panel_kloop.gathers_ahead).
 CASES = [
     (6, 6, 128, 128, "chw", "relu6", True, False, {"panel_vectors": 8}, "fp32", "plain"),
     (5, 7, 256, 128, "chw", "relu", True, False, {"panel_vectors": 8, "pair_gathers": False},
@@ -35,7 +36,7 @@ CASES = [
     (3, 5, 128, 160, "hwc", None, False, True, {"panel_vectors": 8, "transpose_input": True},
      "fp32", "quiet"),
     (4, 5, 128, 128, "chw", "relu6", True, True, {"panel_vectors": 8}, "fp16 weights", "plain"),
-    (4, 5, 256, 128, "chw", "relu6", True, True, {"panel_vectors": 8}, "fp16", None),
+    (4, 5, 256, 128, "chw", "relu6", True, True, {"panel_vectors": 8}, "fp16", "plain"),
 ]
 
 

@@ -4,6 +4,7 @@ Also the schedule of A's TMU gathers along k (KStep): which k asks for a gather 
 waits for one, and whether a gather holds one k or two.
 """
 
+import functools
 import typing
 
 from asm import isa, r0, r1, r2, r3, r4, r5, r5rep, tmu0_s, vpm, vr_setup
@@ -28,18 +29,27 @@ GATHERS_AHEAD = {1: 3, 2: 2}
 GATHERS_AHEAD_WITH_B = 2
 
 
+@functools.lru_cache(maxsize=256)
 def gathers_ahead(plan):
     """How many gathers of A are asked for ahead: GATHERS_AHEAD, or with b_gather
     GATHERS_AHEAD_WITH_B at most, less what B's gathers take of the TMU FIFO
-    (panel_gather_b). Fewer ahead leave fewer last k without a request of their own, so the
+    (panel_gather_b); fp16 A (whose chunk cannot share the loop's body quietly: see
+    shared_chunk) one, where that lets it share plainly and more do not (K = 64, 256, 1024 in
+    chunks of 3 k-rows, one-k gathers: the last requests of the chunk after the loop then
+    stay within A; a k step of 8-vector rows, ~60 instructions, still covers the TMU latency.
+    pi_zero, 12 QPUs, full layers, fp16 x, y and weights, NHWC x, ms, 2 -> 1 ahead:
+    56x56x64->128 4.444 -> 4.192, 28x28x256->256 6.127 -> 5.902, 14x14x256->512 3.002 ->
+    2.928; but 56x56x128->128, which shares plainly with 2, 6.613 -> 6.715). Fewer ahead leave fewer last k without a request of their own, so the
     chunk after the chunk loop shares its body more often (shared_chunk: "plain" at K = 128
     and 512 with one row of B per QPU and chunk as with two; pi_zero, 12 QPUs, full layers,
     ms, 3 -> 2 ahead: fp16 56x56x128->128 7.175 -> 6.866, 14x14x512->512 6.016 -> 5.902;
     float32 112x112x32->64 6.565 -> 6.520)."""
     ahead = GATHERS_AHEAD[plan.gather_k]
-    if not plan.b_gather:
-        return ahead
-    return min(ahead, GATHERS_AHEAD_WITH_B, TMU_REQUESTS - plan.b_gathers)
+    if plan.b_gather:
+        ahead = min(ahead, GATHERS_AHEAD_WITH_B, TMU_REQUESTS - plan.b_gathers)
+    if plan.a_halves and ahead > 1 and _shared(plan, 1) == "plain" != _shared(plan, ahead):
+        return 1
+    return ahead
 
 
 class KStep(typing.NamedTuple):
@@ -64,24 +74,25 @@ def gather_kind(plan, gather):
     return "single" if single else "full"
 
 
-def k_kinds(plan):
-    """The KStep of every k of a panel, in the order the panel runs them."""
-    width, ahead = plan.gather_k, gathers_ahead(plan)
+def k_kinds(plan, ahead=None):
+    """The KStep of every k of a panel, in the order the panel runs them (``ahead``: with that
+    many gathers ahead instead of gathers_ahead's)."""
+    width, ahead = plan.gather_k, ahead or gathers_ahead(plan)
     gathers = ceil_div(plan.k, width)
     out = []
     for k in range(plan.k):
         gather, half = divmod(k, width)
         request = gather_kind(plan, gather + ahead) if half == 0 and gather + ahead < gathers else None
         out.append(KStep(half, request, half == width - 1 and k + 1 < plan.k,
-                         flip(plan, r2_gather(plan, gather) - gather)))
+                         flip(plan, r2_gather(plan, gather, ahead) - gather)))
     return out
 
 
-def r2_gather(plan, gather):
+def r2_gather(plan, gather, ahead=None):
     """The gather whose address r2 holds when the k loop copies ``gather``: the copy comes
     before that k's request, and a "single" request does not step r2 (request_a)."""
     gathers = ceil_div(plan.k, plan.gather_k)
-    asked = min(gather + gathers_ahead(plan), gathers)
+    asked = min(gather + (ahead or gathers_ahead(plan)), gathers)
     return asked - (asked == gathers and gather_kind(plan, gathers - 1) == "single")
 
 
@@ -93,22 +104,22 @@ def flip(plan, steps):
     return steps * plan.gather_k * (plan.a_k // plan.a_bytes) % 2 == 1
 
 
-def steady_kinds(plan):
+def steady_kinds(plan, ahead=None):
     """The KSteps of the chunks in the middle of a panel: the chunk loop's body, chunk_period
     chunks."""
     width = plan.gather_k
-    flipped = flip(plan, gathers_ahead(plan))
+    flipped = flip(plan, ahead or gathers_ahead(plan))
     return [KStep(row % width, "full" if row % width == 0 else None, row % width == width - 1,
                   flipped)
             for row in range(plan.chunk_rows * plan.chunk_period)]
 
 
-def steady_chunks(plan):
+def steady_chunks(plan, ahead=None):
     """How many of a panel's first chunks its chunk loop runs (a multiple of chunk_period):
     those whose k steps are steady_kinds and whose boundaries step B's addresses (the last
     chunks, whose k stop asking for gathers, are generated one by one)."""
-    kinds, kc, period = k_kinds(plan), plan.chunk_rows, plan.chunk_period
-    body = steady_kinds(plan)
+    kinds, kc, period = k_kinds(plan, ahead), plan.chunk_rows, plan.chunk_period
+    body = steady_kinds(plan, ahead)
     steady = 0
     while steady + period < plan.chunks and kinds[steady * kc:(steady + period) * kc] == body \
             and (not (plan.b_gather or stepped_loads(plan)) or
@@ -128,16 +139,25 @@ def shared_chunk(plan):
     count is not zero, so the shared chunk asks for its last valid gather again instead of
     reading past A (``quiet_gathers`` of them, waited for at the panel's end). The body is one
     chunk, the shared one is not the panel's last. It saves the chunk's ~180 instructions of
-    code, which every panel fetched again through the instruction cache."""
-    kinds, kc, steady = k_kinds(plan), plan.chunk_rows, steady_chunks(plan)
+    code, which every panel fetched again through the instruction cache. fp16 A: never
+    "quiet" (its copies' flags leave none for the requests' condition), so gathers_ahead takes
+    fewer ahead where that makes it "plain"."""
+    return _shared(plan, gathers_ahead(plan))
+
+
+def _shared(plan, ahead):
+    """shared_chunk with ``ahead`` gathers ahead."""
+    kinds, kc, steady = k_kinds(plan, ahead), plan.chunk_rows, steady_chunks(plan, ahead)
     if plan.chunk_period != 1 or not 0 < steady < plan.chunks - 1:
         return None
-    own, body = kinds[steady * kc:(steady + 1) * kc], steady_kinds(plan)
+    own, body = kinds[steady * kc:(steady + 1) * kc], steady_kinds(plan, ahead)
     if own == body:
         return "plain"
+    if plan.a_halves:
+        return None
     first = count_row(plan)
     quiet = body[:first + 1] + [kind._replace(request=None) for kind in body[first + 1:]]
-    return "quiet" if own == quiet and not plan.a_halves else None
+    return "quiet" if own == quiet else None
 
 
 def quiet_gathers(plan):
