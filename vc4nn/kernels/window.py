@@ -24,8 +24,8 @@ from .common import each_record, ops_then_branch
 from .epilogue import activate
 from .halves import HALF_HIGH, HALF_LOW, gathered_half
 from .window_registers import ACC, BIAS, BIAS_HIGH, BUFFER_LOADS, BUFFER_ROWS, COUNT, \
-    COUNT_WRITE, HALF_INPUT, LOAD_BASE, ROW, SIX, STORE, STORE_BASE, VPM_ROW0, VPM_WRITE_ROW0, \
-    WEIGHTS
+    COUNT_WRITE, HALF_INPUT, LOAD_BASE, ROW, SIX, SPLIT_ACC_A, SPLIT_ACC_B, SPLIT_BIAS, \
+    SPLIT_TOP_WEIGHTS, SPLIT_WEIGHTS_B, STORE, STORE_BASE, VPM_ROW0, VPM_WRITE_ROW0, WEIGHTS
 
 HALF = HALF_LOW                # a 16-bit VPM read zero-extends into bits 15:0
 
@@ -46,8 +46,13 @@ class MacPipe:
         self.product = r2
 
     def _emit(self, mul=None):
-        """One instruction: the pending add (if any) and ``mul`` (method name, dst, srcs)."""
+        """One instruction: the pending add (if any) and ``mul`` (method name, dst, srcs); two
+        if they read two registers of one regfile (split accumulators: where a row of taps on
+        one file follows one on the other)."""
         a, pending = self.a, self.pending
+        if pending and mul and ports_clash(pending[2:] + mul[2:]):
+            self._emit()
+            pending = None
         if pending and pending[2] is self.last_write:
             a.nop()
         self.last_write = None
@@ -111,6 +116,8 @@ class MacPipe:
         copy: ``or``, reading no regfile)."""
         product = self.product
         self.product = r3 if product is r2 else r2
+        if self.fresh and ports_clash([HALF_INPUT, weight]):
+            self._convert()             # (the unpack reads ra31: not beside a weight on A)
         if self.fresh:
             self._convert(("fmul", product, r1, weight))
         else:
@@ -126,6 +133,18 @@ class MacPipe:
             self._convert()
         self.flush()
         self.pending = ("fadd", acc, r1, 0) if first else ("fadd", acc, acc, r1)
+
+
+def ports_clash(sources):
+    """Whether ``sources`` (of one instruction) read two registers of one regfile: each has one
+    read port (a small immediate takes regfile B's)."""
+    reads = {}
+    for src in sources:
+        if isinstance(src, (int, float)):
+            reads.setdefault("rb", set()).add(("immediate", src))
+        elif src.name.startswith(("ra", "rb")):
+            reads.setdefault(src.name[:2], set()).add(src.name)
+    return any(len(names) > 1 for names in reads.values())
 
 
 def gather_weights(a, dsts, row_bytes, elem_bytes, pairs=False, depth=4):
@@ -180,7 +199,9 @@ def tile_setup(a, plan):
             gather_weights(a, list(zip(WEIGHTS[:taps], WEIGHTS[taps:2 * taps])) + [
                 (BIAS, BIAS_HIGH)], row_bytes, plan.w_bytes, pairs=True)
         else:
-            gather_weights(a, WEIGHTS[:taps] + [BIAS], row_bytes, plan.w_bytes)
+            gather_weights(a, [weight(plan, kh, kw) for kh in range(plan.kernel_h)
+                               for kw in range(plan.kernel_w)] + [bias(plan)],
+                           row_bytes, plan.w_bytes)
     a.mov(COUNT_WRITE, uniform)
     a.mov(r0, uniform)
     variants = plan.variants
@@ -300,7 +321,6 @@ def loop_body(a, plan, index, aside):
     stores = shifts = 0
     tail = []
     flags_of_row = False                # the flags are the previous step's test of ROW
-    taps = plan.kernel_h * plan.kernel_w
     cols_bytes = plan.channels * plan.in_bytes
     for step, (r, k) in enumerate(steps):
         first_col, pixels = chunks[k]
@@ -319,7 +339,7 @@ def loop_body(a, plan, index, aside):
             for odd in range(plan.lane_channels):
                 if odd:
                     pipe.odd_channels()
-                for kh, out_row in plan.taps(r):
+                for kh, out_row in tap_order(plan, r):
                     acc_set = plan.acc_set(out_row, shifts)
                     for kw in range(plan.kernel_w):
                         j, rest = divmod(col - kw, plan.stride_w)
@@ -331,8 +351,8 @@ def loop_body(a, plan, index, aside):
                         if plan.op == "avg_pool":
                             pipe.add(acc, first)
                         else:       # (the odd channels' bias comes at the store)
-                            pipe.multiply_add(acc, WEIGHTS[odd * taps + kh * plan.kernel_w + kw],
-                                              first, None if odd else BIAS)
+                            pipe.multiply_add(acc, weight(plan, kh, kw, odd), first,
+                                              None if odd else bias(plan))
         if k == len(chunks) - 1:
             out_row = plan.finished(r)
             if out_row is not None:
@@ -355,8 +375,32 @@ def loop_body(a, plan, index, aside):
 
 def accumulator(plan, variant, odd, acc_set, j):
     """The register of column ``j`` of accumulator set ``acc_set`` (channel pairs: of the odd
-    channels if ``odd``, whose sets follow the even channels')."""
+    channels if ``odd``, whose sets follow the even channels'; split accumulators: the newest
+    set on regfile B)."""
+    if plan.split_accumulators == 1:
+        return SPLIT_ACC_B[j] if acc_set == plan.acc_sets - 1 else \
+            SPLIT_ACC_A[acc_set * variant.cols + j]
     return ACC[(odd * plan.acc_sets + acc_set) * variant.cols + j]
+
+
+def weight(plan, kh, kw, odd=0):
+    """The register of tap (kh, kw)'s weight (split accumulators: the top row's on regfile A,
+    beside the newest set they feed)."""
+    if plan.split_accumulators == 1:
+        return SPLIT_TOP_WEIGHTS[kw] if kh == 0 else \
+            SPLIT_WEIGHTS_B[(kh - 1) * plan.kernel_w + kw]
+    return WEIGHTS[odd * plan.kernel_h * plan.kernel_w + kh * plan.kernel_w + kw]
+
+
+def bias(plan):
+    return SPLIT_BIAS if plan.split_accumulators == 1 else BIAS
+
+
+def tap_order(plan, row):
+    """``plan.taps(row)``; split accumulators: the top row's taps (weights on regfile A) last,
+    so that an fp16 vector's unpack (from ra31) first rides with a weight on regfile B."""
+    taps = plan.taps(row)
+    return taps[1:] + taps[:1] if plan.split_accumulators == 1 else taps
 
 
 def shift_sets(a, plan, variant, first=0):
@@ -377,7 +421,8 @@ def pairs_first_shift(plan, variant, acc_set):
             and plan.activation == "relu6" and plan.out_bits == 32):
         return None
     assert acc_set == 0
-    return {ACC[j]: ACC[variant.cols + j] for j in range(variant.cols)}
+    return {accumulator(plan, variant, 0, 0, j): accumulator(plan, variant, 0, 1, j)
+            for j in range(variant.cols)}
 
 
 def store_row(a, plan, variant, acc_set, stores, paired=None, aside=None):
