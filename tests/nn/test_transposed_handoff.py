@@ -92,9 +92,9 @@ def test_channel_major_plan_spreads_over_fewer_qpus_to_stage_whole_rows():
     assert (half.tile_cols, half.stage_rows(half.out_chunk), half.qpus) == (14, 7, 4)
 
 
-@pytest.mark.parametrize("size, stride, cols", [(112, 2, 14), (56, 2, 14), (112, 1, 14), (56, 1, 14),
-                                                  (14, 1, 14), (28, 1, 14), (7, 1, 7),
-                                                  (20, 1, 10), (12, 1, 12)])
+@pytest.mark.parametrize("size, stride, cols", [(112, 2, 14), (56, 2, 14), (112, 1, 14),
+                                                (56, 1, 14), (14, 1, 14), (28, 1, 14), (7, 1, 7),
+                                                (20, 1, 10), (12, 1, 12)])
 def test_tiles_are_as_wide_as_fewer_strips_need(size, stride, cols):
     """A plan widens its tiles up to what the accumulators hold (30 // rows in flight; split
     accumulators at stride 1: 14 columns, where that takes fewer strips than 10) where that

@@ -153,8 +153,8 @@ class WindowPlan(SpatialShape, WindowSchedule):
         """The split needs a 3x3 depthwise window at stride 1 (three rows in flight, only the
         newest fed by the top row alone), one channel per lane and rolled loops (the sets keep
         their registers: the newest row moves to regfile A once the top row has fed it)."""
-        return (self.op == "depthwise" and (self.kernel_h, self.kernel_w, self.stride_h) == (3, 3, 1)
-                and self.channel_pairs != 1 and self.rolled != 0)
+        return (self.op == "depthwise" and self.channel_pairs != 1 and self.rolled != 0
+                and (self.kernel_h, self.kernel_w, self.stride_h) == (3, 3, 1))
 
     @property
     def period(self):
