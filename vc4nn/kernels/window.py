@@ -78,12 +78,12 @@ class MacPipe:
             self.a.nop()
         self.last_write = None
 
-    def read_input(self):
-        """r1 = the next vector of the VPM read queue (fp16: through ra31 and its unpack; the
+    def read_input(self, vector=r1):
+        """``vector`` (float32 input) or r1 = the next vector of the VPM read queue (fp16: through ra31 and its unpack; the
         pending add fills the slot before ra31 is readable, but cannot share an instruction
         with the move: both write regfile A)."""
         if not self.halves:
-            self._emit(("mov", r1, vpm))
+            self._emit(("mov", vector, vpm))
             return
         a, held = self.a, HALF_INPUT
         a.mov(held, vpm)
@@ -111,9 +111,9 @@ class MacPipe:
             op, dst, src, weight = mul
             getattr(handle, op)(dst, half if src is r1 else src, weight)
 
-    def multiply_add(self, acc, weight, first, start):
-        """acc = (start if first else acc) + r1 * weight; ``start`` None: the product alone (a
-        copy: ``or``, reading no regfile)."""
+    def multiply_add(self, acc, weight, first, start, vector=r1):
+        """acc = (start if first else acc) + vector * weight; ``start`` None: the product alone
+        (a copy: ``or``, reading no regfile). fp16 input: the vector is r1."""
         product = self.product
         self.product = r3 if product is r2 else r2
         if self.fresh and ports_clash([HALF_INPUT, weight]):
@@ -121,7 +121,7 @@ class MacPipe:
         if self.fresh:
             self._convert(("fmul", product, r1, weight))
         else:
-            self._emit(("fmul", product, r1, weight))
+            self._emit(("fmul", product, vector, weight))
         if first and start is None:
             self.pending = ("mov", acc, product)
         else:
@@ -334,25 +334,7 @@ def loop_body(a, plan, index, aside):
         flags_of_row = True
         prefetch(a, plan, aside, f"{index}_{step}", (step + 1) % 2, next_pixels,
                  (next_col - variant.lo) * cols_bytes, pixels, step % 2)
-        for col in range(first_col, first_col + pixels):
-            pipe.read_input()
-            for odd in range(plan.lane_channels):
-                if odd:
-                    pipe.odd_channels()
-                for kh, out_row in tap_order(plan, r):
-                    acc_set = plan.acc_set(out_row, shifts)
-                    for kw in range(plan.kernel_w):
-                        j, rest = divmod(col - kw, plan.stride_w)
-                        if rest or not 0 <= j < variant.cols:
-                            continue
-                        acc = accumulator(plan, variant, odd, acc_set, j)
-                        # the first tap of an output: its top row's first column in the image
-                        first = kh == 0 and col == max(j * plan.stride_w, variant.lo)
-                        if plan.op == "avg_pool":
-                            pipe.add(acc, first)
-                        else:       # (the odd channels' bias comes at the store)
-                            pipe.multiply_add(acc, weight(plan, kh, kw, odd), first,
-                                              None if odd else bias(plan))
+        multiply_chunk(pipe, plan, variant, r, range(first_col, first_col + pixels), shifts)
         if k == len(chunks) - 1:
             out_row = plan.finished(r)
             if out_row is not None:
@@ -371,6 +353,57 @@ def loop_body(a, plan, index, aside):
                     shifts += 1
     pipe.flush()
     return tail
+
+
+def multiply_chunk(pipe, plan, variant, r, cols, shifts):
+    """Read the chunk's input vectors (columns ``cols`` of body row ``r``) and multiply each
+    into every output it touches. Split accumulators with float32 input: a column's taps on
+    regfile B's weights and its top-row taps (on regfile A's) are two blocks, and the next
+    column's vector is read between them (into the other of r1 and r0), so no multiply-add
+    follows one reading the same regfile: the blocks go A B | B A | A B ... across columns."""
+    if not (plan.split_accumulators == 1 and plan.in_storage == "fp32"):
+        for col in cols:
+            pipe.read_input()
+            for odd in range(plan.lane_channels):
+                if odd:
+                    pipe.odd_channels()
+                multiply_taps(pipe, plan, pixel_taps(plan, variant, r, col, odd, shifts),
+                              odd=odd)
+        return
+    vectors = (r1, r0)
+    pipe.read_input(vectors[0])
+    for i, col in enumerate(cols):
+        taps = pixel_taps(plan, variant, r, col, 0, shifts)
+        blocks = [[tap for tap in taps if tap[1]], [tap for tap in taps if not tap[1]]]
+        first, second = blocks[::-1] if i % 2 else blocks
+        multiply_taps(pipe, plan, first, vectors[i % 2])
+        if i + 1 < len(cols):
+            pipe.read_input(vectors[(i + 1) % 2])
+        multiply_taps(pipe, plan, second, vectors[i % 2])
+
+
+def pixel_taps(plan, variant, r, col, odd, shifts):
+    """(accumulator, kh, kw, first) of every output input column ``col`` of body row ``r``
+    touches; ``first``: the output's first tap (its top row's first column in the image)."""
+    out = []
+    for kh, out_row in tap_order(plan, r):
+        acc_set = plan.acc_set(out_row, shifts)
+        for kw in range(plan.kernel_w):
+            j, rest = divmod(col - kw, plan.stride_w)
+            if rest or not 0 <= j < variant.cols:
+                continue
+            out.append((accumulator(plan, variant, odd, acc_set, j), kh, kw,
+                        kh == 0 and col == max(j * plan.stride_w, variant.lo)))
+    return out
+
+
+def multiply_taps(pipe, plan, taps, vector=r1, odd=0):
+    for acc, kh, kw, first in taps:
+        if plan.op == "avg_pool":
+            pipe.add(acc, first)
+        else:       # (the odd channels' bias comes at the store)
+            pipe.multiply_add(acc, weight(plan, kh, kw, odd), first, None if odd else bias(plan),
+                              vector)
 
 
 def accumulator(plan, variant, odd, acc_set, j):
