@@ -72,12 +72,16 @@ def plan(h=28, w=28, stride=1, **options):
 
 def test_split_accumulators_are_the_default_where_they_widen_the_strips():
     """14-column strips where they are fewer than 10-column ones (28, 14, 12 columns), not where
-    they are as many (7, 20 columns); never at stride 2, with channel pairs or unrolled loops."""
+    they are as many (7, 20 columns); never at stride 2, with channel pairs or unrolled loops,
+    nor (by default) for fp16 NHWC plans."""
     for w, cols in ((28, 14), (14, 14), (12, 12), (112, 14)):
         wide = plan(w=w)
         assert (wide.split_accumulators, wide.tile_cols, wide.rolled) == (1, cols, 1)
+    half = plan(in_storage="fp16", out_storage="fp16", out_layout="chw")
+    assert (half.split_accumulators, half.tile_cols) == (1, 14)
     for narrow in (plan(w=7), plan(w=20), plan(stride=2), plan(rolled=0),
-                   plan(in_storage="fp16", out_storage="fp16", w_storage="fp16")):
+                   plan(in_storage="fp16", out_storage="fp16", w_storage="fp16"),
+                   plan(in_storage="fp16", out_storage="fp16")):
         assert narrow.split_accumulators == 0
         assert narrow.tile_cols <= 10 or narrow.stride_h == 2
 

@@ -235,11 +235,14 @@ class WindowPlan(SpatialShape, WindowSchedule):
     def _split_widens_strips(self):
         """Split accumulators where their 14-column strips are fewer than 10-column ones: fewer
         halo columns, and a channel-major store's rows a strip row long (v1 1.0/224, pi_zero,
-        fp32, ms: dw1 4.656 -> 4.315, dw3 4.573 -> 4.315, dw7 1.190 -> 1.084; NHWC dw7 1.116 ->
-        1.028). Where they do not (7 columns: dw13), the split only costs an instruction per
-        pixel (docs/kernels.md "Split accumulators")."""
+        fp32, ms: dw1 4.656 -> 4.309, dw3 4.573 -> 4.305, dw7 1.190 -> 1.074; NHWC dw7 1.116 ->
+        1.027). Not for fp16 NHWC plans: on their 8 QPUs the halves' unpack makes the wider
+        loops issue-bound and the fewer tiles balance worse (v2's 56x56x144: 2.926 -> 3.292).
+        Where the strips are as many (7 columns: dw13), the split would only cost instructions
+        (docs/kernels.md "Split accumulators")."""
         narrow = -(-self.out_w // (ACCUMULATOR_REGISTERS // self.acc_sets))
-        return self.can_split_accumulators and -(-self.out_w // SPLIT_COLS) < narrow
+        return (self.can_split_accumulators and -(-self.out_w // SPLIT_COLS) < narrow
+                and not (self.in_storage == "fp16" and self.out_layout == "hwc"))
 
     def _rolling_shortens_loops(self):
         """Whether a rolled loop body is shorter than the unrolled period for some variant: then
