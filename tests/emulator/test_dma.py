@@ -111,6 +111,23 @@ def test_store_rows_to_strided_memory():
     assert np.array_equal(got[:, :12], rows[0:8, 2:14]) and not got[:, 12:].any()
 
 
+def test_vdw_setup_outlives_generic_write_setups():
+    """The VDW setup and the generic write setup are different setups of vw_setup (its ID
+    field, 31:30): writing one leaves the other, so a kernel writes the VDW setup once for many
+    stores through a staging row (the panel kernel's store loop; docs/hardware-choices.md, "VPM
+    and DMA setup fields")."""
+    units = Units()
+    rows = pattern_vpm(units)
+    base, raw = units.buffer(np.zeros((3, 16), np.uint32))
+    units.vpm.write_vw_setup(0, vdw(1, 16, y=7), 0)
+    units.vpm.write_vw_setup(0, vdw_stride(0), 0)
+    t = 0
+    for i in range(3):
+        units.vpm.write_vw_setup(0, generic_write(7 << 4), t)      # a generic setup between
+        t = units.vpm.read_vw_wait(0, units.vpm.write_vw_addr(0, base + 64 * i, t))[1]
+    assert np.array_equal(raw[:192].view("<u4").reshape(3, 16), np.tile(rows[7], (3, 1)))
+
+
 def test_vertical_store_of_single_columns_transposes():
     """py-videocore test_vertical_32bit_store: UNITS 1, DEPTH 16, one column at a time."""
     units = Units()

@@ -78,3 +78,30 @@ def ops_then_branch(a, ops, target, cond="always"):
         op()
     for _ in range(slots - (len(ops) - before)):
         a.nop()
+
+
+def paired_moves(a, moves):
+    """Emitters of the moves [(dst, src)], in order, two per instruction where the registers'
+    files allow (one read and one write on each side; an accumulator is read on either). A move is
+    brought forward only past moves that do not read what it writes (its partner reads the
+    old value in the same instruction)."""
+    moves, ops = list(moves), []
+    while moves:
+        dst, src = moves.pop(0)
+        partner = next((m for i, m in enumerate(moves)
+                        if apart(m[0], dst) and (apart(m[1], src) or m[1] is src)
+                        and all(earlier[1] is not m[0] for earlier in moves[:i])), None)
+        if partner:
+            moves.remove(partner)
+            ops.append(lambda d=dst, s=src, p=partner: a.mov(d, s).mov(*p))
+        else:
+            ops.append(lambda d=dst, s=src: a.mov(d, s))
+    return ops
+
+
+def apart(one, other):
+    """Whether two registers can be used by the two ALUs of one instruction: not both on the
+    same register file (an accumulator is reached from either)."""
+    sides = [None if reg.mux is not None else "a" if "a" in reg.reads else "b"
+             for reg in (one, other)]
+    return None in sides or sides[0] != sides[1]

@@ -23,13 +23,23 @@ from .panel_spread import next_row_setup, read_setup
 # QPUs' fills and the chunk DMAs; at most that many requests are outstanding, within the FIFO
 # depth of 4 (facts §5.13), and none reads past A (see KStep).
 GATHERS_AHEAD = {1: 3, 2: 2}
+# With B gathered (b_gather), A is asked at most this many gathers ahead: B's requests take
+# the rest of the FIFO, and a k step of a gathered panel (~50 instructions) covers the latency.
+GATHERS_AHEAD_WITH_B = 2
 
 
 def gathers_ahead(plan):
-    """How many gathers of A are asked for ahead: GATHERS_AHEAD, less what B's gathers take of
-    the TMU FIFO with b_gather (panel_gather_b)."""
+    """How many gathers of A are asked for ahead: GATHERS_AHEAD, or with b_gather
+    GATHERS_AHEAD_WITH_B at most, less what B's gathers take of the TMU FIFO
+    (panel_gather_b). Fewer ahead leave fewer last k without a request of their own, so the
+    chunk after the chunk loop shares its body more often (shared_chunk: "plain" at K = 128
+    and 512 with one row of B per QPU and chunk as with two; pi_zero, 12 QPUs, full layers,
+    ms, 3 -> 2 ahead: fp16 56x56x128->128 7.175 -> 6.866, 14x14x512->512 6.016 -> 5.902;
+    float32 112x112x32->64 6.565 -> 6.520)."""
     ahead = GATHERS_AHEAD[plan.gather_k]
-    return min(ahead, TMU_REQUESTS - plan.b_gathers) if plan.b_gather else ahead
+    if not plan.b_gather:
+        return ahead
+    return min(ahead, GATHERS_AHEAD_WITH_B, TMU_REQUESTS - plan.b_gathers)
 
 
 class KStep(typing.NamedTuple):
@@ -107,6 +117,42 @@ def steady_chunks(plan):
     return steady
 
 
+def shared_chunk(plan):
+    """How the chunk after the chunk loop's runs the loop's body, entered past its boundary
+    after a boundary of its own (panel_chunks): None when it cannot; "plain" when its k steps
+    are the body's (only its boundary does not step B's addresses, panel_gather_b.stepped:
+    K = 128 or 512 in chunks of 3 k-rows, 2 gathers ahead: the chunk before the short last
+    one); "quiet" when they are the body's but for A's requests past A's end (K = 64, 256 or
+    1024 with 2 gathers ahead; K = 128 with 3, DMA'd B): the body's requests from count_row on
+    then step r2 only while the chunk loop's
+    count is not zero, so the shared chunk asks for its last valid gather again instead of
+    reading past A (``quiet_gathers`` of them, waited for at the panel's end). The body is one
+    chunk, the shared one is not the panel's last. It saves the chunk's ~180 instructions of
+    code, which every panel fetched again through the instruction cache."""
+    kinds, kc, steady = k_kinds(plan), plan.chunk_rows, steady_chunks(plan)
+    if plan.chunk_period != 1 or not 0 < steady < plan.chunks - 1:
+        return None
+    own, body = kinds[steady * kc:(steady + 1) * kc], steady_kinds(plan)
+    if own == body:
+        return "plain"
+    first = count_row(plan)
+    quiet = body[:first + 1] + [kind._replace(request=None) for kind in body[first + 1:]]
+    return "quiet" if own == quiet and not plan.a_halves else None
+
+
+def quiet_gathers(plan):
+    """The gathers of A a "quiet" shared chunk asks for again (shared_chunk)."""
+    if shared_chunk(plan) != "quiet":
+        return 0
+    return sum(1 for kind in steady_kinds(plan)[count_row(plan) + 1:] if kind.request)
+
+
+def loop_bodies(plan):
+    """How many times a panel runs the chunk loop's body (its store slots with parked rows,
+    panel_park): the loop's chunks over its period, and the shared chunk."""
+    return steady_chunks(plan) // plan.chunk_period + bool(shared_chunk(plan))
+
+
 def count_row(plan):
     """The k-row whose first instruction steps the chunk loop's counter: the first after row 0
     that copies a gather (a free ADD slot next to the copy), else row 1 on its own. fp16 A:
@@ -120,14 +166,25 @@ def count_row(plan):
     return rows[0] if rows else min(1, plan.chunk_rows - 1)
 
 
-def request_a(a, plan, kind, sig=None, upper=None):
+def request_a(a, plan, kind, sig=None, upper=None, cond="always"):
     """Ask for one gather of A at r2 and step r2 to the next (the MUL reads r2 before the ADD
-    writes it). A "single" gather is the last: its upper lanes repeat the lower ones, taking
-    off ``upper`` (lane_k unless given)."""
+    writes it; ``cond``: the step's condition). A "single" gather is the last: its upper lanes
+    repeat the lower ones, taking off ``upper`` (lane_k unless given)."""
     regs = registers(plan)[0]
     if kind == "single":
         return a.sub(tmu0_s, r2, regs["lane_k"] if upper is None else upper, sig=sig)
-    return a.add(r2, r2, regs["a_step"], sig=sig).mov(tmu0_s, r2)
+    return a.add(r2, r2, regs["a_step"], sig=sig, cond=cond).mov(tmu0_s, r2)
+
+
+class ChunkLoop(typing.NamedTuple):
+    """The chunk loop's control, given to the k steps of its body's last chunk: the branch back
+    to ``label`` on ``cond``, the counter stepped down by ``step`` (count_row); ``quiet``: the
+    requests from count_row on step r2 only while the count is not zero (shared_chunk)."""
+
+    label: str
+    cond: str = "all_zc"
+    step: int = 1
+    quiet: bool = False
 
 
 def k_step(a, plan, acc, kind, row, last_row, loop=None):
@@ -137,8 +194,8 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None):
     Group g's VPM reads are queued (facts §3: two setups) by group g-1's first multiply-add,
     and group 0's by the previous k-row's last group, except on a chunk's first k-row (the
     chunk before had no next k-row to queue). r3 is the setup of k-row 1 (see boundary), so
-    every k-row's setup is r3 plus a small immediate. ``loop``: the chunk loop's label; its
-    counter is stepped in a free ADD slot (count_row) and its branch goes 3 instructions
+    every k-row's setup is r3 plus a small immediate. ``loop``: the chunk loop (a ChunkLoop);
+    its counter is stepped in a free ADD slot (count_row) and its branch goes 3 instructions
     before the end of the last k-row (the delay slots are multiply-adds)."""
     regs = registers(plan)[0]
     rows = len(acc)
@@ -155,7 +212,7 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None):
         return lambda sig: a.add(vr_setup, r3, offset, sig=sig).fmul(r0, r5, vpm), True
 
     def count(sig):
-        return a.sub(regs["chunks_left"], regs["chunks_left"], 1, sf=True, sig=sig)
+        return a.sub(regs["chunks_left"], regs["chunks_left"], loop.step, sf=True, sig=sig)
 
     def first(sig):         # group 0's reads or the loop count, and a new gather to r1
         if row == 0:
@@ -177,7 +234,8 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None):
     elif kind.half == 0:
         steps.append((first, False))
     if kind.request and not plan.a_halves:
-        steps.append((lambda sig: request_a(a, plan, kind.request, sig), False))
+        cond = "zc" if loop and loop.quiet and row >= count_row(plan) else "always"
+        steps.append((lambda sig: request_a(a, plan, kind.request, sig, cond=cond), False))
     if count_here and row == 0 and not plan.a_halves:
         steps.append((count, True))
     flags_at = len(steps) if count_here else 0
@@ -231,6 +289,6 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None):
     pop_at = max(i for i, step in enumerate(steps) if step is not None and not step[1])
     for i, step in enumerate(steps):
         if step is None:
-            a.branch(loop, cond="all_zc")
+            a.branch(loop.label, cond=loop.cond)
         else:
             step[0]("ldtmu0" if kind.pop and i == pop_at else None)

@@ -23,7 +23,7 @@ from asm import r5, uniform, vpm, vw_addr, vw_setup, vw_wait
 
 from .common import WORD
 from .epilogue import activate, prepare_activation
-from .panel_kloop import steady_chunks
+from .panel_kloop import loop_bodies
 from .panel_plan import ROW_BYTES
 from .panel_registers import Accumulators, accumulators, registers
 
@@ -33,8 +33,8 @@ SLOT_ROWS = 2           # k-rows of each chunk followed by a store slot at most 
 def slots_per_chunk(plan):
     """Store slots per chunk: as few as store the parked vectors in the chunk loop, at most
     SLOT_ROWS (slots past the vectors store the last ones again)."""
-    steady = max(1, steady_chunks(plan))
-    return min(SLOT_ROWS, plan.chunk_rows - 1, -(-parked_vectors(plan) // steady))
+    bodies = max(1, loop_bodies(plan) * plan.chunk_period)
+    return min(SLOT_ROWS, plan.chunk_rows - 1, -(-parked_vectors(plan) // bodies))
 
 
 def slots_per_body(plan):
@@ -55,9 +55,8 @@ def park_registers(plan):
     return spare[:parked_vectors(plan)] if len(spare) >= parked_vectors(plan) else None
 
 
-def check(plan, steady_chunks):
-    """Why ``plan`` cannot park its rows (None: it can); ``steady_chunks``: the chunks of a
-    panel's chunk loop (sgemm_panel.steady_chunks)."""
+def check(plan):
+    """Why ``plan`` cannot park its rows (None: it can)."""
     if not plan.b_gather or plan.a_halves or plan.c_halves or plan.epilogue.residual:
         return "it needs gathered B, float32 A and C and no residual"
     if plan.spread_rows or plan.full_panels != 1 or plan.edge:
@@ -66,7 +65,7 @@ def check(plan, steady_chunks):
         return f"{plan.park_rows} rows of {plan.rows} in {plan.passes} passes"
     if park_registers(plan) is None:
         return f"{parked_vectors(plan)} vectors do not fit in the registers left"
-    bodies = steady_chunks // plan.chunk_period
+    bodies = loop_bodies(plan)
     if not slots_per_chunk(plan) or parked_vectors(plan) < slots_per_body(plan) or \
             bodies * slots_per_body(plan) < parked_vectors(plan):
         return (f"{bodies} chunk loop bodies of {slots_per_body(plan)} store slots for "

@@ -174,9 +174,8 @@ class PanelPlan:
         piece_registers(self)               # (raises if the piece's own registers do not fit)
 
     def _check_park(self):
-        from .panel_kloop import steady_chunks      # (they import this module)
-        from .panel_park import check
-        why = check(self, steady_chunks(self))
+        from .panel_park import check       # (it imports this module)
+        why = check(self)
         if why:
             raise ValueError(f"park_rows: {why}")
 

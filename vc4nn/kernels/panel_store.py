@@ -9,7 +9,7 @@ import functools
 from asm import (element_number, null, r0, r1, r2, r3, r4, r5, tmu0_s, vpm, vw_addr, vw_setup,
                  vw_wait)
 
-from .common import GATHER_DEPTH, LANES, WORD
+from .common import GATHER_DEPTH, LANES, WORD, ops_then_branch, paired_moves
 from .epilogue import activate, prepare_activation
 from .halves import HALF_LOW, gathered_half
 from .panel_act_halves import pack_register, scaled_address
@@ -35,12 +35,22 @@ def start_at_bias(a, plan, variant, acc):
     rows = acc[:-1] if acc.piece else acc
     targets = [[row[i] for row in rows] for i in range(vectors)] + \
         ([[reg] for reg in acc[-1]] if acc.piece else [])
+    # Without a partial vector, r3 walks the vectors' lanes (r0: a vector's bytes), one
+    # instruction per request, and the copies go two at a time: this runs once per panel,
+    # and its code is fetched again each time (the instruction cache).
+    walk = not variant.partial
+    if walk:
+        a.shl(r0, element_number, 2)
+        a.add(r3, base, r0)
+        a.ldi(r0, LANES * WORD)
     for i in range(len(targets) + GATHER_DEPTH):
         if i >= GATHER_DEPTH:
             a.nop(sig="ldtmu0")
-            for reg in targets[i - GATHER_DEPTH]:
-                a.mov(reg, r4)
-        if i < vectors:
+            for ops in paired_moves(a, [(reg, r4) for reg in targets[i - GATHER_DEPTH]]):
+                ops()
+        if i < vectors and walk:
+            a.add(r3, r3, r0).mov(tmu0_s, r3)       # (the MUL reads r3 before the step)
+        elif i < vectors:
             request_vector(a, variant, i, base, i * LANES * WORD)
         elif i < len(targets):
             request_piece(a, plan, base, i - vectors)
@@ -51,40 +61,57 @@ def store(a, plan, variant, acc):
     through this QPU's staging row of the VPM. ``store`` holds the number of valid rows (0 on a
     pass this QPU only helps with); rows past it are skipped, since their lanes of A repeated
     the last valid row and their addresses lie past the matrix. The epilogue's residual is
-    added like beta*C (from its own address) and its activation applied on the VPM write."""
+    added like beta*C (from its own address) and its activation applied on the VPM write.
+
+    The rows are one loop whose body stores row 0 and then moves every row down by one (a
+    conveyor, ``shift_rows``): no register is addressed indirectly, so a loop over rows must
+    bring each row to the same registers. Unrolled, the store was ~6 instructions per vector
+    (pw3: ~330 per panel), fetched again through the instruction cache every panel; the
+    moves cost no time, since the QPU waits for its previous store's DMA before each vector
+    anyway. The count lives in ``a_step``, which every panel reads again before its k loop."""
     regs = registers(plan)[0]
-    alpha, address = r2, r1
+    alpha, address, count = r2, r1, regs["a_step"]
+    rows = acc[:-1] if acc.piece else list(acc)
     with a.scope():
-        a.mov(null, regs["store"], sf=True)
+        if not rows:                # all parked (panel_park)
+            return
+        a.min(count, regs["store"], len(rows), sf=True)
         a.branch("skip", cond="all_zs")
         if not plan.alpha_one:
             a.mov(alpha, regs["alpha"])     # an accumulator: acc may sit on either regfile
         else:
             a.nop()
-        a.ldi(r3, column_offset(variant, 0, plan.c_bytes))
-        a.add(address, regs["c_panel"], r3)
+        first = column_offset(variant, 0, plan.c_bytes)
+        if first:
+            a.ldi(r3, first)
+            a.add(address, regs["c_panel"], r3)
+        else:
+            a.mov(address, regs["c_panel"])
         prepare_activation(a, plan.epilogue)
         if acc.piece:
             store_piece(a, plan, acc[-1])
-            acc = acc[:-1]
-        for g, row in enumerate(acc):
-            if g:               # rows past the valid ones: done (g == store, since we go up by 1)
-                a.sub(null, regs["store"], g, sf=True)
-                a.branch("skip", cond="all_zs")
-                a.ldi(r3, plan.n * plan.c_bytes)        # the delay slots step to row g
-                a.add(address, address, r3)
-                a.nop()
-            if not plan.beta_zero:
-                add_gathered(a, variant, row, address, functools.partial(pop_beta_c, a, plan, alpha))
-            if plan.epilogue.residual:                  # alpha is 1: r2 is free
-                if plan.r_bytes != plan.c_bytes:
-                    scaled_address(a, r2, address, regs["residual"], plan.c_bytes, plan.r_bytes)
-                else:
-                    a.add(r2, address, regs["residual"])
-                add_gathered(a, variant, row, r2, functools.partial(pop_residual, a),
-                             plan.r_bytes)
-            store_row(a, plan, variant, row, address, alpha)
+        a.label("row")
+        row = rows[0]
+        if not plan.beta_zero:
+            add_gathered(a, variant, row, address, functools.partial(pop_beta_c, a, plan, alpha))
+        if plan.epilogue.residual:                  # alpha is 1: r2 is free
+            if plan.r_bytes != plan.c_bytes:
+                scaled_address(a, r2, address, regs["residual"], plan.c_bytes, plan.r_bytes)
+            else:
+                a.add(r2, address, regs["residual"])
+            add_gathered(a, variant, row, r2, functools.partial(pop_residual, a),
+                         plan.r_bytes)
+        store_row(a, plan, variant, row, address, alpha)
+        a.ldi(r3, 1)                # (count is on regfile B: no small immediate)
+        a.sub(count, count, r3, sf=True)
+        ops_then_branch(a, shift_rows(a, rows), "row", cond="all_zc")
         a.label("skip")
+
+
+def shift_rows(a, rows):
+    """The conveyor of ``store``: emitters of the moves rows[g] = rows[g + 1]."""
+    return paired_moves(a, [(dst, src) for g in range(len(rows) - 1)
+                         for dst, src in zip(rows[g], rows[g + 1])])
 
 
 def column_offset(variant, j, size=WORD):
@@ -95,10 +122,17 @@ def column_offset(variant, j, size=WORD):
 
 
 def store_row(a, plan, variant, row, address, alpha):
-    """Write the row's vectors, each stored by one DMA; ``address`` ends where it started."""
+    """Write the row's vectors, each stored by one DMA; ``address`` ends at the next row's.
+
+    The VDW setup and r3's address step are written only where they change (a partial vector,
+    the step to the next row): a generic write setup leaves the VDW setup as it was, since the
+    two are different setups of one register told apart by their ID field (the reference
+    guide's VPMVCD_WR_SETUP; docs/hardware-choices.md "VPM and DMA setup fields"). Fewer
+    instructions in the store loop keep a panel's code within the instruction cache."""
     regs = registers(plan)[0]
     partial = variant.partial[0] if variant.partial else None
     scale = not plan.alpha_one and plan.beta_zero
+    vdw = step_in_r3 = None
     for j, reg in enumerate(row):
         # One store in flight per QPU (facts §3): the previous one still reads the staging row,
         # so wait for it here, not after starting each store. A store's instructions then run
@@ -113,11 +147,17 @@ def store_row(a, plan, variant, row, address, alpha):
             a.fmul(vpm, reg, alpha)
         else:
             activate(a, vpm, reg, plan.epilogue.activation, r5)
-        a.mov(vw_setup, regs["vdw_part"] if j == partial else regs["vdw_full"])
-        # to the next vector; after the last, back to the first
+        if vdw != (j == partial):
+            vdw = j == partial
+            a.mov(vw_setup, regs["vdw_part"] if vdw else regs["vdw_full"])
+        # to the next vector; after the last, to the first of the next row
         step = (column_offset(variant, (j + 1) % len(row), plan.c_bytes)
                 - column_offset(variant, j, plan.c_bytes))
-        a.ldi(r3, step)
+        if j + 1 == len(row):
+            step += plan.n * plan.c_bytes
+        if step != step_in_r3:
+            step_in_r3 = step
+            a.ldi(r3, step)
         a.add(address, address, r3).mov(vw_addr, address)      # the MUL reads the old address
 
 

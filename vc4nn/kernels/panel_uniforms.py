@@ -16,7 +16,7 @@ from .panel_act_halves import scaled_offset
 from .panel_gather_b import boundary_offsets, panel_words, row_addresses, stepped, write_offset
 from .panel_halves import column_bytes, halves_y, padded_columns, slot_y, widen_words, word_rows
 from .panel_plan import HALF, ROLE_LOADER, ROLE_MASTER, ROW_BYTES
-from .panel_kloop import steady_chunks
+from .panel_kloop import loop_bodies, shared_chunk, steady_chunks
 from .panel_registers import stepped_loads
 
 
@@ -206,7 +206,8 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
     ``bias``, ``residual``: bus addresses of the epilogue's operands, when the plan has them."""
     a_addr, b_addr, c_addr = addresses
     chunks = chunk_sequence(plan)
-    bodies = steady_chunks(plan) // plan.chunk_period if plan.park_rows else 0
+    bodies = loop_bodies(plan) if plan.park_rows else 0
+    shared, steady = shared_chunk(plan), steady_chunks(plan)
     # A harmless extra load after the last chunk keeps the boundary code the same for every
     # chunk: it refills the buffer of the chunk before the last one, which nobody reads again.
     loads_after = chunks[1:] + chunks[:1]
@@ -257,12 +258,19 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
                 if plan.b_gather:
                     b_panel = panel_words(plan, b_addr, loads_after[index], q)
                     words += b_panel
+                drains = []
                 if plan.park_rows and pass_index:       # the store slots (panel_park)
-                    words += park.drain_words(plan, c_addr, m0_before, bodies)
+                    drains = park.drain_words(plan, c_addr, m0_before, bodies)
+                    # the shared chunk's run of the body stores after its boundary's words
+                    first = len(drains) - bool(shared) * park.slots_per_body(plan)
+                    words += drains[:first]
+                    drains = drains[first:]
                 for c in range(plan.chunks):
                     if plan.b_gather and not stepped(plan, c):
                         words += boundary_offsets(plan, b_addr, loads_after[index], c,
                                                   b_panel, q)
+                    if shared and c == steady:
+                        words += drains
                     if loader and plan.b_halves and not steps and not plan.b_gather:
                         words += widen_words(plan, chunks[index][0], slot, index % 2)
                     if loader and not plan.b_gather:

@@ -29,7 +29,7 @@ import collections
 from .. import hardware
 from ..errors import DeviceError
 from . import panel_park, sgemm_panel, transpose
-from .panel_kloop import steady_chunks
+from .panel_kloop import shared_chunk, steady_chunks
 from .common import LAYOUTS, MAX_VDW_STRIDE
 from .epilogue import Epilogue
 from .spatial import STORAGE_BITS, check_storage
@@ -136,7 +136,7 @@ class PointwisePlan:
         if self.park_rows:          # forced: the panel plan says why it cannot
             return dataclasses.replace(panel, park_rows=self.park_rows)
         if self.park_rows is None and max_rows == sgemm_panel.MAX_ROWS and \
-                self.spread_rows is not True:
+                self.spread_rows is not True and not self.spread_leaves:
             parked = parking_default(panel)     # (``parks``)
             if parked.park_rows:
                 return parked
@@ -170,8 +170,8 @@ class PointwisePlan:
             return panel
         if self.pair_gathers:       # forced: the panel plan says why it cannot
             return dataclasses.replace(panel, pair_gathers=True)
-        if not panel.trans_a or panel.passes > 1:      # the default (``pairs``)
-            return panel
+        if not panel.trans_a or panel.passes > 1 or shared_chunk(panel) == "plain":
+            return panel                                # the default (``pairs``)
         try:
             return dataclasses.replace(panel, pair_gathers=True)
         except ValueError:
@@ -283,7 +283,10 @@ class PointwisePlan:
         7.490 -> 7.975, 28x28x128->256 3.860 -> 4.150, 14x14x512->512 5.712 -> 5.820,
         112x112x32->64 7.723 -> 8.449, but 7x7x1024->1024 5.861 -> 5.700, 7x7x512->1024 3.077
         -> 3.073: the doubled loop body costs instruction-cache misses where a plan has several
-        passes (more code per panel)."""
+        passes (more code per panel). Nor where the unpaired panel's chunk after its loop runs
+        the loop's body as it is (``panel_kloop.shared_chunk`` "plain": K = 128, 512), whose
+        chunk loop and tail then fit the cache: 7x7x512->1024 3.050 paired, 2.950 not; but
+        7x7x1024->1024 5.631 paired, 5.704 not (branch pwstore)."""
         return self.panel.pair_gathers
 
     @property
@@ -328,31 +331,36 @@ STORE_ROW_COST = 4.8
 
 
 def parking_default(panel):
-    """``panel`` with the most rows parked (``PanelPlan.park_rows``) whose store slots in the
-    next pass are no more than the parked vectors and a chunk loop body's slots or a quarter
-    more (the slots past
-    the parked vectors store the last ones again: with many chunks per panel they would flood
-    the bus; 14x14x384->64 0.637 -> 0.772 ms), or ``panel`` itself. Where its rows leave no
+    """``panel`` with the most rows parked (``PanelPlan.park_rows``), and with them the most
+    rows per QPU whose registers leave room for them, whose store slots in the next pass are
+    no more than the parked vectors and a chunk loop body's slots or a quarter more (the slots
+    past the parked vectors store the last ones again: with many chunks per panel they would
+    flood the bus; 14x14x384->64 0.637 -> 0.772 ms), or ``panel`` itself. Where its rows leave no
     register to park in and a pass's store burst takes at least half as long as its k steps
     (its rows' vectors from every QPU at STORE_ROW_COST, against ``issue_estimate`` per pass),
     the most rows per QPU of which half can be parked. Measured (pi_zero, 12 QPUs, full
     layers, channel-major input, ms): 112x112x32->64 6.391 -> 5.752 (8 rows, 4 parked);
     56x56x64->128 4.183 -> 3.916 (4 rows, 2 parked; 5 and 1: 4.152); but 56x56x128->128
     (burst a third of its k steps) 6.573 -> 6.823 with 4 and 2. Fewer rows with all parked
-    lose (112x112x32->64 with 4 and 4: 6.327)."""
+    lost then (112x112x32->64 with 4 and 4: 6.327). With the instruction cache in the model and
+    the panel's code within it (branch pwstore): 112x112x32->64 8 rows, 4 parked 6.520; 7
+    rows, 5 parked 5.762 (the most its store slots take, 20 vectors; the default); 6 and 5
+    5.824; 5, all parked 6.062; 4, all parked 6.909; 56x56x64->128 4 rows, 2 parked 4.135
+    (the default), 2 rows all parked 4.631; v2's pointwise layers keep their plans."""
     def parked(most, rows):
         try:
             plan = dataclasses.replace(panel, max_rows=most, park_rows=rows)
         except ValueError:
             return None
         step, vectors = panel_park.slots_per_body(plan), panel_park.parked_vectors(plan)
-        slots = step * (steady_chunks(plan) // plan.chunk_period)
+        slots = step * (steady_chunks(plan) // plan.chunk_period)   # (and a shared chunk's)
         return plan if slots <= vectors + max(step, vectors // 4) else None
 
-    for rows in range(panel.rows, 0, -1):
-        plan = parked(panel.max_rows, rows)
-        if plan:
-            return plan
+    for rows in range(panel.rows, 0, -1):             # the most parked rows first,
+        for most in range(panel.rows, rows - 1, -1):    # then the most rows per QPU
+            plan = parked(most, rows)
+            if plan and plan.rows == most:
+                return plan
     burst = panel.rows * panel.panel_vectors * panel.qpus * STORE_ROW_COST
     if burst * 2 < sgemm_panel.issue_estimate(panel) / panel.passes:
         return panel

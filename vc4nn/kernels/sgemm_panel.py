@@ -39,8 +39,8 @@ from .common import LANES, ceil_div, lane_addresses, zero
 from . import chain
 from .panel_barrier import boundary, issue_loads
 from .panel_gather_b import pop_rows, request_first_rows, start_panel, stepped
-from .panel_kloop import (gather_kind, gathers_ahead, k_kinds, k_step, request_a, steady_chunks,
-                          steady_kinds)
+from .panel_chunks import chunks
+from .panel_kloop import gather_kind, gathers_ahead, request_a
 from . import panel_park as parking
 from .panel_plan import MAX_ROWS
 from .panel_registers import accumulators, registers
@@ -63,7 +63,7 @@ def program_for(plan):
 @kernel
 def panel_kernel(a, plan):
     regs, _, _ = registers(plan)
-    masters = []                # the master's barrier code of each boundary, placed after exit
+    masters = []                # the master's barrier code of each boundary (place_masters)
     a.mov(null, uniform, sf=True)                   # 0: not needed for this shape
     a.branch("exit", cond="all_zs")
     a.nop()
@@ -95,6 +95,7 @@ def panel_kernel(a, plan):
     if plan.park_rows:
         with a.scope("first_pass"):
             one_pass(a, plan, plan.rows, masters, park=True)
+        place_masters(a, masters, "first_pass_done")
         looped = plan.passes - 2
     if looped:
         a.ldi(regs["passes_left"], looped)
@@ -107,6 +108,7 @@ def panel_kernel(a, plan):
         a.nop()
         a.nop()
         a.nop()
+        place_masters(a, masters, "passes_done")
     if plan.park_rows:
         with a.scope("last_pass"):
             one_pass(a, plan, plan.last_rows, masters, drain=True)
@@ -128,13 +130,32 @@ def panel_kernel(a, plan):
             with a.scope("plain_last_pass"):
                 one_pass(a, plan, plan.last_rows, masters)
             a.label("last_done")
+    place_masters(a, masters, "last_pass_done")
     if not plan.b_gather:
         a.read(vr_wait)             # the extra load after the last chunk (see uniform_streams)
     a.read(vw_wait)                 # the last store of C (store_row does not wait for its own)
     a.label("exit")
     chain.end(a)
-    for emit in masters:
-        emit()
+
+
+def place_masters(a, masters, over):
+    """The master's and the relays' barrier code of the boundaries generated since the last
+    call: right after the passes that run it, which jump over it. A
+    slice's QPUs share a 4 KB, 4-way instruction cache, and the first slice runs this code
+    with its loop: placed after the program's end, its lines fell on the sets the loop fills
+    most (14x14x256->512: 5 lines in sets 4-7, fetched again every panel); next to the loop,
+    the two are one stretch of lines, spread evenly over the sets."""
+    if not any(masters):
+        return
+    a.branch(over)              # (the code's labels are at the top level: no scope here)
+    a.nop()
+    a.nop()
+    a.nop()
+    for i, emit in enumerate(masters):
+        if emit:            # (placed ones stay as None: boundaries number theirs by the count)
+            emit()
+            masters[i] = None
+    a.label(over)
 
 
 def one_pass(a, plan, rows, masters, piece=False, drain=False, park=False):
@@ -157,12 +178,10 @@ def one_pass(a, plan, rows, masters, piece=False, drain=False, park=False):
         a.label("panel")
         with a.scope("full"):
             panel(a, plan, plan.variants[0], masters, rows, piece, drain, park)
-        a.ldi(r3, panel_bytes)
-        a.add(regs["c_panel"], regs["c_panel"], r3)
         a.sub(regs["panels_left"], regs["panels_left"], 1, sf=True)
         a.branch("panel", cond="all_zc")
-        a.nop()
-        a.nop()
+        a.ldi(r3, panel_bytes)                          # (delay slots: c_panel steps either way)
+        a.add(regs["c_panel"], regs["c_panel"], r3)
         a.nop()
     if plan.edge:           # c_panel is at column full_panels * 96: move to the edge window
         a.ldi(r3, (plan.edge.start - plan.full_panels * plan.panel_vectors * LANES) * plan.c_bytes)
@@ -207,32 +226,7 @@ def panel(a, plan, variant, masters, rows, piece=False, drain=False, park=False)
     a.nop(sig="ldtmu0")
     # The first multiply-add of each k finishes the previous k's last one: make it add 0.
     a.ldi(r0, 0)
-    kinds, kc, period = k_kinds(plan), plan.chunk_rows, plan.chunk_period
-    chunk_kinds = [kinds[c * kc:(c + 1) * kc] for c in range(plan.chunks)]
-    # The chunks in the middle of the panel are one loop (its body chunk_period chunks); the
-    # last chunks, whose k stop asking for gathers, are generated one by one. A chunk's k are
-    # unrolled: no k counter, and the read setups of each k-row are small-immediate offsets
-    # from r3 (see k_step).
-    body, steady = steady_kinds(plan), steady_chunks(plan)
-    leaves = piece and plan.spread_leaves       # only leaves run this panel's code
-    if steady:
-        a.ldi(regs["chunks_left"], steady // period)
-        a.label("chunk")
-        for part in range(period):
-            boundary(a, plan, variant, masters, True, leaves)
-            for row in range(kc):
-                k_step(a, plan, acc, body[part * kc + row], row, row + 1 == kc,
-                       loop="chunk" if part + 1 == period else None)
-                if drain and row < parking.slots_per_chunk(plan):
-                    parking.drain_slot(a, plan, part * parking.slots_per_chunk(plan) + row)
-                    if part + 1 == period and row + 1 == parking.slots_per_chunk(plan):
-                        parking.shift(a, plan)
-    for chunk, ks in enumerate(chunk_kinds[steady:], steady):
-        with a.scope():
-            boundary(a, plan, variant, masters, stepped(plan, chunk), leaves)
-            for row, kind in enumerate(ks):
-                k_step(a, plan, acc, kind, row, row + 1 == len(ks))
-    a.fadd(acc[-1][-1], acc[-1][-1], r0)
+    chunks(a, plan, variant, acc, masters, piece and plan.spread_leaves, drain)
     if delta:
         a.ldi(r3, delta)
         a.sub(regs["buffer"], regs["buffer"], r3)
