@@ -138,7 +138,10 @@ def test_a_tiling_past_the_vpm_is_refused():
                   in_chunk=8, out_chunk=8, max_qpus=12)
     with pytest.raises(PlanError, match="registers"):
         make_plan("depthwise", 14, 14, 16, (3, 3), (1, 1), (1, 1, 1, 1), None, 12,
-                  tile_cols=12)
+                  tile_cols=12, split_accumulators=0)
+    with pytest.raises(PlanError, match="registers"):   # split: 3 rows x 14 columns at most
+        make_plan("depthwise", 16, 16, 16, (3, 3), (1, 1), (1, 1, 1, 1), None, 12,
+                  tile_cols=15)
     with pytest.raises(LayerArgumentError):
         depthwise(np.zeros((2, 2, 1), np.float32), np.zeros((3, 3, 1), np.float32),
                   padding="full", device=object())

@@ -71,32 +71,45 @@ def test_depthwise_channel_major_into_out(device):
 def test_channel_major_plan_spreads_over_fewer_qpus_to_stage_whole_rows():
     """The default "chw" plan gives each QPU the VPM rows for a whole tile row per store (one
     store buffer) and two 4-pixel loads, so it runs on fewer than 12 QPUs; the NHWC plan's
-    2-pixel stores and 3-pixel loads fit 8 rows, 8 QPUs."""
+    2-pixel stores and 3-pixel loads fit 8 rows, 8 QPUs. (8-column strips: without split
+    accumulators; with them a 14-column tile row stages in 14 rows, 2 QPUs, and the loads
+    take the rest.)"""
     pads, _ = resolve_padding("t", "same", 14, 14, 3, 3, 1, 1)
     nhwc = make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads, "relu6", 12)
     chw = make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads, "relu6", 12,
-                    out_layout="chw")
+                    out_layout="chw", split_accumulators=0)
     assert nhwc.qpus == 8 and nhwc.out_chunk == 2
     assert chw.out_chunk == chw.tile_cols == 8 and chw.store_buffers == 1
     assert chw.in_chunk == 4 and chw.qpus == 4      # 64 VPM rows // (2 x 4 + 8 staging)
     half = make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads, "relu6", 12, "fp16",
-                     "fp16", "fp16", out_layout="chw")
+                     "fp16", "fp16", out_layout="chw", split_accumulators=0)
     assert half.stage_rows(half.out_chunk) == 4 and half.qpus == 5     # pixel pairs: 64 // 12
+    wide = make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads, "relu6", 12,
+                     out_layout="chw")
+    assert (wide.tile_cols, wide.out_chunk, wide.qpus, wide.in_chunk) == (14, 14, 2, 9)
+    half = make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads, "relu6", 12, "fp16",
+                     "fp16", "fp16", out_layout="chw")
+    assert (half.tile_cols, half.stage_rows(half.out_chunk), half.qpus) == (14, 7, 4)
 
 
-@pytest.mark.parametrize("size, stride, cols", [(112, 2, 14), (56, 2, 14), (112, 1, 10), (56, 1, 10),
-                                                  (14, 1, 8), (28, 1, 10), (7, 1, 7)])
-def test_tiles_are_as_wide_as_fewer_strips_need(size, stride, cols):
-    """A plan widens its tiles up to what the accumulators hold (30 // rows in flight) where
-    that takes fewer strips than 8 columns, evenly (a strip re-reads its halo columns, and a
-    "chw" store's memory rows are a strip row long); in both layouts and storages."""
+@pytest.mark.parametrize("size, stride, cols, unsplit", [
+    (112, 2, 14, 14), (56, 2, 14, 14), (112, 1, 14, 10), (56, 1, 14, 10), (14, 1, 14, 8),
+    (28, 1, 14, 10), (7, 1, 7, 7), (20, 1, 10, 10), (12, 1, 12, 8)])
+def test_tiles_are_as_wide_as_fewer_strips_need(size, stride, cols, unsplit):
+    """A plan widens its tiles up to what the accumulators hold (30 // rows in flight; split
+    accumulators at stride 1: 14 columns, where that takes fewer strips than 10) where that
+    takes fewer strips than 8 columns, evenly (a strip re-reads its halo columns, and a "chw"
+    store's memory rows are a strip row long); in both layouts and storages (the split not for
+    fp16 NHWC plans)."""
     pads, _ = resolve_padding("t", "same", size, size, 3, 3, stride, stride)
     for layout in ("chw", "hwc"):
         for storage in ("fp32", "fp16"):
             plan = make_plan("depthwise", size, size, 64, (3, 3), (stride, stride), pads,
                              in_storage=storage, out_storage=storage, out_layout=layout)
-            assert plan.tile_cols == cols
-            assert plan.tile_cols * plan.acc_sets <= 30
+            split = cols > 10 and stride == 1 and (storage, layout) != ("fp16", "hwc")
+            assert plan.tile_cols == (cols if split or stride == 2 else unsplit)
+            assert plan.split_accumulators == split
+            assert plan.tile_cols * plan.acc_sets <= (42 if plan.split_accumulators else 30)
 
 
 def test_channel_major_errors(device):

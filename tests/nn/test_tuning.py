@@ -161,6 +161,16 @@ def test_tune_stores_the_fastest_and_the_layer_reproduces_it(cache_file, device)
     assert_close(y, expected, magnitude, terms=9)
 
 
+def test_tune_tries_with_and_without_split_accumulators(device):
+    """A stride-1 layer wider than 10 columns: the default (split, one 14-column strip) and the
+    10-column plan without the split are both candidates; at stride 2 the split is illegal."""
+    tried = candidates(Layer("dw", "depthwise", 6, 14, 16, 16, 1, "relu6"), 6, 14, 4, device)
+    assert tried[0]["split_accumulators"] == 1 and tried[0]["tile_cols"] == 14
+    assert any(t["split_accumulators"] == 0 and t["tile_cols"] <= 10 for t in tried)
+    tried = candidates(Layer("dw", "depthwise", 6, 14, 16, 16, 2, "relu6"), 6, 14, 4, device)
+    assert all(t["split_accumulators"] == 0 for t in tried)
+
+
 def test_a_corrupt_cache_warns_and_the_layer_still_runs(cache_file, device):
     cache_file.write_text("{not json")
     with pytest.warns(TuneCacheWarning, match="unreadable"):

@@ -81,28 +81,35 @@ def test_avg_pool_loops(device, case, rolled):
 def test_rolled_loops_fit_the_instruction_cache():
     """MobileNet's stride-1 depthwise layers (112x112x32 as channel-major result: three edge
     variants): rolled, every variant's loop is under 256 instructions (a QPU instruction cache
-    holds 512), the whole program about a third of the unrolled one."""
+    holds 512), the whole program about a third of the unrolled one (the same 10-column
+    strips); so are the 14-column loops of split accumulators."""
     plans = [make_plan("depthwise", 112, 112, 32, (3, 3), (1, 1), (1, 1, 1, 1), "relu6",
-                       out_layout="chw", rolled=rolled) for rolled in (True, False)]
-    rolled, unrolled = (program_for(plan) for plan in plans)
-    assert len(plans[0].variants) == 3
-    for index in range(3):
-        start = rolled.labels[f"loop{index}"]
-        end = min(address for name, address in rolled.labels.items()
-                  if name.startswith("zero_") and address > start)
-        assert (end - start) // 8 < 256
+                       out_layout="chw", rolled=rolled, split_accumulators=split)
+             for rolled, split in ((True, 0), (False, 0), (True, 1))]
+    rolled, unrolled, split = (program_for(plan) for plan in plans)
+    assert [len(plan.variants) for plan in plans] == [3, 3, 3]
+    assert plans[2].tile_cols == 14
+    for program in (rolled, split):
+        for index in range(3):
+            start = program.labels[f"loop{index}"]
+            end = min(address for name, address in program.labels.items()
+                      if name.startswith("zero_") and address > start)
+            assert (end - start) // 8 < 256
     assert len(rolled.words) * 2 < len(unrolled.words)
 
 
 def test_fp16_storage_has_30_accumulators_too():
     """fp16 results are packed into the accumulators they come from, so halves take no
-    accumulator: 3 x 10 of them in both storages, 3 x 11 refused."""
+    accumulator: 3 x 10 of them in both storages, 3 x 11 refused (split accumulators: 3 x 14,
+    3 x 15 refused)."""
     for storage in ("fp32", "fp16"):
-        make_plan("depthwise", 9, 30, 16, (3, 3), (1, 1), (1, 1, 1, 1), tile_cols=10,
-                  in_storage=storage, out_storage=storage)
-        with pytest.raises(PlanError, match="30 registers"):
-            make_plan("depthwise", 9, 30, 16, (3, 3), (1, 1), (1, 1, 1, 1), tile_cols=11,
-                      in_storage=storage, out_storage=storage)
+        for split, cols in ((0, 10), (1, 14)):
+            make_plan("depthwise", 9, 30, 16, (3, 3), (1, 1), (1, 1, 1, 1), tile_cols=cols,
+                      in_storage=storage, out_storage=storage, split_accumulators=split)
+            with pytest.raises(PlanError, match=f"{3 * cols} registers"):
+                make_plan("depthwise", 9, 30, 16, (3, 3), (1, 1), (1, 1, 1, 1),
+                          tile_cols=cols + 1, in_storage=storage, out_storage=storage,
+                          split_accumulators=split)
 
 
 # (H, W, C, stride, layout, activation, tiling): every accumulator in use (3 x 10, 2 x 15),
@@ -165,10 +172,13 @@ def test_every_tile_goes_to_one_qpu(qpus, by_variant):
 def test_long_runs_take_the_tiles_variant_by_variant():
     """The default order: variant by variant where a QPU's contiguous run would span a whole
     block's strips of three variants or more (a channel-major plan on 3 QPUs), in strips
-    where the runs are short (NHWC on 12 QPUs) or there are two variants."""
+    where the runs are short (NHWC on 12 QPUs) or there are two variants (28 columns in two
+    14-column strips)."""
     pads = (1, 1, 1, 1)
+    assert make_plan("depthwise", 28, 28, 256, (3, 3), (1, 1), pads, out_layout="chw",
+                     split_accumulators=0).by_variant == 1
     assert make_plan("depthwise", 28, 28, 256, (3, 3), (1, 1), pads,
-                     out_layout="chw").by_variant == 1
+                     out_layout="chw").by_variant == 0
     assert make_plan("depthwise", 112, 112, 32, (3, 3), (1, 1), pads).by_variant == 0
     assert make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads,
                      out_layout="chw").by_variant == 0
@@ -190,12 +200,13 @@ def test_loops_roll_where_that_shortens_them():
 
 
 def test_nhwc_plans_spread_over_the_qpus_their_chunks_fit():
-    """The default "hwc" plan: tiles as wide as the accumulators allow (evened out), 3-pixel
-    loads into two buffers and 2-pixel stores from one: 8 rows of the 64 each, so 8 QPUs of 12
-    (of 4: 16 rows each, which hold two store buffers; the chunks grow to fill them)."""
+    """The default "hwc" plan: tiles as wide as the accumulators allow (evened out; split
+    accumulators at stride 1: 14 columns), 3-pixel loads into two buffers and 2-pixel stores
+    from one: 8 rows of the 64 each, so 8 QPUs of 12 (of 4: 16 rows each, which hold two store
+    buffers; the chunks grow to fill them)."""
     plan = make_plan("depthwise", 112, 112, 32, (3, 3), (1, 1), (1, 1, 1, 1))
     assert (plan.tile_cols, plan.qpus, plan.in_chunk, plan.out_chunk, plan.store_buffers) == \
-        (10, 8, 3, 2, 1)
+        (14, 8, 3, 2, 1)
     plan = make_plan("depthwise", 28, 28, 256, (3, 3), (2, 2), (0, 1, 0, 1), num_qpus=4)
     assert (plan.tile_cols, plan.qpus, plan.in_chunk, plan.out_chunk, plan.store_buffers) == \
         (14, 4, 4, 4, 2)

@@ -1,7 +1,8 @@
 """The sliding-window kernel: depthwise convolution and average pooling (plan: window_plan.py,
 docs/kernels.md "Depthwise convolution and average pooling").
 
-Registers: vc4nn/kernels/window_registers.py.
+Registers: vc4nn/kernels/window_registers.py; the multiply-adds (which registers a tap uses,
+their order, the pipeline): vc4nn/kernels/window_taps.py.
 
 fp16 storage (docs/kernels.md "fp16 storage"): a pixel's 16-channel block is one 16-bit DMA
 row of halves and one VPM row (halves 0..15), read back by 16-bit generic reads that leave lane
@@ -15,7 +16,7 @@ VPM access) unpack both halves of the word read, 16a for the even channels and 1
 
 import functools
 
-from asm import element_number, isa, kernel, null, r0, r1, r2, r3, r4, tmu0_s, uniform, vpm, \
+from asm import element_number, isa, kernel, null, r0, r1, r3, r4, tmu0_s, uniform, vpm, \
     vr_addr, vr_setup, vr_wait, vw_setup, vw_wait
 
 from . import dma
@@ -23,109 +24,9 @@ from . import chain
 from .common import each_record, ops_then_branch
 from .epilogue import activate
 from .halves import HALF_HIGH, HALF_LOW, gathered_half
-from .window_registers import ACC, BIAS, BIAS_HIGH, BUFFER_LOADS, BUFFER_ROWS, COUNT, \
-    COUNT_WRITE, HALF_INPUT, LOAD_BASE, ROW, SIX, STORE, STORE_BASE, VPM_ROW0, VPM_WRITE_ROW0, \
-    WEIGHTS
-
-HALF = HALF_LOW                # a 16-bit VPM read zero-extends into bits 15:0
-
-
-class MacPipe:
-    """Emits multiply-adds so that the add of one issues with the multiply of the next.
-
-    ``pending`` is an ADD-ALU op waiting for an instruction to ride in; ``last_write`` the
-    regfile register the previous instruction wrote (read right after, it would be a hazard).
-    """
-
-    def __init__(self, a, halves=False):
-        self.a = a
-        self.halves = halves
-        self.fresh = None           # fp16: the half of ra31 (the vector read) not yet in r1
-        self.pending = None
-        self.last_write = None
-        self.product = r2
-
-    def _emit(self, mul=None):
-        """One instruction: the pending add (if any) and ``mul`` (method name, dst, srcs)."""
-        a, pending = self.a, self.pending
-        if pending and pending[2] is self.last_write:
-            a.nop()
-        self.last_write = None
-        handle = None
-        if pending:
-            op, dst, *srcs = pending
-            handle = getattr(a, op)(dst, *srcs)
-            self.last_write = dst if dst.name.startswith(("ra", "rb")) else None
-        if mul:
-            op, dst, *srcs = mul
-            getattr(handle if handle is not None else a, op)(dst, *srcs)
-        self.pending = None
-
-    def flush(self):
-        if self.pending:
-            self._emit()
-        self.fresh = None           # no tap used the vector: r1 is not needed
-
-    def settle(self):
-        """Flush, and keep the next instruction from reading what the last one wrote."""
-        self.flush()
-        if self.last_write is not None:
-            self.a.nop()
-        self.last_write = None
-
-    def read_input(self):
-        """r1 = the next vector of the VPM read queue (fp16: through ra31 and its unpack; the
-        pending add fills the slot before ra31 is readable, but cannot share an instruction
-        with the move: both write regfile A)."""
-        if not self.halves:
-            self._emit(("mov", r1, vpm))
-            return
-        a, held = self.a, HALF_INPUT
-        a.mov(held, vpm)
-        self.last_write = None
-        if self.pending:
-            self._emit()
-        else:
-            a.nop()
-        self.last_write = None
-        self.fresh = held.unpack(HALF)
-
-    def odd_channels(self):
-        """Channel pairs: r1 = the odd channels of the vector read (16b), from the next tap on
-        (the pending add goes alone: the conversion needs the ADD ALU)."""
-        if self.pending:
-            self._emit()
-        self.fresh = HALF_INPUT.unpack(HALF_HIGH)
-
-    def _convert(self, mul=None):
-        """r1 = the fresh vector as float32 (ADD ALU), with ``mul`` reading it unpacked from
-        ra31 in the same instruction (the MUL ALU: no add is pending, so regfile A is free)."""
-        half, self.fresh = self.fresh, None
-        handle = self.a.fmax(r1, half, half)
-        if mul:
-            op, dst, src, weight = mul
-            getattr(handle, op)(dst, half if src is r1 else src, weight)
-
-    def multiply_add(self, acc, weight, first, start):
-        """acc = (start if first else acc) + r1 * weight; ``start`` None: the product alone (a
-        copy: ``or``, reading no regfile)."""
-        product = self.product
-        self.product = r3 if product is r2 else r2
-        if self.fresh:
-            self._convert(("fmul", product, r1, weight))
-        else:
-            self._emit(("fmul", product, r1, weight))
-        if first and start is None:
-            self.pending = ("mov", acc, product)
-        else:
-            self.pending = ("fadd", acc, start if first else acc, product)
-
-    def add(self, acc, first):
-        """acc = r1 if first else acc + r1."""
-        if self.fresh:
-            self._convert()
-        self.flush()
-        self.pending = ("fadd", acc, r1, 0) if first else ("fadd", acc, acc, r1)
+from .window_registers import BIAS, BIAS_HIGH, BUFFER_LOADS, BUFFER_ROWS, COUNT, COUNT_WRITE, \
+    LOAD_BASE, ROW, SIX, STORE, STORE_BASE, VPM_ROW0, VPM_WRITE_ROW0, WEIGHTS
+from .window_taps import HALF, MacPipe, accumulator, bias, multiply_chunk, weight
 
 
 def gather_weights(a, dsts, row_bytes, elem_bytes, pairs=False, depth=4):
@@ -180,7 +81,9 @@ def tile_setup(a, plan):
             gather_weights(a, list(zip(WEIGHTS[:taps], WEIGHTS[taps:2 * taps])) + [
                 (BIAS, BIAS_HIGH)], row_bytes, plan.w_bytes, pairs=True)
         else:
-            gather_weights(a, WEIGHTS[:taps] + [BIAS], row_bytes, plan.w_bytes)
+            gather_weights(a, [weight(plan, kh, kw) for kh in range(plan.kernel_h)
+                               for kw in range(plan.kernel_w)] + [bias(plan)],
+                           row_bytes, plan.w_bytes)
     a.mov(COUNT_WRITE, uniform)
     a.mov(r0, uniform)
     variants = plan.variants
@@ -300,7 +203,6 @@ def loop_body(a, plan, index, aside):
     stores = shifts = 0
     tail = []
     flags_of_row = False                # the flags are the previous step's test of ROW
-    taps = plan.kernel_h * plan.kernel_w
     cols_bytes = plan.channels * plan.in_bytes
     for step, (r, k) in enumerate(steps):
         first_col, pixels = chunks[k]
@@ -314,25 +216,7 @@ def loop_body(a, plan, index, aside):
         flags_of_row = True
         prefetch(a, plan, aside, f"{index}_{step}", (step + 1) % 2, next_pixels,
                  (next_col - variant.lo) * cols_bytes, pixels, step % 2)
-        for col in range(first_col, first_col + pixels):
-            pipe.read_input()
-            for odd in range(plan.lane_channels):
-                if odd:
-                    pipe.odd_channels()
-                for kh, out_row in plan.taps(r):
-                    acc_set = plan.acc_set(out_row, shifts)
-                    for kw in range(plan.kernel_w):
-                        j, rest = divmod(col - kw, plan.stride_w)
-                        if rest or not 0 <= j < variant.cols:
-                            continue
-                        acc = accumulator(plan, variant, odd, acc_set, j)
-                        # the first tap of an output: its top row's first column in the image
-                        first = kh == 0 and col == max(j * plan.stride_w, variant.lo)
-                        if plan.op == "avg_pool":
-                            pipe.add(acc, first)
-                        else:       # (the odd channels' bias comes at the store)
-                            pipe.multiply_add(acc, WEIGHTS[odd * taps + kh * plan.kernel_w + kw],
-                                              first, None if odd else BIAS)
+        multiply_chunk(pipe, plan, variant, r, range(first_col, first_col + pixels), shifts)
         if k == len(chunks) - 1:
             out_row = plan.finished(r)
             if out_row is not None:
@@ -353,12 +237,6 @@ def loop_body(a, plan, index, aside):
     return tail
 
 
-def accumulator(plan, variant, odd, acc_set, j):
-    """The register of column ``j`` of accumulator set ``acc_set`` (channel pairs: of the odd
-    channels if ``odd``, whose sets follow the even channels')."""
-    return ACC[(odd * plan.acc_sets + acc_set) * variant.cols + j]
-
-
 def shift_sets(a, plan, variant, first=0):
     """Rolled loops: after set 0's row is stored, every set moves down one (set i + 1 into
     set i, from set ``first`` on; one-instruction steps); the top set's next tap starts from
@@ -377,7 +255,8 @@ def pairs_first_shift(plan, variant, acc_set):
             and plan.activation == "relu6" and plan.out_bits == 32):
         return None
     assert acc_set == 0
-    return {ACC[j]: ACC[variant.cols + j] for j in range(variant.cols)}
+    return {accumulator(plan, variant, 0, 0, j): accumulator(plan, variant, 0, 1, j)
+            for j in range(variant.cols)}
 
 
 def store_row(a, plan, variant, acc_set, stores, paired=None, aside=None):

@@ -31,12 +31,13 @@ runs down a column two halves per VPM row).
 import dataclasses
 import functools
 
-from asm import isa, vdw_stride
+from asm import isa
 from asm.vpm import MAX_EXTENDED_PITCH
 
 from .common import LANES, LAYOUTS, MAX_VDW_STRIDE
 from .spatial import STORAGE_BITS, PlanError, SpatialShape, check_storage
-from .window_registers import ACCUMULATOR_REGISTERS, WEIGHT_REGISTERS
+from .window_registers import ACCUMULATOR_REGISTERS, SPLIT_COLS, WEIGHT_REGISTERS
+from .window_schedule import WindowSchedule
 
 MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (16)
 # For the tile-height choice (cycle model, docs/kernels.md): a 64-byte store row costs 0.7 of a
@@ -68,11 +69,11 @@ class Tile:
 
 # The fields with_defaults chooses when they hold their defaults (0 or -1: choose).
 CHOSEN_FIELDS = ("tile_cols", "tile_rows", "in_chunk", "out_chunk", "store_buffers", "max_qpus",
-                 "rolled", "by_variant", "channel_pairs")
+                 "rolled", "by_variant", "channel_pairs", "split_accumulators")
 
 
 @dataclasses.dataclass(frozen=True)
-class WindowPlan(SpatialShape):
+class WindowPlan(SpatialShape, WindowSchedule):
     """Everything the generated program depends on (the program cache's key).
 
     op: "depthwise" (weights and bias per channel, fused activation) or "avg_pool" (the mean
@@ -103,6 +104,7 @@ class WindowPlan(SpatialShape):
     rolled: int = -1            # 1: one output row per iteration (sets shifted); 0: a period; -1: choose
     by_variant: int = -1        # 1: QPUs take the tiles variant by variant; 0: in strips; -1: choose
     channel_pairs: int = -1     # 1: two channels per lane (fp16 words); 0: one; -1: choose
+    split_accumulators: int = -1    # 1: the newest row's on regfile B (14 columns); -1: choose
 
     # -- shape ---------------------------------------------------------------------------------
     @property
@@ -142,8 +144,17 @@ class WindowPlan(SpatialShape):
 
     @property
     def accumulators(self):
-        """Registers for accumulators: acc_sets x tile_cols x lane_channels of them at most."""
-        return ACCUMULATOR_REGISTERS
+        """Registers for accumulators: acc_sets x tile_cols x lane_channels of them at most
+        (``split_accumulators``: three rows of 14 columns, window_registers.py)."""
+        return 3 * SPLIT_COLS if self.split_accumulators == 1 else ACCUMULATOR_REGISTERS
+
+    @property
+    def can_split_accumulators(self):
+        """The split needs a 3x3 depthwise window at stride 1 (three rows in flight, only the
+        newest fed by the top row alone), one channel per lane and rolled loops (the sets keep
+        their registers: the newest row moves to regfile A once the top row has fed it)."""
+        return (self.op == "depthwise" and self.channel_pairs != 1 and self.rolled != 0
+                and (self.kernel_h, self.kernel_w, self.stride_h) == (3, 3, 1))
 
     @property
     def period(self):
@@ -159,6 +170,8 @@ class WindowPlan(SpatialShape):
         plan = self
         if plan.channel_pairs == -1:
             plan = dataclasses.replace(plan, channel_pairs=int(plan._pairs_channels()))
+        if plan.split_accumulators == -1:
+            plan = dataclasses.replace(plan, split_accumulators=int(plan._split_widens_strips()))
         if plan.tile_cols == 0:
             widest = max(1, min(plan.accumulators // (plan.acc_sets * plan.lane_channels),
                                 plan.out_w))
@@ -194,7 +207,8 @@ class WindowPlan(SpatialShape):
             plan = dataclasses.replace(plan, in_chunk=max(1, min(MAX_CHUNK, room,
                                                                  plan.strip_in_cols(plan.tile_cols))))
         if plan.rolled == -1:
-            plan = dataclasses.replace(plan, rolled=int(plan._rolling_shortens_loops()))
+            plan = dataclasses.replace(plan, rolled=int(plan.split_accumulators == 1
+                                                        or plan._rolling_shortens_loops()))
         return plan
 
     def _pairs_channels(self):
@@ -217,6 +231,18 @@ class WindowPlan(SpatialShape):
                 and (self.in_bits, self.out_bits, self.w_bytes) == (16, 16, 2)
                 and self.channels % (2 * LANES) == 0
                 and 2 * self.kernel_h * self.kernel_w < WEIGHT_REGISTERS)
+
+    def _split_widens_strips(self):
+        """Split accumulators where their 14-column strips are fewer than 10-column ones: fewer
+        halo columns, and a channel-major store's rows a strip row long (v1 1.0/224, pi_zero,
+        fp32, ms: dw1 4.656 -> 4.309, dw3 4.573 -> 4.305, dw7 1.190 -> 1.074; NHWC dw7 1.116 ->
+        1.027). Not for fp16 NHWC plans: on their 8 QPUs the halves' unpack makes the wider
+        loops issue-bound and the fewer tiles balance worse (v2's 56x56x144: 2.926 -> 3.292).
+        Where the strips are as many (7 columns: dw13), the split would only cost instructions
+        (docs/kernels.md "Split accumulators")."""
+        narrow = -(-self.out_w // (ACCUMULATOR_REGISTERS // self.acc_sets))
+        return (self.can_split_accumulators and -(-self.out_w // SPLIT_COLS) < narrow
+                and not (self.in_storage == "fp16" and self.out_layout == "hwc"))
 
     def _rolling_shortens_loops(self):
         """Whether a rolled loop body is shorter than the unrolled period for some variant: then
@@ -344,6 +370,11 @@ class WindowPlan(SpatialShape):
         if self.channel_pairs and not self.can_pair_channels:
             raise PlanError("channel_pairs=1: needs a depthwise layer with fp16 input, weights "
                             "and result, the result NHWC and channels a multiple of 32")
+        if self.split_accumulators not in (0, 1):
+            raise PlanError(f"split_accumulators={self.split_accumulators}: 0 or 1")
+        if self.split_accumulators and not (self.can_split_accumulators and self.rolled == 1):
+            raise PlanError("split_accumulators=1: needs a 3x3 depthwise window at stride 1, "
+                            "rolled loops and one channel per lane")
         need = self.acc_sets * self.tile_cols * self.lane_channels
         if need > self.accumulators:
             raise PlanError(f"tile_cols={self.tile_cols}: {self.acc_sets} output rows x "
@@ -419,84 +450,6 @@ class WindowPlan(SpatialShape):
             return [ordered[q::qpus] for q in range(qpus)]
         bounds = [len(tiles) * q // qpus for q in range(qpus + 1)]
         return [tiles[bounds[q]:bounds[q + 1]] for q in range(qpus)]
-
-    # -- the static schedule ---------------------------------------------------------------------
-    def chunks(self, variant):
-        """(first local column, pixels) of each DMA load of one input row."""
-        return [(c, min(self.in_chunk, variant.hi - c))
-                for c in range(variant.lo, variant.hi, self.in_chunk)]
-
-    def body_rows(self, variant):
-        """Input rows per loop iteration: a period (``rolled``: a stride, one output row),
-        doubled if that makes the store count odd with two store buffers (they must be in the
-        same roles at the start of every iteration). An odd chunk count swaps the load buffers'
-        registers instead (``flips_buffers``)."""
-        rows = self.stride_h if self.rolled else self.period
-        stores = rows // self.stride_h * len(self.store_chunks(variant))
-        return rows * (2 if stores % self.store_buffers else 1)
-
-    def flips_buffers(self, variant):
-        """Whether an iteration ends with the load buffers in swapped roles (an odd number of
-        chunks): the kernel then swaps the registers that name them."""
-        return self.body_rows(variant) * len(self.chunks(variant)) % 2 == 1
-
-    def store_chunks(self, variant):
-        """(first output column, pixels) of each DMA store of one output row."""
-        return [(j, min(self.out_chunk, variant.cols - j))
-                for j in range(0, variant.cols, self.out_chunk)]
-
-    def taps(self, row):
-        """(kh, output row relative to the iteration) of every window row ``row`` (in the body)
-        feeds."""
-        return [(kh, (row - kh) // self.stride_h) for kh in range(self.kernel_h)
-                if (row - kh) % self.stride_h == 0]
-
-    def acc_set(self, out_row, shifts):
-        """The accumulator set of relative output row ``out_row`` after ``shifts`` shifts in
-        this iteration. Unrolled: the sets take turns over a period (``out_row`` modulo the
-        sets). Rolled: set 0 holds the oldest row a body row feeds (relative row
-        1 - acc_sets), and after each stored row the sets move down one (``shift_sets``)."""
-        if self.rolled:
-            return out_row + self.acc_sets - 1 - shifts
-        return out_row % self.acc_sets
-
-    def finished(self, row):
-        """The relative output row completed by body row ``row``, or None."""
-        last = row - (self.kernel_h - 1)
-        return last // self.stride_h if last % self.stride_h == 0 else None
-
-    def events(self, variant):
-        """The uniform reads of one loop iteration in code order: ("row", r) is the address of
-        body row r (r == body_rows: the next iteration's first row), ("store", o) the address of
-        relative output row o; avg_pool adds ("scale", o) before each store."""
-        out = []
-        rows, chunks = self.body_rows(variant), self.chunks(variant)
-        for r in range(rows):
-            for k in range(len(chunks)):
-                if k == len(chunks) - 1:
-                    out.append(("row", r + 1))
-            o = self.finished(r)
-            if o is not None:
-                if self.op == "avg_pool":
-                    out.append(("scale", o))
-                out.append(("store", o))
-        return out
-
-    def iterations(self, tile):
-        needed = (tile.rows - 1) * self.stride_h + self.kernel_h
-        return -(-needed // self.body_rows(self.variants[tile.variant]))
-
-    def out_pixel_bytes(self):
-        """Bytes between neighbouring pixels of a channel in the result."""
-        return self.out_bytes if self.out_layout == "chw" else self.channels * self.out_bytes
-
-    def store_stride(self, pixels):
-        """The VDW stride of a "chw" store of ``pixels``: one channel's row to the next."""
-        return vdw_stride((self.out_h * self.out_w - pixels) * self.out_bytes)
-
-    def cols_in_window(self, variant, j):
-        first = j * self.stride_w
-        return min(first + self.kernel_w, variant.hi) - max(first, variant.lo)
 
     # -- sizes the launcher allocates --------------------------------------------------------------
     def bytes_moved(self):

@@ -16,6 +16,15 @@ Regfile B:
 - rb24: 6.0 (relu6); rb25..rb30: the QPU's VPM rows as read and as write setup offsets, the
   tile's load and store setup bases, the current input row and store address.
 
+Split accumulators (``WindowPlan.split_accumulators``: a 3x3 depthwise window at stride 1, rolled
+loops, one channel per lane), for strips of up to 14 columns: the newest output row (set 2), which
+only the window's top row feeds, lives on regfile B beside the other sets' weights, and its three
+weights on regfile A beside the other sets' accumulators, so each multiply-add still reads one
+register of each file:
+- ra0..ra27: sets 0 and 1 (2 x 14); ra28..ra30: the top row's weights; ra31 as above;
+- rb0..rb5: the middle and bottom rows' weights; rb6..rb19: set 2 (14); rb31: the bias (only set
+  2's first taps start from it, beside a weight on regfile A).
+
 r5: the loop count (written as r5rep: every lane holds it), which a small immediate decrements
 (an rb register would need the immediate's read port).
 
@@ -39,5 +48,12 @@ BIAS_HIGH = WEIGHTS[-1]
 (BUFFER_ROW0, BUFFER_ROW1, BUFFER_LOAD0, BUFFER_LOAD1, SIX, VPM_ROW0, VPM_WRITE_ROW0, LOAD_BASE,
  STORE_BASE, ROW, STORE) = (rb[i] for i in range(WEIGHT_REGISTERS, 31))
 COUNT, COUNT_WRITE = r5, r5rep
+
+SPLIT_COLS = 14
+SPLIT_ACC_A = [ra[i] for i in range(2 * SPLIT_COLS)]
+SPLIT_TOP_WEIGHTS = [ra[i] for i in range(2 * SPLIT_COLS, 2 * SPLIT_COLS + 3)]
+SPLIT_WEIGHTS_B = [rb[i] for i in range(6)]
+SPLIT_ACC_B = [rb[i] for i in range(6, 6 + SPLIT_COLS)]
+SPLIT_BIAS = rb[31]
 BUFFER_ROWS = (BUFFER_ROW0, BUFFER_ROW1)
 BUFFER_LOADS = (BUFFER_LOAD0, BUFFER_LOAD1)

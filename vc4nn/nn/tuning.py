@@ -15,7 +15,8 @@ What is searched (the generators' tiling fields):
     height (``tile_rows``: from one tile per QPU to six), with the VPM chunks that fit each;
     every candidate also with the other loop shape (``rolled``: one output row per iteration,
     or a period of rows unrolled); the default also with the other order of the tiles over
-    the QPUs (``by_variant``).
+    the QPUs (``by_variant``) and with or without split accumulators (``split_accumulators``:
+    14-column strips at stride 1, or 10 at most), each on its default tiling.
 A depthwise layer is also tuned over the QPUs it spreads over (``max_qpus``: its load and
 staging buffers grow as they shrink). Layers handed over channel-major (vc4nn/nn/handoff.py:
 ``layouts``) are tuned as they run: a "chw" pointwise layer over its panel widths (its route is
@@ -93,6 +94,7 @@ def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hw
         wanted += [dict(tiling, rolled=not default.rolled) for tiling in wanted]
         wanted += [{"by_variant": 1 - default.by_variant, "rolled": rolled}
                    for rolled in (False, True)]
+        wanted.append({"split_accumulators": 1 - default.split_accumulators})
     else:
         raise Vc4nnError(f"layer {layer.name}: {layer.kind} layers have no tiling to tune "
                          f"(tunable: {', '.join(TUNABLE)})")
