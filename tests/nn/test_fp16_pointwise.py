@@ -311,3 +311,20 @@ def test_fp16_activations_one_gather_ahead(device, h, w, cin, cout, vectors, lay
     y = pointwise(xin, wt, b, "relu6", device=device, num_qpus=12, tiling=tiling,
                   x_layout=layout, dtype=np.float16)
     assert_close_fp16(y, *dense(x, wt, b, None, "relu6"), cin)
+
+
+def test_fp16_parking_default():
+    """Rows are parked by default where a pass's store burst (halves: half a float32 row's
+    cost) is at least MIN_PARK_BURST of its k steps: pw1 in fp16 as in float32 (7 rows, 5
+    parked), pw2 in float32 (4 rows, 2 parked) but not in fp16 (6 rows, a burst of 0.29)."""
+    from vc4nn.kernels.pointwise import PointwisePlan
+
+    def plan(shape, storage):
+        return PointwisePlan(*shape, 12, True, False, "relu6", storage, storage, "fp32",
+                             storage).panel
+
+    for storage in ("fp32", "fp16"):
+        pw1 = plan((112, 112, 32, 64), storage)
+        assert (pw1.rows, pw1.park_rows) == (7, 5)
+    fp32, fp16 = plan((56, 56, 64, 128), "fp32"), plan((56, 56, 64, 128), "fp16")
+    assert (fp32.rows, fp32.park_rows) == (4, 2) and (fp16.rows, fp16.park_rows) == (6, 0)

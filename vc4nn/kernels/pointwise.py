@@ -30,7 +30,7 @@ from .. import hardware
 from ..errors import DeviceError
 from . import panel_park, sgemm_panel, transpose
 from .panel_kloop import shared_chunk, steady_chunks
-from .common import LAYOUTS, MAX_VDW_STRIDE
+from .common import LAYOUTS, MAX_VDW_STRIDE, WORD
 from .epilogue import Epilogue
 from .spatial import STORAGE_BITS, check_storage
 
@@ -328,8 +328,11 @@ MIN_GATHER_DEPTH = 3    # k-rows per chunk at least, to gather the weights in sh
 
 
 # What the bus spends on one 64-byte store row, in instructions' time (~19 clocks at 300 MHz:
-# the model's ~1 GB/s of store rows).
+# the model's ~1 GB/s of store rows); a row of halves (fp16 C) is taken as half that.
 STORE_ROW_COST = 4.8
+# No rows parked where a pass's store burst takes less than this share of its k steps
+# (``parking_default``).
+MIN_PARK_BURST = 0.4
 
 
 def parking_default(panel):
@@ -348,7 +351,12 @@ def parking_default(panel):
     the panel's code within it (branch pwstore): 112x112x32->64 8 rows, 4 parked 6.520; 7
     rows, 5 parked 5.762 (the most its store slots take, 20 vectors; the default); 6 and 5
     5.824; 5, all parked 6.062; 4, all parked 6.909; 56x56x64->128 4 rows, 2 parked 4.135
-    (the default), 2 rows all parked 4.631; v2's pointwise layers keep their plans."""
+    (the default), 2 rows all parked 4.631; v2's pointwise layers keep their plans. None
+    where the store burst (a row of halves at half a row's cost) takes less than
+    MIN_PARK_BURST of the k steps: 56x56x128->128's third lost (above), and with fp16 x, y and
+    weights (branch pw16, NHWC x, ms) 56x56x64->128 (burst 0.29 of its k steps) 4.192 parked
+    (4 rows, 2 parked), 3.894 not (6 rows), while 112x112x32->64 (0.46) gains: 5.815 -> 5.378
+    (7 rows, 5 parked)."""
     def parked(most, rows):
         try:
             plan = dataclasses.replace(panel, max_rows=most, park_rows=rows)
@@ -358,13 +366,16 @@ def parking_default(panel):
         slots = step * (steady_chunks(plan) // plan.chunk_period)   # (and a shared chunk's)
         return plan if slots <= vectors + max(step, vectors // 4) else None
 
+    burst = panel.rows * panel.panel_vectors * panel.qpus * STORE_ROW_COST * panel.c_bytes / WORD
+    steps = sgemm_panel.issue_estimate(panel) / panel.passes
+    if burst < MIN_PARK_BURST * steps:
+        return panel
     for rows in range(panel.rows, 0, -1):             # the most parked rows first,
         for most in range(panel.rows, rows - 1, -1):    # then the most rows per QPU
             plan = parked(most, rows)
             if plan and plan.rows == most:
                 return plan
-    burst = panel.rows * panel.panel_vectors * panel.qpus * STORE_ROW_COST
-    if burst * 2 < sgemm_panel.issue_estimate(panel) / panel.passes:
+    if burst * 2 < steps:
         return panel
     for most in range(panel.rows - 1, 1, -1):
         plan = parked(most, most // 2)
