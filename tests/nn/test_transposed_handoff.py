@@ -225,8 +225,9 @@ def test_hand_over_rule(device):
     """Which pairs hand over (vc4nn/nn/handoff.py): float32 pairs whose pointwise layer reads
     x directly (not transposing) after a stride-1 depthwise layer, or a stride-2 one with at
     least 64 channels and 28x28 pixels (7x7 when the pointwise layer narrows, as v2's
-    projections do), unless the route is forced; halves only where the pointwise layer
-    transposes anyway (1 KB rows of halves: Cin 512, not 128)."""
+    projections do), unless the route is forced; halves where the pointwise layer transposes
+    anyway (1 KB rows of halves: Cin 512) or after a stride-1 depthwise layer of at least 64
+    channels."""
     from vc4nn.nn.handoff import hands_over
 
     def pair(cin, storage="fp32", stride=1, size=28, cout=64, **forced):
@@ -245,4 +246,5 @@ def test_hand_over_rule(device):
     assert not pair(128, stride=2, size=12)                 # 6x6 pixels
     assert not pair(48, stride=2, size=28, cout=16)         # 48 channels
     assert not pair(128, transpose_input=False) and not pair(128, max_rows=4)
-    assert not pair(128, "fp16") and pair(512, "fp16")
+    assert pair(512, "fp16") and pair(128, "fp16") and pair(64, "fp16")
+    assert not pair(32, "fp16") and not pair(128, "fp16", stride=2, size=56)

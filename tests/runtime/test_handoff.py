@@ -15,20 +15,20 @@ from vc4nn.runtime.random_mobilenets import OnnxBuilder
 from .conftest import rel_error
 
 
-def wide_v1_model(size=32, seed=3):
-    """stem -> dw/pw blocks; the second and third pointwise layers read 8x8x256 (each from a
+def wide_v1_model(size=32, seed=3, c=256):
+    """stem -> dw/pw blocks; the second and third pointwise layers read 8x8xc (each from a
     depthwise layer); the last depthwise result also feeds a second reader (no handoff)."""
     b = OnnxBuilder(seed)
     y = b.conv_bn("input", 3, 16, stride=2)                     # 16x16x16
     y = b.conv_bn(y, 16, 16, stride=2, group=16)                # 8x8x16
-    y = b.conv_bn(y, 16, 256, k=1)                              # 8x8x256
-    y = b.conv_bn(y, 256, 256, group=256)
-    y = b.conv_bn(y, 256, 256, k=1)                             # handed over
-    y = b.conv_bn(y, 256, 256, stride=1, group=256, act="relu")
-    y = b.conv_bn(y, 256, 256, k=1, act="relu")                 # handed over
-    d = b.conv_bn(y, 256, 256, group=256, act=None)
-    y = b.node("Add", [b.conv_bn(d, 256, 256, k=1, act=None), d])   # d has two readers
-    return b.model("input", size, b.head(y, 256, 10))
+    y = b.conv_bn(y, 16, c, k=1)                                # 8x8xc
+    y = b.conv_bn(y, c, c, group=c)
+    y = b.conv_bn(y, c, c, k=1)                                 # handed over
+    y = b.conv_bn(y, c, c, stride=1, group=c, act="relu")
+    y = b.conv_bn(y, c, c, k=1, act="relu")                     # handed over
+    d = b.conv_bn(y, c, c, group=c, act=None)
+    y = b.node("Add", [b.conv_bn(d, c, c, k=1, act=None), d])   # d has two readers
+    return b.model("input", size, b.head(y, c, 10))
 
 
 def launches(sess):
@@ -98,12 +98,13 @@ def test_fp16_depthwise_hands_over_halves_channel_major(tmp_path, device, monkey
 
 def test_auto_compares_layers_across_layouts(tmp_path, device):
     """precision="auto" tries each fp16 layer on the float32 session's values (precision.trace,
-    session.hwc_view): the float32 session hands the two 8x8x256 depthwise results over
-    channel-major (float32 rows of 1 KB alias), an fp16 one does not (rows of halves are 512
-    bytes), so the values must be compared as (H, W, C), not as stored. Which layers "auto" then
+    session.hwc_view): the float32 session hands the two 8x8x32 depthwise results over
+    channel-major (after a stride-1 depthwise layer it always does), an fp16 one does not (halves
+    hand over from 64 channels, vc4nn/nn/handoff.py), so the values must be compared as (H, W, C),
+    not as stored. Which layers "auto" then
     keeps in fp16 follows the cycle model's times; its result must match onnxruntime."""
     path = str(tmp_path / "wide.onnx")
-    onnx.save(wide_v1_model(), path)
+    onnx.save(wide_v1_model(c=32), path)
     x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
     expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
         None, {"input": x})[0]
@@ -117,7 +118,7 @@ def test_auto_compares_layers_across_layouts(tmp_path, device):
     assert len(fp32_layouts) == 2 and not fp16_layouts & fp32_layouts
     for value in fp32_layouts:
         y32, y16 = fp32_values[writers[value]], fp16_values[writers[value]]
-        assert y32.shape == y16.shape == (8, 8, 256)
+        assert y32.shape == y16.shape == (8, 8, 32)
         assert rel_error(y16.astype(np.float32), y32) <= 1e-2
     with InferenceSession(path, device=device, precision="auto", calibration=[x]) as sess:
         (got,) = sess.run(None, {"input": x})

@@ -59,13 +59,22 @@ def reads_channel_major_faster(depthwise_plan, pointwise_plan):
     -> 8.42, b1 (s2, 56x56x96) 12.29 -> 11.82, b3 (s2, 28x28x144) 4.49 -> 4.28), b13 (s2, 7x7x576)
     1.623 -> 1.636; v1 0.5/128 stride 1 (64x64x16, 32x32x64, 16x16x128) 3-6% faster, stride 2
     32x32x32 1.546 -> 1.642, 16x16x64 0.869 -> 0.915, 8x8x128 0.565 -> 0.587, 4x4x256 0.684 ->
-    0.694. Halves keep the rule "only where the pointwise layer transposes anyway": there v1
-    1.0/224's pw4 and pw6 pairs measured 0.7-1.2% slower channel-major (pw1-pw3 and pw5 faster), and
-    the precision choice ("auto") compares sessions by the values they hand over."""
-    if (pointwise_plan.x_storage != "fp32" or pointwise_plan.input_layout != "hwc"
-            or pointwise_plan.transpose_input is not None or pointwise_plan.max_rows is not None):
+    0.694. Halves read channel-major after a stride-1 depthwise layer of at least MIN_CHW_CHANNELS
+    channels (session 8, the fp16 pointwise kernel's pieces and parking, the fp16 depthwise
+    kernel's channel pairs, which store NHWC only; ms of the pair, NHWC -> channel-major): v1
+    1.0/224 dw3+pw3 9.095 -> 8.715, dw5+pw5 7.156 -> 6.878, dw1+pw1 (32 channels) 7.852 -> 7.856,
+    stride 2 dw2+pw2 6.826 -> 6.933, dw4+pw4 4.676 -> 4.795; v2 1.0/224 every stride-1 pair so
+    chosen faster (b2 6.793 -> 6.605, b4 2.383 -> 2.210, b16 2.657 -> 2.493; fp16 v2 81.14 ->
+    80.04 ms, v1 82.72 -> 82.06), though v2 b2's depthwise layer alone then runs 1.57x its float32
+    time, not 1.74x. The precision choice ("auto") compares sessions by the values they hand
+    over."""
+    if (pointwise_plan.input_layout != "hwc" or pointwise_plan.transpose_input is not None
+            or pointwise_plan.max_rows is not None):
         return False
-    if depthwise_plan.stride_h == depthwise_plan.stride_w == 1:
+    stride_1 = depthwise_plan.stride_h == depthwise_plan.stride_w == 1
+    if pointwise_plan.x_storage == "fp16":
+        return stride_1 and pointwise_plan.cin >= MIN_CHW_CHANNELS
+    if stride_1:
         return True
     if pointwise_plan.cin < MIN_CHW_CHANNELS:
         return False
