@@ -265,6 +265,17 @@ def _allocate_reads(ports, operands):
     return [muxes[i] for i in range(len(operands))]
 
 
+def reads_fit(operands):
+    """Whether one ALU instruction can read all of ``operands`` (registers and small
+    immediates) through its read ports: build_alu's rule, for generators that choose which
+    operations to pair in one instruction."""
+    try:
+        _allocate_reads(_ReadPorts(), list(operands))
+    except AssemblerError:
+        return False
+    return True
+
+
 def _unpack_fields(ports, operands):
     """(pm, unpack) required by the reads, or None if nothing is unpacked."""
     a_unpack = ports.held["a"][1] if ports.held["a"] else None

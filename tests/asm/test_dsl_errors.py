@@ -401,3 +401,17 @@ def test_a_type_error_from_inside_is_not_disguised(a, monkeypatch):
     monkeypatch.setattr(asm.builder, "build_load_imm", broken)
     with pytest.raises(TypeError, match="internal"):
         a.ldi(r0, 5)
+
+
+def test_reads_fit_is_the_read_port_rule():
+    """One read address per regfile, and a small immediate takes regfile B's (the reference
+    guide's raddr_a / raddr_b): the answers generators get before pairing operations."""
+    from asm import ra, rb, r1
+    from asm.builder import reads_fit
+    assert reads_fit([ra[1], rb[2], r1])
+    assert reads_fit([ra[1], ra[1]])                 # one address, read twice
+    assert not reads_fit([ra[1], ra[2]])
+    assert not reads_fit([rb[1], rb[3]])
+    assert not reads_fit([rb[1], 1])                 # the immediate needs raddr_b
+    assert reads_fit([ra[1], 1, 1])
+    assert not reads_fit([ra[1], 1, 2])              # one small-immediate field

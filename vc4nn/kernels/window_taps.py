@@ -10,6 +10,7 @@ read port per regfile).
 """
 
 from asm import r0, r1, r2, r3, vpm
+from asm.builder import reads_fit
 
 from .halves import HALF_HIGH, HALF_LOW
 from .window_registers import ACC, BIAS, HALF_INPUT, SPLIT_ACC_A, SPLIT_ACC_B, SPLIT_BIAS, \
@@ -37,7 +38,7 @@ class MacPipe:
         if they read two registers of one regfile (split accumulators: where a row of taps on
         one file follows one on the other)."""
         a, pending = self.a, self.pending
-        if pending and mul and ports_clash(pending[2:] + mul[2:]):
+        if pending and mul and not reads_fit(pending[2:] + mul[2:]):
             self._emit()
             pending = None
         if pending and pending[2] is self.last_write:
@@ -103,7 +104,7 @@ class MacPipe:
         (a copy: ``or``, reading no regfile). fp16 input: the vector is r1."""
         product = self.product
         self.product = r3 if product is r2 else r2
-        if self.fresh and ports_clash([HALF_INPUT, weight]):
+        if self.fresh and not reads_fit([HALF_INPUT, weight]):
             self._convert()             # (the unpack reads ra31: not beside a weight on A)
         if self.fresh:
             self._convert(("fmul", product, r1, weight))
@@ -122,25 +123,13 @@ class MacPipe:
         self.pending = ("fadd", acc, r1, 0) if first else ("fadd", acc, acc, r1)
 
 
-def ports_clash(sources):
-    """Whether ``sources`` (of one instruction) read two registers of one regfile: each has one
-    read port (a small immediate takes regfile B's)."""
-    reads = {}
-    for src in sources:
-        if isinstance(src, (int, float)):
-            reads.setdefault("rb", set()).add(("immediate", src))
-        elif src.name.startswith(("ra", "rb")):
-            reads.setdefault(src.name[:2], set()).add(src.name)
-    return any(len(names) > 1 for names in reads.values())
-
-
 def multiply_chunk(pipe, plan, variant, r, cols, shifts):
     """Read the chunk's input vectors (columns ``cols`` of body row ``r``) and multiply each
     into every output it touches. Split accumulators with float32 input: a column's taps on
     regfile B's weights and its top-row taps (on regfile A's) are two blocks, and the next
     column's vector is read between them (into the other of r1 and r0); the blocks alternate
     their order column by column (B, read, A; A, read, B; ...), so a block follows one on the
-    same regfile or a read, never a clash (``ports_clash``)."""
+    same regfile or a read, never a clash (``reads_fit``)."""
     if not (plan.split_accumulators == 1 and plan.in_storage == "fp32"):
         for col in cols:
             pipe.read_input()
