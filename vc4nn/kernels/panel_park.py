@@ -7,7 +7,7 @@ accumulators); layers with few k per pixel (112x112x32->64: 11 chunks of work pe
 rows) spend ~40% of their time there. With ``park_rows`` = P, a pass stores only its first
 rows at its end: the last P rows' vectors go (activated) into registers the accumulators leave
 free, and the next pass stores them from there, one vector after each of the first
-``SLOT_ROWS`` k-rows of its steady chunks, through the same staging row, while the k steps go
+k-rows of its steady chunks (as few as cover them, never the last), through the same staging row, while the k steps go
 on (the store's DMA runs during the next k-row; one in flight, facts §3). The chunk loop's code
 is the same for every chunk, so a body stores the same registers every time: after its
 slots, the parked registers move down by the slots of a body (a conveyor); once the conveyor
@@ -23,21 +23,20 @@ packed word through the store's pack register), so a slot stores it as it is.
 
 from asm import r5, uniform, vpm, vw_addr, vw_setup, vw_wait
 
-from .common import LANES
+from .common import LANES, paired_moves
 from .epilogue import activate, prepare_activation
 from .halves import HALF_LOW
 from .panel_act_halves import pack_register
 from .panel_kloop import loop_bodies
 from .panel_registers import Accumulators, accumulators, registers
 
-SLOT_ROWS = 2           # k-rows of each chunk followed by a store slot at most (never the last)
-
-
 def slots_per_chunk(plan):
-    """Store slots per chunk: as few as store the parked vectors in the chunk loop, at most
-    SLOT_ROWS (slots past the vectors store the last ones again)."""
+    """Store slots per chunk: as few as store the parked vectors in the chunk loop, one after
+    each k-row but the last at most (slots past the vectors store the last ones again). (Two
+    at most in chunks of 3 k-rows; 5 in pw1's fp16 chunks of 6: its 24 parked vectors in 5
+    loop bodies.)"""
     bodies = max(1, loop_bodies(plan) * plan.chunk_period)
-    return min(SLOT_ROWS, plan.chunk_rows - 1, -(-parked_vectors(plan) // bodies))
+    return min(plan.chunk_rows - 1, -(-parked_vectors(plan) // bodies))
 
 
 def slots_per_body(plan):
@@ -50,12 +49,19 @@ def parked_vectors(plan):
 
 def park_registers(plan):
     """The registers the accumulators of a pass (``rows`` or ``last_rows``) leave: the first
-    parked_vectors(plan) of them hold the parked vectors."""
+    parked_vectors(plan) of them hold the parked vectors, regfile A and B in turn while both
+    have some, so that the conveyor's moves go two per instruction (``shift``)."""
     used = {reg for rows in {plan.rows, plan.last_rows}
             for row in accumulators(plan, plan.panel_vectors, rows) for reg in row}
     _, a_free, b_free = registers(plan)
-    spare = [reg for reg in list(a_free) + list(b_free) if reg not in used]
-    return spare[:parked_vectors(plan)] if len(spare) >= parked_vectors(plan) else None
+    spare_a = [reg for reg in a_free if reg not in used]
+    spare_b = [reg for reg in b_free if reg not in used]
+    if len(spare_a) + len(spare_b) < parked_vectors(plan):
+        return None
+    turns = min(len(spare_a), len(spare_b))
+    spare = [reg for pair in zip(spare_a, spare_b) for reg in pair] + \
+        spare_a[turns:] + spare_b[turns:]
+    return spare[:parked_vectors(plan)]
 
 
 def check(plan):
@@ -108,10 +114,12 @@ def drain_slot(a, plan, slot):
 
 
 def shift(a, plan):
-    """The conveyor: the parked registers move down by a body's slots."""
+    """The conveyor: the parked registers move down by a body's slots, two moves per
+    instruction where their files allow (a move from regfile A to B beside one from B to A, or
+    A to A beside B to B: park_registers alternates the files)."""
     regs, step = park_registers(plan), slots_per_body(plan)
-    for i in range(len(regs) - step):
-        a.mov(regs[i], regs[i + step])
+    for move in paired_moves(a, [(regs[i], regs[i + step]) for i in range(len(regs) - step)]):
+        move()
 
 
 def drain_words(plan, c_addr, m0, bodies):
@@ -119,10 +127,11 @@ def drain_words(plan, c_addr, m0, bodies):
     block of the pass before starts at row ``m0`` parked, in the order the slots store them."""
     step, count, vectors = slots_per_body(plan), parked_vectors(plan), plan.panel_vectors
     first = m0 + plan.rows - plan.park_rows
+    held = list(range(count))           # the parked vector each park register holds
     words = []
-    for body in range(bodies):
-        for j in range(step):
-            index = min(step * body + j, count - step + j)
+    for _ in range(bodies):
+        for index in held[:step]:
             row, vector = divmod(index, vectors)
             words.append(c_addr + ((first + row) * plan.n + vector * LANES) * plan.c_bytes)
+        held[:count - step] = held[step:]               # (shift)
     return words

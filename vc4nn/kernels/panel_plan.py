@@ -113,8 +113,7 @@ class PanelPlan:
             raise ValueError(f"chunk_depth {self.chunk_depth} x panel_vectors "
                              f"{self.panel_vectors}, double-buffered, and {self.num_qpus} "
                              f"staging rows exceed the {isa.VPM_ROWS} VPM rows")
-        offsets = [(row - 1) * self.panel_vectors for row in range(self.chunk_rows)]
-        if any(offset not in SMALL_IMMEDIATES for offset in offsets):
+        if self.base_row is None:
             raise ValueError(f"chunk_depth {self.chunk_depth} x panel_vectors "
                              f"{self.panel_vectors}: the k-rows' VPM read setups lie too far "
                              f"apart for small-immediate offsets")
@@ -156,6 +155,8 @@ class PanelPlan:
             why = "it needs gathered B and alpha = 1, beta = 0"
         elif self.epilogue.residual:
             why = "it takes no residual"
+        elif self.base_row != 1:
+            why = f"its pieces' reads count from k-row 1 (chunks of {self.chunk_rows} k-rows)"
         elif self.edge:
             why = f"N = {self.n} leaves an edge panel"
         else:
@@ -280,10 +281,19 @@ class PanelPlan:
         return 2 * self.buffer_rows
 
     @property
+    def base_row(self):
+        """The k-row whose read setup r3 holds during a chunk (``row_base``): row 1, or where a
+        deep chunk's rows lie too far apart for that (4 vectors x 6 k-rows: offsets -4 .. 20
+        from row 1), the first row from which every k-row's setup is a small immediate away
+        (row 2: -8 .. 12). None when no row is."""
+        return _base_row(self.chunk_rows, self.panel_vectors)
+
+    @property
     def row_base(self):
-        """r3 during a chunk: the read setup of its k-row 1, so that every k-row's setup is r3
-        plus a small immediate (-6, 0, 6, 12 for 6-vector panels)."""
-        return self.panel_vectors
+        """r3 during a chunk, less the chunk buffer's setup: that of k-row ``base_row``, so
+        that every k-row's setup is r3 plus a small immediate (-6, 0, 6, 12 for 6-vector
+        panels)."""
+        return self.base_row * self.panel_vectors
 
     @property
     def chunks(self):
@@ -370,13 +380,27 @@ class PanelPlan:
         return self.m * self.a_bytes if self.trans_a else self.a_bytes
 
 
-def deepest_chunk(vectors, num_qpus):
+def deepest_chunk(vectors, num_qpus, far=False):
     """The most k-rows per chunk a panel of ``vectors`` can take on ``num_qpus`` QPUs (see
-    PanelPlan's checks: VPM rows and small-immediate read setups)."""
+    PanelPlan's checks: VPM rows and small-immediate read setups), with r3 at k-row 1's setup
+    (PanelPlan.base_row), or (``far``) at whichever k-row lets the chunk be deepest (4 vectors
+    on 12 QPUs: 5 k-rows, far 6)."""
+    def fits(rows):
+        base = _base_row(rows, vectors)
+        return base == 1 or (far and base is not None)
+
     rows = (isa.VPM_ROWS - num_qpus) // (2 * vectors)
-    while rows > 2 and (rows - 2) * vectors not in SMALL_IMMEDIATES:
+    while rows > 2 and not fits(rows):
         rows -= 1
     return rows
+
+
+def _base_row(chunk_rows, vectors):
+    """PanelPlan.base_row of chunks of ``chunk_rows`` k-rows of ``vectors`` vectors."""
+    for base in range(1, max(2, chunk_rows)):
+        if all((row - base) * vectors in SMALL_IMMEDIATES for row in range(chunk_rows)):
+            return base
+    return None
 
 
 # What one chunk boundary costs besides its k-rows, in instructions' time (barrier, loads,

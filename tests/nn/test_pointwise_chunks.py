@@ -1,0 +1,90 @@
+"""The pointwise kernel's chunk depth (``chunk_depth``, PanelPlan.base_row): chunks deeper than
+k-row 1's small-immediate read setups reach (4 vectors x 6 k-rows, r3 at k-row 2's setup),
+against the float64 reference (tests/nn/reference.py), emulator checks on."""
+
+import numpy as np
+import pytest
+
+from vc4nn.kernels import panel_park, sgemm_panel
+from vc4nn.kernels.pointwise import PointwisePlan
+from vc4nn.nn import pointwise
+
+from .reference import assert_close, assert_close_fp16, dense
+
+DTYPES = {"fp32": np.float32, "fp16": np.float16}
+
+
+def test_base_row():
+    """r3 holds k-row 1's setup where every k-row is a small immediate away from it, else the
+    first k-row that is; the deepest chunk counts from k-row 1 unless asked for ``far``."""
+    def base(vectors, depth):
+        return sgemm_panel.PanelPlan(96, 128, 64, False, 12, True, True, panel_vectors=vectors,
+                                     chunk_depth=depth).base_row
+
+    assert (base(8, 3), base(6, 4), base(4, 5), base(4, 6), base(2, 11)) == (1, 1, 1, 2, 3)
+    assert [sgemm_panel.deepest_chunk(v, 12) for v in (2, 4, 6, 8)] == [9, 5, 4, 3]
+    assert [sgemm_panel.deepest_chunk(v, 12, far=True) for v in (2, 4, 6, 8)] == [13, 6, 4, 3]
+
+
+# h, w, cin, cout, bias, residual, activation, storage of x, y and w, layout, tiling: 6 k-rows of
+# 4 vectors gathered (2 rows per QPU; fp16 weights one channel-pair block per QPU), x two k per
+# gather (NHWC: both halves of a word; channel-major: an odd H*W flips the half bit), odd K (a
+# last gather of one k), parked rows with more than 2 store slots per chunk, a residual, the
+# weights DMA'd by 6 loaders (fp16: widened in the VPM), a wider panel with an edge.
+CASES = [
+    (14, 14, 32, 64, True, False, "relu6", "fp16", "fp16", "fp16", "hwc", {"park_rows": 6}),
+    (9, 11, 33, 64, True, False, "relu", "fp16", "fp16", "fp16", "chw", {"park_rows": 3}),
+    (10, 10, 32, 64, True, False, "relu6", "fp32", "fp32", "fp32", "chw", {"park_rows": 5}),
+    (5, 7, 20, 64, False, True, "relu6", "fp16", "fp32", "fp16", "hwc", {}),
+    (3, 5, 27, 64, True, True, None, "fp32", "fp32", "fp32", "hwc", {}),
+    (4, 6, 26, 64, True, True, "relu", "fp32", "fp32", "fp32", "hwc", {"gather_weights": False}),
+    (4, 6, 26, 64, True, False, "relu6", "fp16", "fp16", "fp16", "chw",
+     {"gather_weights": False}),
+    (3, 4, 40, 80, True, False, None, "fp32", "fp32", "fp32", "hwc",
+     {"gather_weights": False, "panel_vectors": 2, "chunk_depth": 13}),
+]
+
+
+@pytest.mark.parametrize("h, w, cin, cout, bias, residual, activation, xs, ys, ws, layout, "
+                         "tiling", CASES, ids=str)
+def test_deep_chunks(device, h, w, cin, cout, bias, residual, activation, xs, ys, ws, layout,
+                     tiling):
+    tiling = dict({"panel_vectors": 4, "chunk_depth": 6}, **tiling)
+    rng = np.random.default_rng(h * w + cin)
+    x = rng.standard_normal((h, w, cin)).astype(DTYPES[xs])
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    wt = rng.standard_normal((cin, cout)).astype(DTYPES[ws])
+    b = rng.standard_normal(cout).astype(np.float32) if bias else None
+    r = rng.standard_normal((h, w, cout)).astype(DTYPES[ys]) if residual else None
+    plan = PointwisePlan(h, w, cin, cout, 12, bias, residual, activation, xs, ys, ys, ws,
+                         input_layout=layout, **tiling).panel
+    assert plan.base_row > 1 and plan.b_gather == tiling.get("gather_weights", True)
+    if tiling.get("park_rows"):
+        assert panel_park.slots_per_chunk(plan) > 2 and plan.passes >= 2
+    y = pointwise(xin, wt, b, activation, r, device=device, num_qpus=12, tiling=tiling,
+                  x_layout=layout, dtype=DTYPES[ys])
+    check = assert_close_fp16 if ys == "fp16" else assert_close
+    check(y, *dense(x, wt, b, r, activation), cin)
+
+
+def test_deep_chunks_default():
+    """By default the deeper chunk only where the result is stored as halves: v1's pw1 in
+    fp16 takes 6 k-rows, 6 rows per QPU all parked (5 store slots per chunk); in float32 (at
+    its memory roofline) 3 k-rows, 7 rows and 5 parked; 8-vector panels keep 3 k-rows."""
+    def plan(shape, storage, layout="hwc"):
+        return PointwisePlan(*shape, 12, True, False, "relu6", storage, storage, "fp32",
+                             storage, input_layout=layout)
+
+    fp16, fp32 = plan((112, 112, 32, 64), "fp16"), plan((112, 112, 32, 64), "fp32", "chw")
+    assert (fp16.depth, fp16.panel.rows, fp16.parks) == (6, 6, 6)
+    assert panel_park.slots_per_chunk(fp16.panel) == 5
+    assert (fp32.depth, fp32.panel.rows, fp32.parks) == (3, 7, 5)
+    assert plan((56, 56, 64, 128), "fp16").depth == 3
+    assert fp16.depths() == [3, 5, 6]
+
+
+def test_chunk_depth_refused():
+    """A chunk depth the panel cannot take is refused by the panel plan, naming it."""
+    plan = PointwisePlan(10, 10, 32, 64, 12, chunk_depth=8, panel_vectors=4)
+    with pytest.raises(ValueError, match="chunk_depth 8"):
+        plan.panel
