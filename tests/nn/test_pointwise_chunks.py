@@ -88,3 +88,39 @@ def test_chunk_depth_refused():
     plan = PointwisePlan(10, 10, 32, 64, 12, chunk_depth=8, panel_vectors=4)
     with pytest.raises(ValueError, match="chunk_depth 8"):
         plan.panel
+
+
+def test_gathered_barrier_relays():
+    """With gathered weights the barrier has at most GATHERED_RELAYS relays whatever the chunk
+    depth (the master's semaphore work: panel_barrier.master_counts), and the leaves that take
+    the spread pieces start after them."""
+    from vc4nn.kernels.panel_barrier import master_counts, relay_counts, relays
+    deep = PointwisePlan(14, 14, 32, 64, 12, True, False, "relu6", "fp16", "fp16", "fp32",
+                         "fp16", panel_vectors=4, chunk_depth=6).panel
+    assert deep.chunk_rows == 6 and relays(deep) == [1, 2, 3]
+    assert relay_counts(deep) == (3, 2) and master_counts(deep) == (2, 2)
+    dma = PointwisePlan(14, 14, 32, 64, 12, panel_vectors=4, chunk_depth=6,
+                        gather_weights=False).panel
+    assert relays(dma) == [1, 2, 3, 4, 5, 6]
+    spread = PointwisePlan(7, 7, 64, 96, 12, panel_vectors=6, spread_leaves=True).panel
+    assert spread.chunk_rows == 4 and spread.piece_qpus == (4, 8)
+
+
+# 6-vector panels gathered in chunks of 4 k-rows (3 relays for 4 k-rows), the pixels left over
+# in pieces on the leaves after them; fp16 and float32.
+@pytest.mark.parametrize("storage", ["fp32", "fp16"])
+def test_gathered_relays_with_pieces(device, storage):
+    h, w, cin, cout = 7, 7, 40, 96
+    rng = np.random.default_rng(cin + cout)
+    x = rng.standard_normal((h, w, cin)).astype(DTYPES[storage])
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1))
+    wt = rng.standard_normal((cin, cout)).astype(DTYPES[storage])
+    b = rng.standard_normal(cout).astype(np.float32)
+    tiling = {"panel_vectors": 6, "spread_leaves": True}
+    plan = PointwisePlan(h, w, cin, cout, 12, True, False, "relu6", storage, storage, storage,
+                         storage, input_layout="chw", **tiling).panel
+    assert plan.b_gather and plan.loaders == 3 < plan.chunk_rows
+    y = pointwise(xin, wt, b, "relu6", device=device, num_qpus=12, tiling=tiling,
+                  x_layout="chw", dtype=DTYPES[storage])
+    check = assert_close_fp16 if storage == "fp16" else assert_close
+    check(y, *dense(x, wt, b, None, "relu6"), cin)

@@ -89,18 +89,32 @@ def store_rows(plan, acc):
 
 def park(a, plan, acc):
     """The pass's last park_rows rows, activated (fp16 C: and packed), into the park
-    registers."""
+    registers. fp16 C with relu6 (two instructions, the last reading r0 and an immediate):
+    a regfile-B park register takes its word from the pack register in the MUL slot of the
+    next vector's last instruction (two instructions on, when the pack register is readable
+    again and just before it is written), so it costs nothing more than a regfile-A one."""
     prepare_activation(a, plan.epilogue)
     rows = acc[len(acc) - plan.park_rows:]
+    activation, pack = plan.epilogue.activation, pack_register(plan)
+    carried = activation == "relu6"
+    waiting = None                  # a regfile-B park register whose word is in ``pack``
     for dst, src in zip(park_registers(plan), [reg for row in rows for reg in row]):
         if not plan.c_halves:
-            activate(a, dst, src, plan.epilogue.activation, r5)
-        elif "a" in dst.writes:
-            activate(a, dst, src, plan.epilogue.activation, r5, pack=HALF_LOW)
-        else:
-            activate(a, pack_register(plan), src, plan.epilogue.activation, r5, pack=HALF_LOW)
+            activate(a, dst, src, activation, r5)
+            continue
+        to_a = "a" in dst.writes
+        last = activate(a, dst if to_a else pack, src, activation, r5, pack=HALF_LOW)
+        if waiting is not None:
+            last.mov(waiting, pack)
+            waiting = None
+        if not to_a and carried:
+            waiting = dst
+        elif not to_a:
             a.nop()                 # (a regfile-A register is not readable the next instruction)
-            a.mov(dst, pack_register(plan))
+            a.mov(dst, pack)
+    if waiting is not None:
+        a.nop()
+        a.mov(waiting, pack)
 
 
 def drain_slot(a, plan, slot):

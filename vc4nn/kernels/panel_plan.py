@@ -29,6 +29,7 @@ CHUNK_ROWS = 4                  # k-rows per chunk: 2 x 4 x 6 = 48 VPM rows doub
 ROW_BYTES = LANES * WORD
 TMU_REQUESTS = 4                # a QPU's TMU requests in flight at most (facts §5.13)
 HALF = 2                        # bytes of an IEEE half
+GATHERED_RELAYS = 3             # relays of the barrier with gathered B at most (``loaders``)
 SMALL_IMMEDIATES = range(-16, 16)
 
 # ROLE word (first word after "participates"): bit 31 = barrier master (so the N flag of the
@@ -188,10 +189,12 @@ class PanelPlan:
     @property
     def piece_qpus(self):
         """spread_rows: (the first QPU with a piece, how many have one): all of them, or
-        (``spread_leaves``) the QPUs after the master and the relays (QPUs 1..Kc, loader_slot)."""
+        (``spread_leaves``) the QPUs after the master and the relays (QPUs 1..``loaders``,
+        loader_slot)."""
         if not self.spread_leaves:
             return 0, self.num_qpus
-        first = 1 + self.chunk_rows if self.qpus > self.chunk_rows else self.qpus
+        loaders = self.loaders
+        first = 1 + loaders if self.qpus > loaders else self.qpus
         return first, self.num_qpus - first
 
     @property
@@ -300,13 +303,30 @@ class PanelPlan:
         return ceil_div(self.k, self.chunk_rows)
 
     def loader_slot(self, q):
-        """The k-row of each chunk QPU ``q`` loads, or None. The loaders are QPUs 1..Kc: not
+        """The k-row of each chunk QPU ``q`` loads, or None. The loaders are QPUs 1..Kc (with
+        gathered B 1..``loaders``, relays of the barrier only): not
         the master, whose barrier work is on everybody's path, unless every QPU must load
         (QPUs <= 4). A loader reads its load words just after the barrier, and the emulator hands
         out the "go" tokens in QPU order: the first ones out find the bus free of the others'
         loads (loaders as the last QPUs waited up to 5% of the run for their uniforms)."""
-        first = 1 if self.qpus > self.chunk_rows else 0
-        return q - first if first <= q < first + self.chunk_rows else None
+        first = 1 if self.qpus > self.loaders else 0
+        return q - first if first <= q < first + self.loaders else None
+
+    @property
+    def loaders(self):
+        """QPUs with a loader's role: one per k-row of a chunk (Kc); with gathered B, where
+        every QPU gathers its share and a loader only relays the barrier (panel_barrier), at
+        most GATHERED_RELAYS of them: the master's semaphore instructions per chunk on 12
+        QPUs are 22 with 6 relays (it acquires 5 ARRIVED and 6 DONE, releases 6 RELAY and 5
+        GO), 14 with 4, 10 with 3 (each relay takes 3 arrivals and hands out 2 GO), and the
+        master's are on every chunk's path. Measured (pi_zero, 12 QPUs, full layers, fp16 x,
+        y and weights, ms, Kc relays -> 3): 112x112x32->64 in chunks of 6 k-rows 4.673 ->
+        4.625 (2 relays: 4.643, 4: 4.656); v2's 6-vector panels in chunks of 4 k-rows:
+        28x28x32->192 1.178 -> 1.165, 14x14x96->576 1.568 -> 1.487, 7x7x160->960 1.054 ->
+        0.975."""
+        if self.b_gather:
+            return min(self.chunk_rows, GATHERED_RELAYS)
+        return self.chunk_rows
 
     @property
     def gather_k(self):
