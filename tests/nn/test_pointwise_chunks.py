@@ -69,15 +69,18 @@ def test_deep_chunks(device, h, w, cin, cout, bias, residual, activation, xs, ys
 
 def test_deep_chunks_default():
     """By default the deeper chunk only where the result is stored as halves: v1's pw1 in
-    fp16 takes 6 k-rows, 6 rows per QPU all parked (5 store slots per chunk); in float32 (at
-    its memory roofline) 3 k-rows, 7 rows and 5 parked; 8-vector panels keep 3 k-rows."""
+    fp16 takes 6 k-rows, 6 rows per QPU, 5 of them parked (4 store slots per chunk, their
+    addresses stepped in a register; all 6 would take 5 slots and the uniform stream); in
+    float32 (at its memory roofline) 3 k-rows, 7 rows and 5 parked; 8-vector panels keep 3
+    k-rows."""
     def plan(shape, storage, layout="hwc"):
         return PointwisePlan(*shape, 12, True, False, "relu6", storage, storage, "fp32",
                              storage, input_layout=layout)
 
     fp16, fp32 = plan((112, 112, 32, 64), "fp16"), plan((112, 112, 32, 64), "fp32", "chw")
-    assert (fp16.depth, fp16.panel.rows, fp16.parks) == (6, 6, 6)
-    assert panel_park.slots_per_chunk(fp16.panel) == 5
+    assert (fp16.depth, fp16.panel.rows, fp16.parks) == (6, 6, 5)
+    assert panel_park.slots_per_chunk(fp16.panel) == 4 and panel_park.drain_registers(fp16.panel)
+    assert not panel_park.drain_registers(fp32.panel)
     assert (fp32.depth, fp32.panel.rows, fp32.parks) == (3, 7, 5)
     assert plan((56, 56, 64, 128), "fp16").depth == 3
     assert fp16.depths() == [3, 5, 6]
@@ -124,3 +127,28 @@ def test_gathered_relays_with_pieces(device, storage):
                   x_layout="chw", dtype=DTYPES[storage])
     check = assert_close_fp16 if storage == "fp16" else assert_close
     check(y, *dense(x, wt, b, None, "relu6"), cin)
+
+
+# The store slots' addresses stepped in a register (panel_park.drain_registers) where every
+# slot stores a parked vector of its own: 6 rows of 4 vectors, 5 parked, in chunks of 6 k-rows
+# (20 slots for 20 vectors), float32 and fp16 results, three passes; each against the same
+# rows parked with the addresses from the uniform stream (6 rows all parked: 25 slots).
+@pytest.mark.parametrize("storage, layout, activation", [
+    ("fp16", "hwc", "relu6"), ("fp32", "chw", "relu"), ("fp16", "chw", None)])
+def test_stepped_drains(device, storage, layout, activation):
+    h, w, cin, cout = 14, 14, 32, 64
+    rng = np.random.default_rng(cin + len(storage + layout))
+    x = rng.standard_normal((h, w, cin)).astype(DTYPES[storage])
+    xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    wt = rng.standard_normal((cin, cout)).astype(DTYPES[storage])
+    b = rng.standard_normal(cout).astype(np.float32)
+    check = assert_close_fp16 if storage == "fp16" else assert_close
+    for park, stepped in ((5, True), (6, False)):
+        tiling = {"panel_vectors": 4, "chunk_depth": 6, "park_rows": park}
+        plan = PointwisePlan(h, w, cin, cout, 12, True, False, activation, storage, storage,
+                             storage, storage, input_layout=layout, **tiling).panel
+        assert (plan.rows, plan.passes) == (6, 3)
+        assert bool(panel_park.drain_registers(plan)) is stepped
+        y = pointwise(xin, wt, b, activation, device=device, num_qpus=12, tiling=tiling,
+                      x_layout=layout, dtype=DTYPES[storage])
+        check(y, *dense(x, wt, b, None, activation), cin)

@@ -32,6 +32,8 @@ def chunks(a, plan, variant, acc, masters, leaves=False, drain=False):
     kinds, kc, period = k_kinds(plan), plan.chunk_rows, plan.chunk_period
     chunk_kinds = [kinds[c * kc:(c + 1) * kc] for c in range(plan.chunks)]
     body, steady, shared = steady_kinds(plan), steady_chunks(plan), shared_chunk(plan)
+    if drain:
+        parking.start_drains(a, plan)
     if shared:
         loop = ChunkLoop("chunk", "all_ns", -2, shared == "quiet")
         a.ldi(regs["chunks_left"], 1 - 2 * steady)
