@@ -315,7 +315,7 @@ class InferenceSession:
         for segment in _progress(segments, shown, "running layers"):
             t0 = time.perf_counter()
             if type(segment) is LaunchGroup:
-                result = execute(segment.pairs, segment.timeout)
+                result = execute(segment.launches)
             else:
                 result = self._invoke(*segment)[1]
             done.append((segment, result, time.perf_counter() - t0))
