@@ -23,7 +23,7 @@ packed word through the store's pack register), so a slot stores it as it is.
 
 from asm import r5, uniform, vpm, vw_addr, vw_setup, vw_wait
 
-from .common import LANES
+from .common import LANES, paired_moves
 from .epilogue import activate, prepare_activation
 from .halves import HALF_LOW
 from .panel_act_halves import pack_register
@@ -54,7 +54,10 @@ def park_registers(plan):
     used = {reg for rows in {plan.rows, plan.last_rows}
             for row in accumulators(plan, plan.panel_vectors, rows) for reg in row}
     _, a_free, b_free = registers(plan)
-    spare = [reg for reg in list(a_free) + list(b_free) if reg not in used]
+    a_spare, b_spare = ([reg for reg in free if reg not in used] for free in (a_free, b_free))
+    # the two files alternate, so that the conveyor's moves pair (shift)
+    spare = [reg for pair in zip(a_spare, b_spare) for reg in pair]
+    spare += a_spare[len(b_spare):] + b_spare[len(a_spare):]
     return spare[:parked_vectors(plan)] if len(spare) >= parked_vectors(plan) else None
 
 
@@ -108,10 +111,12 @@ def drain_slot(a, plan, slot):
 
 
 def shift(a, plan):
-    """The conveyor: the parked registers move down by a body's slots."""
+    """The conveyor: the parked registers move down by a body's slots, two per instruction
+    where the register files allow (it runs in every chunk: one move per parked vector cost
+    pw3 with 3 rows all parked a fifth of its issue time)."""
     regs, step = park_registers(plan), slots_per_body(plan)
-    for i in range(len(regs) - step):
-        a.mov(regs[i], regs[i + step])
+    for ops in paired_moves(a, [(regs[i], regs[i + step]) for i in range(len(regs) - step)]):
+        ops()
 
 
 def drain_words(plan, c_addr, m0, bodies):
