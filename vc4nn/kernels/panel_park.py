@@ -100,13 +100,20 @@ def park(a, plan, acc):
             a.mov(dst, pack_register(plan))
 
 
+def prepare_drain(a, plan):
+    """Before a draining pass's chunks: the VDW setup of its store slots. Only the stores
+    write VDW setups, and a generic write setup (the staging row's, B's rows at the
+    boundaries) leaves it as it was (panel_store.store_row), so the slots do not write it
+    again."""
+    a.mov(vw_setup, registers(plan)[0]["vdw_full"])
+
+
 def drain_slot(a, plan, slot):
     """Store park register ``slot`` (of the body's slots) at the uniform stream's address."""
     regs = registers(plan)[0]
     a.read(vw_wait)
     a.mov(vw_setup, regs["stage_w"])
     a.mov(vpm, park_registers(plan)[slot])
-    a.mov(vw_setup, regs["vdw_full"])
     a.mov(vw_addr, uniform)
 
 
