@@ -38,6 +38,8 @@ def chunks(a, plan, variant, acc, masters, leaves=False, drain=False):
     elif steady:
         loop = ChunkLoop("chunk")
         a.ldi(regs["chunks_left"], steady // period)
+    if drain:
+        parking.prepare_drain(a, plan)
     if steady:
         a.label("chunk")
         for part in range(period):

@@ -23,7 +23,7 @@ packed word through the store's pack register), so a slot stores it as it is.
 
 from asm import r5, uniform, vpm, vw_addr, vw_setup, vw_wait
 
-from .common import LANES
+from .common import LANES, paired_moves
 from .epilogue import activate, prepare_activation
 from .halves import HALF_LOW
 from .panel_act_halves import pack_register
@@ -54,7 +54,10 @@ def park_registers(plan):
     used = {reg for rows in {plan.rows, plan.last_rows}
             for row in accumulators(plan, plan.panel_vectors, rows) for reg in row}
     _, a_free, b_free = registers(plan)
-    spare = [reg for reg in list(a_free) + list(b_free) if reg not in used]
+    a_spare, b_spare = ([reg for reg in free if reg not in used] for free in (a_free, b_free))
+    # the two files alternate, so that the conveyor's moves pair (shift)
+    spare = [reg for pair in zip(a_spare, b_spare) for reg in pair]
+    spare += a_spare[len(b_spare):] + b_spare[len(a_spare):]
     return spare[:parked_vectors(plan)] if len(spare) >= parked_vectors(plan) else None
 
 
@@ -97,21 +100,30 @@ def park(a, plan, acc):
             a.mov(dst, pack_register(plan))
 
 
+def prepare_drain(a, plan):
+    """Before a draining pass's chunks: the VDW setup of its store slots. Only the stores
+    write VDW setups, and a generic write setup (the staging row's, B's rows at the
+    boundaries) leaves it as it was (panel_store.store_row), so the slots do not write it
+    again."""
+    a.mov(vw_setup, registers(plan)[0]["vdw_full"])
+
+
 def drain_slot(a, plan, slot):
     """Store park register ``slot`` (of the body's slots) at the uniform stream's address."""
     regs = registers(plan)[0]
     a.read(vw_wait)
     a.mov(vw_setup, regs["stage_w"])
     a.mov(vpm, park_registers(plan)[slot])
-    a.mov(vw_setup, regs["vdw_full"])
     a.mov(vw_addr, uniform)
 
 
 def shift(a, plan):
-    """The conveyor: the parked registers move down by a body's slots."""
+    """The conveyor: the parked registers move down by a body's slots, two per instruction
+    where the register files allow (it runs in every chunk: one move per parked vector cost
+    pw3 with 3 rows all parked a fifth of its issue time)."""
     regs, step = park_registers(plan), slots_per_body(plan)
-    for i in range(len(regs) - step):
-        a.mov(regs[i], regs[i + step])
+    for ops in paired_moves(a, [(regs[i], regs[i + step]) for i in range(len(regs) - step)]):
+        ops()
 
 
 def drain_words(plan, c_addr, m0, bodies):
