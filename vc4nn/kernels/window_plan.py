@@ -69,7 +69,8 @@ class Tile:
 
 # The fields with_defaults chooses when they hold their defaults (0 or -1: choose).
 CHOSEN_FIELDS = ("tile_cols", "tile_rows", "in_chunk", "out_chunk", "store_buffers", "max_qpus",
-                 "rolled", "by_variant", "channel_pairs", "split_accumulators")
+                 "rolled", "by_variant", "channel_pairs", "split_accumulators",
+                 "half_row_buffers")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +106,7 @@ class WindowPlan(SpatialShape, WindowSchedule):
     by_variant: int = -1        # 1: QPUs take the tiles variant by variant; 0: in strips; -1: choose
     channel_pairs: int = -1     # 1: two channels per lane (fp16 words); 0: one; -1: choose
     split_accumulators: int = -1    # 1: the newest row's on regfile B (14 columns); -1: choose
+    half_row_buffers: int = -1  # 1: the two load buffers share VPM rows, one half each; -1: choose
 
     # -- shape ---------------------------------------------------------------------------------
     @property
@@ -172,6 +174,8 @@ class WindowPlan(SpatialShape, WindowSchedule):
             plan = dataclasses.replace(plan, channel_pairs=int(plan._pairs_channels()))
         if plan.split_accumulators == -1:
             plan = dataclasses.replace(plan, split_accumulators=int(plan._split_widens_strips()))
+        if plan.half_row_buffers == -1:
+            plan = dataclasses.replace(plan, half_row_buffers=int(plan._halves_load_rows()))
         if plan.tile_cols == 0:
             widest = max(1, min(plan.accumulators // (plan.acc_sets * plan.lane_channels),
                                 plan.out_w))
@@ -203,7 +207,8 @@ class WindowPlan(SpatialShape, WindowSchedule):
         if plan.out_chunk == 0:
             plan = dataclasses.replace(plan, out_chunk=max(1, min(plan.tile_cols, rows // 4)))
         if plan.in_chunk == 0:
-            room = (rows - plan.store_buffers * plan.stage_rows(plan.out_chunk)) // plan.buffers
+            room = (rows - plan.store_buffers * plan.stage_rows(plan.out_chunk)) \
+                // plan.rows_per_load_pixel
             plan = dataclasses.replace(plan, in_chunk=max(1, min(MAX_CHUNK, room,
                                                                  plan.strip_in_cols(plan.tile_cols))))
         if plan.rolled == -1:
@@ -244,6 +249,41 @@ class WindowPlan(SpatialShape, WindowSchedule):
         return (self.can_split_accumulators and -(-self.out_w // SPLIT_COLS) < narrow
                 and not (self.in_storage == "fp16" and self.out_layout == "hwc"))
 
+    @property
+    def can_halve_load_rows(self):
+        """A pixel's load row is half a VPM row where it is 16 halves (fp16 input, one channel
+        per lane: 32 bytes), so the two load buffers fit in the same rows, one in words 0..7,
+        the other in words 8..15 (a 16-bit generic read's packed vector ``offset`` 1)."""
+        return self.in_access_bits == 16
+
+    def _halves_load_rows(self):
+        """Half-row load buffers for fp16 input with one channel per lane ("chw" results): the
+        same VPM rows take twice the pixels per load, so a QPU issues half the loads (each
+        chunk's wait, branch and setups) and the stores keep their rows. v1 1.0/224, pi_zero,
+        fp16, ms (4 QPUs; 4-pixel loads -> 8): dw3 2.559 -> ..., dw7 0.647 -> ... (docs/kernels.md
+        "Half-row load buffers")."""
+        return self.can_halve_load_rows and self.out_layout == "chw"
+
+    @property
+    def rows_per_load_pixel(self):
+        """VPM rows a pixel of ``in_chunk`` takes in the two load buffers together."""
+        return 1 if self.half_row_buffers == 1 else self.buffers
+
+    def load_rows(self, pixels):
+        """VPM rows of the two load buffers of ``pixels`` each."""
+        return pixels * self.rows_per_load_pixel
+
+    def default_load_pixels(self, pixels):
+        """``pixels`` per load of two whole-row buffers; with half-row buffers, as many as
+        take the same rows (twice as many)."""
+        return pixels * self.buffers // self.rows_per_load_pixel
+
+    def load_buffer_place(self, buffer):
+        """(first VPM row relative to the QPU's, first word) of load buffer ``buffer``."""
+        if self.half_row_buffers == 1:
+            return 0, buffer * LANES // 2
+        return buffer * self.in_chunk, 0
+
     def _rolling_shortens_loops(self):
         """Whether a rolled loop body is shorter than the unrolled period for some variant: then
         its code is smaller (a slice's 4 KB instruction cache holds it, docs/kernels.md
@@ -260,8 +300,8 @@ class WindowPlan(SpatialShape, WindowSchedule):
         3-pixel stores, 1.30 on 6 with 8-pixel ones; NHWC 1.22); 4 QPUs with 4-pixel loads keep
         the bus as busy with a quarter of the DMAs (dw7 1.184 ms against 1.203 on 6 QPUs with
         1-pixel loads; docs/kernels.md "Handing over transposed")."""
-        need = self.buffers * (self.in_chunk or TRANSPOSED_LOAD_PIXELS) + self.stage_rows(
-            self.out_chunk or self.tile_cols)
+        need = self.load_rows(self.in_chunk or self.default_load_pixels(TRANSPOSED_LOAD_PIXELS)) \
+            + self.stage_rows(self.out_chunk or self.tile_cols)
         qpus = max(1, min(self.num_qpus, isa.VPM_ROWS // need))
         return dataclasses.replace(self, max_qpus=qpus)
 
@@ -274,7 +314,7 @@ class WindowPlan(SpatialShape, WindowSchedule):
         accumulators, 16-channel tiles, ms on 12 QPUs with two 1-pixel store buffers -> 8 QPUs:
         fp16 dw1 2.671 -> 2.612, dw6 1.146 -> 0.850; fp32 dw1 4.518 -> 4.439, dw2 6.071 ->
         5.632, dw6 1.560 -> 1.408, dw13 0.582 -> 0.547."""
-        need = self.buffers * (self.in_chunk or HWC_LOAD_PIXELS) + (
+        need = self.load_rows(self.in_chunk or self.default_load_pixels(HWC_LOAD_PIXELS)) + (
             self.store_buffers or 1) * (self.out_chunk or HWC_STORE_PIXELS)
         return dataclasses.replace(self, max_qpus=max(1, min(self.num_qpus,
                                                              isa.VPM_ROWS // need)))
@@ -285,7 +325,7 @@ class WindowPlan(SpatialShape, WindowSchedule):
         (on the default 8 QPUs the best of a sweep of QPUs, chunks and buffers in both
         storages; with 1 or 4 QPUs two buffers were up to 3% faster: v1 fp32 dw3 on 1 QPU
         5.700 -> 5.545 ms, dw13 on 4 0.551 -> 0.545)."""
-        both = self.buffers * HWC_LOAD_PIXELS + 2 * HWC_STORE_PIXELS
+        both = self.load_rows(self.default_load_pixels(HWC_LOAD_PIXELS)) + 2 * HWC_STORE_PIXELS
         return 2 if rows >= both else 1
 
     def _runs_cycle_variants(self):
@@ -310,7 +350,8 @@ class WindowPlan(SpatialShape, WindowSchedule):
         VPM rows stage stores: double-buffered if that still holds a tile row, else one buffer
         of as many pixels as fit (the QPU then waits for each store before staging the next,
         while its loads go on)."""
-        room = rows - self.buffers * (self.in_chunk or TRANSPOSED_LOAD_PIXELS)
+        room = rows - self.load_rows(self.in_chunk or
+                                     self.default_load_pixels(TRANSPOSED_LOAD_PIXELS))
         per_row = self.pixels_per_stage_row
         if self.store_buffers:
             buffers = self.store_buffers
@@ -395,7 +436,13 @@ class WindowPlan(SpatialShape, WindowSchedule):
                 raise PlanError(f"{name}={getattr(self, name)}: 0 or 1")
         if self.store_buffers not in (1, 2):
             raise PlanError(f"store_buffers={self.store_buffers}: 1 or 2")
-        need = self.buffers * self.in_chunk + self.store_buffers * self.stage_rows(self.out_chunk)
+        if self.half_row_buffers not in (0, 1):
+            raise PlanError(f"half_row_buffers={self.half_row_buffers}: 0 or 1")
+        if self.half_row_buffers and not self.can_halve_load_rows:
+            raise PlanError("half_row_buffers=1: needs loads of 16-bit elements with one channel "
+                            "per lane (fp16 input without channel pairs)")
+        need = self.load_rows(self.in_chunk) + self.store_buffers * self.stage_rows(
+            self.out_chunk)
         if need > self.vpm_rows_per_qpu(self.qpus):
             raise PlanError(f"{self.qpus} QPUs x {need} VPM rows ({self.buffers} buffers of "
                             f"{self.in_chunk} input and {self.store_buffers} of "
