@@ -257,12 +257,15 @@ class WindowPlan(SpatialShape, WindowSchedule):
         return self.in_access_bits == 16
 
     def _halves_load_rows(self):
-        """Half-row load buffers for fp16 input with one channel per lane ("chw" results): the
-        same VPM rows take twice the pixels per load, so a QPU issues half the loads (each
-        chunk's wait, branch and setups) and the stores keep their rows. v1 1.0/224, pi_zero,
-        fp16, ms (4 QPUs; 4-pixel loads -> 8): dw3 2.559 -> ..., dw7 0.647 -> ... (docs/kernels.md
-        "Half-row load buffers")."""
-        return self.can_halve_load_rows and self.out_layout == "chw"
+        """Half-row load buffers wherever they can be (fp16 input, one channel per lane): the
+        rows of two whole-row buffers take twice the pixels per load, so a QPU waits for and
+        sets up half as many loads, and the bus, busier, gets through the 32-byte rows sooner.
+        v1 1.0/224, pi_zero, fp16, ms (the "chw" layers on 4-5 QPUs, 4-pixel loads -> 8-9):
+        dw3 2.559 -> 2.537, dw7 0.647 -> 0.631, dw13 0.368 -> 0.362; v2 b2 (56x56x144 "chw")
+        3.060 -> 2.849, b3 (NHWC, 8 QPUs, 3 -> 6 pixels) 1.972 -> 1.916; of the smaller
+        networks' layers only 64x64x8 (v1 0.25/128 dw1, +0.4%) and 6x6x192 (v2 0.35/96, +0.5%)
+        lose (docs/kernels.md "Half-row load buffers")."""
+        return self.can_halve_load_rows
 
     @property
     def rows_per_load_pixel(self):
