@@ -9,11 +9,12 @@ import pytest
 
 from vc4nn.kernels.spatial import PlanError
 from vc4nn.kernels.window_plan import make_plan
-from vc4nn.nn import avg_pool, depthwise
+from vc4nn.nn import avg_pool
 from vc4nn.nn.layer_args import resolve_padding
 
 from . import spatial_reference
-from .reference import assert_close, assert_close_fp16
+from .reference import assert_close_fp16
+from .window_check import check_fp16_depthwise
 
 F16, F32 = np.float16, np.float32
 
@@ -32,22 +33,10 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_half_row_buffers_match_the_direct_loop(device, case):
-    h, w, c, stride, padding, qpus, layout, out_dtype, tiling = case
-    rng = np.random.default_rng(h * w + c)
-    x = rng.standard_normal((h, w, c)).astype(F16)
-    wt = rng.standard_normal((3, 3, c)).astype(F16)
-    bias = rng.standard_normal(c).astype(F16)
-    y, run = depthwise(x, wt, bias, stride=stride, padding=padding, activation="relu6",
-                       device=device, num_qpus=qpus, out_layout=layout, return_run=True,
-                       dtype=out_dtype, tiling=dict(tiling, half_row_buffers=1))
-    assert y.dtype == out_dtype and not run.warnings
-    pads, _ = resolve_padding("test", padding, h, w, 3, 3, stride, stride)
-    expected, magnitude = spatial_reference.depthwise(x, wt, bias, stride, pads, "relu6")
-    if layout == "chw":
-        expected = np.moveaxis(expected, 2, 0)
-        magnitude = np.moveaxis(magnitude, 2, 0) if np.ndim(magnitude) == 3 else magnitude
-    check = assert_close_fp16 if out_dtype == F16 else assert_close
-    check(y, expected, magnitude, terms=9)
+    h, w, c, stride, padding, qpus, layout, dtype, tiling = case
+    run = check_fp16_depthwise(device, h, w, c, stride, padding, "relu6", True, qpus,
+                               dict(tiling, half_row_buffers=1), layout, dtype)
+    assert not run.warnings
 
 
 def test_avg_pool_with_half_row_buffers(device):

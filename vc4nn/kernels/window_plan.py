@@ -332,13 +332,18 @@ class WindowPlan(SpatialShape, WindowSchedule):
         return 2 if rows >= both else 1
 
     def _runs_cycle_variants(self):
-        """Whether QPUs taking contiguous runs of the tile list would cycle through three
-        variants or more (a run longer than a block's tiles): their loops together exceed a
-        slice's instruction cache, so the tiles are better taken variant by variant. (With
-        shorter runs the neighbouring QPUs of a slice take neighbouring strips, mostly of one
-        variant, and the contiguous runs balance better.)"""
+        """Whether QPUs taking contiguous runs of the tile list would cycle through more
+        variants than a slice's instruction cache holds the loops of (a run longer than a
+        block's tiles): three, or two for "chw" plans, whose loops (the vertical stores' pixel
+        pairs, split accumulators on 2-5 QPUs of one slice) are longer (v1 1.0/224's dw5, two
+        variants of 300-400 instructions). Then the tiles are better taken variant by variant.
+        (With shorter runs the neighbouring QPUs of a slice take neighbouring strips, mostly of
+        one variant, and the contiguous runs balance better.) Two-variant "chw" layers, pi_zero,
+        ms: v1 1.0/224 dw5 fp32 2.212 -> 2.153, fp16 1.310 -> 1.271; v2 b3 fp32 3.479 -> 3.200,
+        b4/b5 fp32 1.662 -> 1.622, fp16 0.987 -> 0.960 (docs/kernels.md "Tiling")."""
         per_block = len(self.tiles) // self.blocks
-        return len(self.variants) > 2 and len(self.tiles) >= per_block * self.qpus
+        fits = 1 if self.out_layout == "chw" else 2
+        return len(self.variants) > fits and len(self.tiles) >= per_block * self.qpus
 
     @property
     def spread(self):
