@@ -108,6 +108,9 @@ class RunResult:
     warnings: List[str] = dataclasses.field(default_factory=list)   # dynamic checks in "warn" mode
     programs: Optional[int] = None        # programs launched (one per QPU per launch)
     launches: int = 1
+    # estimate: clocks the memory bus was busy (DMA rows, TMU and instruction line fills, the
+    # cycle model's MemoryBus); None where the backend cannot tell (a real Pi)
+    bus_busy_clocks: Optional[int] = None
 
     def __post_init__(self):
         if self.programs is None:
@@ -142,7 +145,8 @@ class RunResult:
                          clock_hz=self.clock_hz, estimated=self.estimated or other.estimated,
                          warnings=self.warnings + other.warnings,
                          programs=self.programs + other.programs,
-                         launches=self.launches + other.launches)
+                         launches=self.launches + other.launches,
+                         bus_busy_clocks=add(self.bus_busy_clocks, other.bus_busy_clocks))
 
 
 class Device(abc.ABC):
