@@ -25,7 +25,9 @@ presented as full runs. --full forces full layers on any core.
 the groups gemm = pointwise, fully_connected, global_avg_pool and spatial = conv2d, depthwise,
 global_avg_pool); --kind add lists v2's residual adds as layers of their own (as run when not
 fused into the projection, whose residual then drops out; never in the default list); --stalls
-adds each stall cause's share of QPU time and the tiling that ran.
+adds each stall cause's share of QPU time, the share of the run the memory bus was busy ("bus":
+near 100% the layer is bound by the bus, however high its QPUs' issue share) and the tiling that
+ran.
 The network total is checked against the issue's target only when every layer ran.
 """
 
@@ -70,7 +72,8 @@ def add_arguments(parser):
     parser.add_argument("--kind", default="", help="comma-separated layer kinds or groups "
                         f"({', '.join(KIND_GROUPS)}); see above")
     parser.add_argument("--stalls", action="store_true",
-                        help="text table: stall shares per cause and the tiling that ran")
+                        help="text table: stall shares per cause, bus occupancy and the "
+                        "tiling that ran")
     parser.add_argument("--json", action="store_true", help="JSON on stdout")
     parser.add_argument("--markdown", action="store_true", help="a Markdown table on stdout")
     parser.add_argument("--png", type=output_file, metavar="FILE",

@@ -108,6 +108,9 @@ class RunResult:
     warnings: List[str] = dataclasses.field(default_factory=list)   # dynamic checks in "warn" mode
     programs: Optional[int] = None        # programs launched (one per QPU per launch)
     launches: int = 1
+    # estimate: clocks the memory bus was busy (DMA rows, TMU and instruction line fills, the
+    # cycle model's MemoryBus); None where the backend cannot tell (a real Pi)
+    bus_busy_clocks: Optional[int] = None
 
     def __post_init__(self):
         if self.programs is None:
@@ -142,7 +145,8 @@ class RunResult:
                          clock_hz=self.clock_hz, estimated=self.estimated or other.estimated,
                          warnings=self.warnings + other.warnings,
                          programs=self.programs + other.programs,
-                         launches=self.launches + other.launches)
+                         launches=self.launches + other.launches,
+                         bus_busy_clocks=add(self.bus_busy_clocks, other.bus_busy_clocks))
 
 
 class Device(abc.ABC):
@@ -169,11 +173,12 @@ class Device(abc.ABC):
     def _launch(self, num_qpus, control_address, timeout) -> RunResult:
         """Run ``num_qpus`` programs listed by a control list in device memory, as execute_qpu."""
 
-    def _launch_sequence(self, launches, timeout):
-        """RunResults of ``_launch`` on each checked (num_qpus, control_address), in order."""
+    def _launch_sequence(self, launches):
+        """RunResults of ``_launch`` on each checked (num_qpus, control_address, timeout), in
+        order."""
         launch = self._launch
         return [launch(num_qpus, control_address, timeout)
-                for num_qpus, control_address in launches]
+                for num_qpus, control_address, timeout in launches]
 
     # -- memory ------------------------------------------------------------------------------
     def alloc(self, shape, dtype=np.uint32, align=4096, flags=None):
@@ -308,29 +313,36 @@ class Device(abc.ABC):
     def execute_control_lists(self, launches, timeout=DEFAULT_TIMEOUT_S):
         """Launch each ``(num_qpus, control_address)`` of ``launches`` in order, each exactly as
         ``execute_control_list`` does (one launch, the V3D caches cleared before it); the list
-        of their RunResults. Every pair is checked before the first launch runs. A recorded
-        sequence (a session's layers) goes in one call: the host's work per launch stays small."""
+        of their RunResults. A launch given as ``(num_qpus, control_address, timeout)`` has its
+        own timeout instead of ``timeout``. Every launch is checked before the first runs. A
+        recorded sequence (a session's layers) goes in one call: the host's work per launch
+        stays small."""
         self._check_open("execute_control_lists")
         timeout = checked_timeout(timeout)
         try:
-            pairs = list(launches)
+            given = list(launches)
         except TypeError:
-            raise DeviceError(f"launches must be a sequence of (num_qpus, control_address) "
-                              f"pairs, got {type(launches).__name__}") from None
+            raise DeviceError(f"launches must be a sequence of (num_qpus, control_address[, "
+                              f"timeout]) tuples, got {type(launches).__name__}") from None
         checked = []
-        for index, launch in enumerate(pairs):
-            if type(launch) is tuple and len(launch) == 2 and type(launch[0]) is int \
+        for index, launch in enumerate(given):
+            if type(launch) is tuple and len(launch) in (2, 3) and type(launch[0]) is int \
                     and type(launch[1]) is int and 1 <= launch[0] <= isa.NUM_QPUS:
-                checked.append(launch)          # the common case, without the full checks
-                continue
-            if not isinstance(launch, (tuple, list)) or len(launch) != 2:
-                raise DeviceError(f"launch {index}: expected a (num_qpus, control_address) "
-                                  f"pair, got {launch!r}")
+                if len(launch) == 2:         # the common cases, without the full checks
+                    checked.append((launch[0], launch[1], timeout))
+                    continue
+                if len(launch) == 3 and type(launch[2]) is float and 0 < launch[2] < math.inf:
+                    checked.append(launch)
+                    continue
+            if not isinstance(launch, (tuple, list)) or len(launch) not in (2, 3):
+                raise DeviceError(f"launch {index}: expected a (num_qpus, control_address[, "
+                                  f"timeout]) tuple, got {launch!r}")
             try:
-                checked.append((qpu_count(launch[0]), control_address_of(launch[1])))
+                checked.append((qpu_count(launch[0]), control_address_of(launch[1]),
+                                checked_timeout(launch[2]) if len(launch) == 3 else timeout))
             except DeviceError as error:
                 raise DeviceError(f"launch {index}: {error}") from None
-        return self._launch_sequence(checked, timeout)
+        return self._launch_sequence(checked)
 
     def _place(self, data, temporaries):
         raw = np.frombuffer(bytes(data), dtype=np.uint8)

@@ -480,3 +480,23 @@ def test_kernel_loads_py_videocore_sized_rows(device):
     dst = device.alloc((16, 16), np.float32)
     device.execute(block.assemble(), 1, [[src[:, 2048:].address, dst.address]])
     assert np.array_equal(dst, np.asarray(src)[:, 2048:2064])
+
+
+def test_a_run_reports_the_clocks_the_memory_bus_was_busy():
+    """transpose16 moves 16 full rows in and 16 out; the bus also fills the program's
+    instruction lines and the uniforms' line (64 bytes at 1184 MB/s each)."""
+    from vc4nn.emulator import EmulatorDevice
+    _, transpose16, _ = _kernels()
+    device = EmulatorDevice(board="pi_zero")                 # 300 MHz
+    program = transpose16.assemble()
+    src = device.array(np.arange(256, dtype=np.uint32).reshape(16, 16))
+    dst = device.alloc((16, 16), np.uint32)
+    run = device.execute(program, 1, [[src.address, dst.address]])
+    loads = math.ceil(16 * 64 / 700e6 * 300e6)              # facts §4: ~700 MB/s, full rows
+    stores = 16 * (9.96e-9 + 64 / 1184e6) * 300e6             # docs/cycle-model.md store rows
+    lines = -(-len(program) * 8 // 64) + 1
+    fill = 64 / 1184e6 * 300e6
+    assert loads + stores <= run.bus_busy_clocks <= loads + stores + lines * (fill + 1)
+    assert run.bus_busy_clocks < run.cycles
+    both = run.followed_by(run)
+    assert both.bus_busy_clocks == 2 * run.bus_busy_clocks

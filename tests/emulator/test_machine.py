@@ -10,6 +10,7 @@ from asm import kernel, null, qpu_number, r1, r2, r3, ra1, ra31, uniform, vpm
 from vc4nn.device import uniform_words
 from vc4nn.emulator import EmulatorDevice
 from vc4nn.emulator.checks import CheckWarning
+from vc4nn.emulator.errors import EmulatorTimeout
 from vc4nn.errors import DeviceError, Vc4nnError
 
 from .conftest import assemble_body, branch_by_qpu, run_program
@@ -289,12 +290,28 @@ def test_a_sequence_of_control_lists_launches_each_in_order():
         assert dev.execute_control_lists([]) == []
 
 
+def test_a_launch_given_with_a_timeout_keeps_its_own():
+    """(num_qpus, control_address, timeout): that launch's timeout (modelled time), not the
+    call's; a session launches layers with different timeouts in one call."""
+    with EmulatorDevice() as dev:
+        data = dev.alloc(16, np.uint32)
+        first, second, third = (c.address for c in _control_lists(dev, data, [1, 3, 5]))
+        with pytest.raises(EmulatorTimeout, match="timeout of 1e-09 s"):
+            dev.execute_control_lists([(1, first, 60.0), (1, second, 1e-9), (1, third)],
+                                      timeout=None)
+        assert data.tolist() == [1] * 16                # the first ran, the third did not
+        results = dev.execute_control_lists([(1, first, 60.0), (1, second, None)], timeout=1e-9)
+        assert len(results) == 2 and data.tolist() == [(1 * 2 + 1) * 2 + 3] * 16
+
+
 def test_a_sequence_is_checked_before_its_first_launch():
     with EmulatorDevice() as dev:
         data = dev.alloc(16, np.uint32)
         good = (1, _control_lists(dev, data, [1])[0].address)
         for bad, named in (((13, good[1]), "num_qpus"), ((1, "x"), "control_address"),
-                           ((1,), "launch 1"), (5, "launch 1")):
+                           ((1,), "launch 1"), (5, "launch 1"), ((1, 2, 3, 4), "launch 1"),
+                           ((1, good[1], -1.0), "launch 1: timeout"),
+                           ((1, good[1], "1"), "launch 1: timeout")):
             with pytest.raises(DeviceError, match=named):
                 dev.execute_control_lists([good, bad])
             assert data.tolist() == [0] * 16                       # the first did not run

@@ -135,6 +135,46 @@ def backward_branch_loops(program):
     return found
 
 
+# Planes (x_layout "chw", an NCHW model's input copied in without a transpose): no padding in
+# the kernel, so the planes come padded; the reference reads the (H, W, C) transpose.
+PLANES = [
+    (15, 14, 3, 32, 3, 2, "relu6", True, 12, "fp16"),      # the stem, reduced: rolled
+    (9, 20, 5, 17, 3, 1, "relu", True, 4, "fp32"),         # two passes, channels past r2/r3
+    (7, 7, 1, 8, 2, 3, None, False, 3, "fp32"),
+]
+
+
+@pytest.mark.parametrize("case", PLANES, ids=str)
+def test_planes_match_the_direct_loop(device, case):
+    h, w, cin, cout, k, stride, activation, with_bias, qpus, storage = case
+    rng = np.random.default_rng(h * w)
+    x = rng.standard_normal((h, w, cin)).astype(np.float32)
+    wt = rng.standard_normal((k, k, cin, cout)).astype(np.float32)
+    bias = rng.standard_normal(cout).astype(np.float32) if with_bias else None
+    planes = np.ascontiguousarray(x.transpose(2, 0, 1))
+    y = conv2d(planes, wt, bias, stride, "valid", activation, device=device, num_qpus=qpus,
+               dtype=np.float16 if storage == "fp16" else None, x_layout="chw")
+    expected, magnitude = spatial_reference.conv2d(x, wt, bias, stride, (0, 0, 0, 0),
+                                                   activation)
+    if storage == "fp16":
+        np.testing.assert_allclose(y.astype(np.float64), expected,
+                                   atol=1e-2 * (1 + magnitude.max()), rtol=2 ** -10)
+    else:
+        assert_close(y, expected, magnitude, terms=k * k * cin)
+
+
+def test_planes_take_no_padding(device):
+    planes = np.zeros((3, 6, 6), np.float32)
+    with pytest.raises(Vc4nnError, match="x_layout='chw' reads no padding.*pads \\(0, 1, 0, 1\\)"):
+        conv2d(planes, np.zeros((3, 3, 3, 8), np.float32), stride=2, padding="same",
+               device=device, x_layout="chw")
+    with pytest.raises(Vc4nnError, match="x_layout='nchw'"):
+        conv2d(planes, np.zeros((3, 3, 3, 8), np.float32), device=device, x_layout="nchw")
+    with pytest.raises(Vc4nnError, match="it must be \\(KH, KW, 3, Cout\\)"):
+        conv2d(planes, np.zeros((3, 3, 6, 8), np.float32), padding="valid", device=device,
+               x_layout="chw")
+
+
 @pytest.mark.parametrize("storage", ["fp32", "fp16"])
 @pytest.mark.parametrize("activation, cout", [(None, 32), ("relu6", 32), ("relu6", 24)])
 def test_the_stems_loops_fit_the_instruction_cache(storage, activation, cout):
@@ -148,6 +188,13 @@ def test_the_stems_loops_fit_the_instruction_cache(storage, activation, cout):
     sets = timing.icache_bytes // (timing.icache_line_bytes * timing.icache_ways)
     plan = conv2d_kernel.Conv2dPlan(224, 224, 3, cout, 3, 3, 2, 2, (0, 1, 0, 1), activation,
                                     out_storage=storage)
+    planes = conv2d_kernel.Conv2dPlan(225, 225, 3, cout, 3, 3, 2, 2, (0, 0, 0, 0), activation,
+                                      out_storage=storage, in_layout="chw")
+    for plan in (plan, planes):
+        assert_loops_fit(plan, timing, line, sets)
+
+
+def assert_loops_fit(plan, timing, line, sets):
     loops = backward_branch_loops(conv2d_kernel.program_for(plan))
     assert len(loops) >= 2                          # records, halves
     for first, last in loops:

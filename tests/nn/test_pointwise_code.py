@@ -116,3 +116,18 @@ def test_panels_fit_the_instruction_cache():
         loops = [loop for suffix in ("pass", "/panel") for loop in loop_bytes(program, suffix)]
         for name, size, hot in loops:
             assert hot <= ICACHE_BYTES, (shape, name, size, hot)
+
+
+def test_parked_rows_store_slots_and_conveyor():
+    """pw1's default (7 rows, 5 of them parked: 20 vectors, 2 store slots per chunk): the
+    chunk loop of a pass that stores parked rows is 21 instructions longer than the first
+    pass's, which stores none: 2 slots of 4 (the VDW setup written once per pass, not per
+    slot) and the conveyor's 18 moves in 13 instructions (the park registers alternate the
+    register files: 5 moves pair; its 6 regfile-A registers against 14 regfile-B ones leave
+    the rest alone). A move per instruction and a VDW setup per slot made it 28."""
+    plan = kernel.PointwisePlan(112, 112, 32, 64, 12, True, False, "relu6",
+                                input_layout="chw").panel
+    assert (plan.rows, plan.park_rows) == (7, 5)
+    sizes = {name.split("/")[0].rstrip("0123456789"): size
+             for name, size, _ in loop_bytes(sgemm_panel.program_for(plan), "/chunk")}
+    assert (sizes["passes"] - sizes["first_pass"]) // 8 == 2 * 4 + 13

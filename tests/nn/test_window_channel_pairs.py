@@ -15,6 +15,7 @@ from vc4nn.nn.layer_args import resolve_padding
 
 from . import spatial_reference
 from .reference import assert_close_fp16
+from .window_check import check_fp16_depthwise
 
 F16 = np.float16
 
@@ -35,18 +36,8 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_channel_pairs_match_the_direct_loop(device, case):
-    h, w, c, stride, padding, activation, with_bias, qpus, tiling = case
-    rng = np.random.default_rng(h * w + c)
-    x = rng.standard_normal((h, w, c)).astype(F16)
-    wt = rng.standard_normal((3, 3, c)).astype(F16)
-    bias = rng.standard_normal(c).astype(F16) if with_bias else None
-    y, run = depthwise(x, wt, bias, stride=stride, padding=padding, activation=activation,
-                       device=device, num_qpus=qpus, tiling=dict(tiling, channel_pairs=1),
-                       return_run=True)
-    assert y.dtype == F16
-    pads, _ = resolve_padding("test", padding, h, w, 3, 3, stride, stride)
-    expected, magnitude = spatial_reference.depthwise(x, wt, bias, stride, pads, activation)
-    assert_close_fp16(y, expected, magnitude, terms=9)
+    *shape, tiling = case
+    check_fp16_depthwise(device, *shape, dict(tiling, channel_pairs=1))
 
 
 def test_channel_pairs_with_prepared_weights(device):

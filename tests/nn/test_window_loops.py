@@ -171,14 +171,16 @@ def test_every_tile_goes_to_one_qpu(qpus, by_variant):
 
 def test_long_runs_take_the_tiles_variant_by_variant():
     """The default order: variant by variant where a QPU's contiguous run would span a whole
-    block's strips of three variants or more (a channel-major plan on 3 QPUs), in strips
-    where the runs are short (NHWC on 12 QPUs) or there are two variants (28 columns in two
-    14-column strips)."""
+    block's strips of three variants or more (a channel-major plan on 3 QPUs), or of two in a
+    channel-major plan (28 columns in two 14-column strips); in strips where the runs are short
+    (NHWC on 12 QPUs), there are two NHWC variants or one."""
     pads = (1, 1, 1, 1)
     assert make_plan("depthwise", 28, 28, 256, (3, 3), (1, 1), pads, out_layout="chw",
                      split_accumulators=0).by_variant == 1
     assert make_plan("depthwise", 28, 28, 256, (3, 3), (1, 1), pads,
-                     out_layout="chw").by_variant == 0
+                     out_layout="chw").by_variant == 1
+    two = make_plan("depthwise", 28, 28, 64, (3, 3), (1, 1), pads, tile_cols=14, max_qpus=4)
+    assert len(two.variants) == 2 and two.by_variant == 0
     assert make_plan("depthwise", 112, 112, 32, (3, 3), (1, 1), pads).by_variant == 0
     assert make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads,
                      out_layout="chw").by_variant == 0

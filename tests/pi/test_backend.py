@@ -128,6 +128,9 @@ def test_a_sequence_of_control_lists_is_one_execute_qpu_each_in_order():
         assert out.tolist() == [[0, 11], [0, 0]]
         assert [(r.num_qpus, r.host_interrupts, r.estimated) for r in results] == \
             [(1, 1, False)] * 3
+        dev.execute_control_lists([(1, lists[0].address, 2.0), (1, lists[1].address)],
+                                  timeout=0.5)          # a launch's own timeout, then the call's
+        assert [x.timeout_ms for x in fake.launches[3:]] == [2000, 500]
 
 
 def test_a_timeout_is_reported_and_memory_still_released():

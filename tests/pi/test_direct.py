@@ -152,6 +152,16 @@ def test_the_wait_yields_the_cpu_after_a_millisecond():
     assert 35 <= fake.yields <= 45
 
 
+def test_a_launch_in_a_sequence_waits_for_its_own_timeout():
+    fake = pi_zero_w(root=True, runner=lambda fake, launch: HANG)
+    with PiDevice(fake, launch="direct") as dev:
+        code, uniforms = dev.array(np.zeros(2, np.uint64)), dev.alloc(1, np.uint32)
+        control = dev.array(np.array([uniforms.address, code.address], np.uint32))
+        with pytest.raises(PiTimeout, match="within 5 ms"):
+            dev.execute_control_lists([(1, control.address, 0.005)], timeout=0.5)
+    assert 35 <= fake.yields <= 45          # 5 ms of polls, as the call's timeout would give
+
+
 def test_an_interrupted_wait_stops_the_programs_before_memory_is_released():
     def interrupt(fake, launch):
         raise KeyboardInterrupt

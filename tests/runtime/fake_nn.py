@@ -53,7 +53,8 @@ def _conv(x, p, stride, padding, grouped):
     return np.einsum(eq, win, w) + p.b
 
 
-def conv2d(x, p, stride=1, padding="same", activation=None, out=None, **kw):
+def conv2d(x, p, stride=1, padding="same", activation=None, out=None, x_layout="hwc", **kw):
+    x = np.asarray(x).transpose(1, 2, 0) if x_layout == "chw" else x
     return _finish("conv2d", _conv(x, p, stride, padding, False), activation, out)
 
 

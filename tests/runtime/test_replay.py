@@ -6,7 +6,7 @@ import numpy as np
 
 import vc4nn
 from asm import kernel, r0, ra, uniform, vpm
-from vc4nn.runtime.replay import Recording, launch_groups, patched
+from vc4nn.runtime.replay import Recording, patched
 
 
 @kernel
@@ -41,8 +41,7 @@ def test_replay_repeats_the_call_and_keeps_its_temporaries():
         assert len(recording.launches) == 1 and recording.nbytes > 0
         assert len(device._allocations) > baseline        # code, uniforms, control list kept
         for _ in range(3):         # a replay, as a session's run schedules it
-            ((timeout, pairs),) = launch_groups(recording.launches)
-            (run,) = device.execute_control_lists(pairs, timeout)
+            (run,) = device.execute_control_lists(recording.launches)
         assert run.host_interrupts == 1
         assert (np.asarray(data) == 4).all()               # 1 call + 3 replays
         recording.free()

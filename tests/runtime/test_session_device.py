@@ -138,8 +138,8 @@ def test_a_run_launches_every_recorded_layer_in_one_device_call(tmp_path, device
     x = np.random.default_rng(4).standard_normal((1, 3, 32, 32)).astype(np.float32)
     calls = []
     sequence = device.execute_control_lists
-    device.execute_control_lists = lambda pairs, timeout: \
-        calls.append(len(pairs)) or sequence(pairs, timeout)
+    device.execute_control_lists = lambda launches: \
+        calls.append(len(launches)) or sequence(launches)
     try:
         with InferenceSession(path, device=device, progress=False,
                               group_launches=False) as sess:

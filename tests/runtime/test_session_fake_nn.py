@@ -68,7 +68,7 @@ def test_uint8_frame_folded_into_stem_is_exact(tmp_path, fake_layers, device, pr
     path = save_onnx(onnx_models.mobilenet_v1(32, 0.25), tmp_path)
     frame = np.random.default_rng(4).integers(0, 256, (32, 32, 3), dtype=np.uint8)
     with InferenceSession(path, device=device, image_input=preset) as sess:
-        assert sess.get_inputs()[0].shape == (32, 32, 3) and sess._stem is not None
+        assert sess.get_inputs()[0].shape == (32, 32, 3) and sess._frame.folded
         name = sess.get_inputs()[0].name
         first = sess.run(None, {name: frame})[0]
         second = sess.run(None, {name: frame})[0]      # the border is rewritten each run
@@ -160,7 +160,7 @@ def test_quantized_uint8_input_is_folded_into_the_stem(tmp_path, fake_layers, de
     path = tmp_path / "q.tflite"
     path.write_bytes(data)
     with InferenceSession(str(path), device=device) as sess:
-        assert sess.get_inputs()[0].type == "uint8" and sess._stem is not None
+        assert sess.get_inputs()[0].type == "uint8" and sess._frame.folded
         (got,) = sess.run(None, {sess.get_inputs()[0].name: x})
     assert rel_error(got[0], ref) <= 1e-4
 

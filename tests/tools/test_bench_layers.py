@@ -91,7 +91,8 @@ def test_tune_tunes_handed_over_layers_as_they_run(tmp_path, capsys, monkeypatch
 
 def test_bench_layers_kind_subsets_and_stalls():
     """--kind picks the GEMM half or the spatial half (what tools/bench_gemm_layers.py and
-    bench_spatial.py measured); --stalls prints each cause's share and the tiling that ran."""
+    bench_spatial.py measured); --stalls prints each cause's share, the bus occupancy and the
+    tiling that ran."""
     out = run_tool("bench_layers.py", "--net", "v1", "--alpha", "0.25", "--size", "128",
                    "--kind", "gemm", "--only", "pw1,pool,dw1", "--quick", "--pixels", "16",
                    "--boards", "pi_zero", "--stalls")
@@ -99,11 +100,12 @@ def test_bench_layers_kind_subsets_and_stalls():
     assert re.search(r"pw1 +pointwise +64x64x8->16 +1x16x8->16 x256, chw in ", out)
     assert re.search(r"pool +global_avg_pool ", out) and "dw1" not in out
     header = next(line for line in out.splitlines() if line.startswith("net "))
-    assert header.split()[-11:] == ["issue", "dma", "vpm", "unifo", "icach", "tmu", "semap",
-                                    "mutex", "sfu", "idle", "tiling"]
+    assert header.split()[-12:] == ["issue", "dma", "vpm", "unifo", "icach", "tmu", "semap",
+                                    "mutex", "sfu", "idle", "bus", "tiling"]
     row = next(line for line in out.splitlines() if " pw1 " in line)
-    shares = [int(cell[:-1]) for cell in row.split() if re.fullmatch(r"\d+%", cell)][2:]
+    *shares, bus = [int(cell[:-1]) for cell in row.split() if re.fullmatch(r"\d+%", cell)][2:]
     assert len(shares) == 10 and 90 <= sum(shares) <= 110 and "panel_vectors=" in row
+    assert 0 < bus <= 100
     assert "target" not in out          # a subset: no verdict on the network total
     spatial = json.loads(run_tool("bench_layers.py", "--net", "v1", "--alpha", "0.25", "--size",
                                   "128", "--kind", "spatial", "--only", "conv0,pw1,pool",

@@ -147,7 +147,8 @@ class Machine:
         return RunResult(num_qpus=len(qpus), host_interrupts=interrupts, qpus=stats,
                          cycles=cycles, seconds=cycles / timing.clock_hz + timing.launch_overhead,
                          board=timing.name, clock_hz=timing.clock_hz, estimated=True,
-                         warnings=list(self.checks.warnings))
+                         warnings=list(self.checks.warnings),
+                         bus_busy_clocks=int(self.bus.busy_clocks))
 
     # -- the scheduler -----------------------------------------------------------------------
     def _tie(self, q):

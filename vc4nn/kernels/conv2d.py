@@ -67,6 +67,7 @@ class Conv2dPlan(SpatialShape):
     in_storage: str = "fp32"
     out_storage: str = "fp32"
     taps_per_pass: int = 0      # taps gathered at once; 0: all that fit (30 - kernel_h)
+    in_layout: str = "hwc"      # "chw": planes, as an NCHW model's input comes (no padding)
 
     @property
     def taps(self):
@@ -126,8 +127,23 @@ class Conv2dPlan(SpatialShape):
     def slot_users(self, slot):
         return len(range(slot, self.qpus, self.slots))
 
+    @property
+    def pixel_bytes(self):
+        """Bytes from one input column to the next."""
+        return self.in_bytes * (self.cin if self.in_layout == "hwc" else 1)
+
+    @property
+    def channel_bytes(self):
+        """Bytes from one input channel to the next."""
+        return self.in_bytes * (1 if self.in_layout == "hwc" else self.in_h * self.in_w)
+
     def check(self):
         check_storage("in_storage", self.in_storage, ("fp32",))
+        check_storage("in_layout", self.in_layout, ("hwc", "chw"))
+        if self.in_layout == "chw" and any(self.pads):
+            # A padding row reads the zero row, which cannot stand for every plane's row.
+            raise PlanError(f"in_layout='chw' reads no padding (pads {tuple(self.pads)}): pad "
+                            f"the planes in memory and give pads (0, 0, 0, 0)")
         check_storage("out_storage", self.out_storage)
         if self.kernel_h > MAX_KERNEL_H or self.kernel_w > len(OFFSETS):
             raise PlanError(f"conv2d: a {self.kernel_h}x{self.kernel_w} kernel needs more row "
@@ -169,7 +185,7 @@ class Conv2dPlan(SpatialShape):
                 words.append(1)
                 for kh in range(self.kernel_h):
                     r = i * self.stride_h + kh - self.pads[0]
-                    words.append(x_addr + r * self.in_w * self.cin * esz
+                    words.append(x_addr + r * self.in_w * self.pixel_bytes
                                  if 0 <= r < self.in_h else zero_addr)
                 words.append(j0)
                 words.append(stream_addresses[q] + (len(words) + 1) * 4)
@@ -184,7 +200,8 @@ class Conv2dPlan(SpatialShape):
 
     @property
     def zero_words(self):
-        return self.in_w * self.cin + LANES
+        """Words of the zero row padding rows read (none without row padding)."""
+        return self.in_w * self.cin + LANES if self.pads[0] or self.pads[1] else 0
 
 
 def column_offsets(a, plan):
@@ -200,21 +217,32 @@ def column_offsets(a, plan):
         a.sub(null, r2, r0, sf=True)             # Z where the column was in the image
         a.ldi(MASKS[kw], 0.0)
         a.mov(MASKS[kw], 1.0, cond="zs")
-        a.ldi(r2, plan.cin * plan.in_bytes)
+        a.ldi(r2, plan.pixel_bytes)
         a.mul24(OFFSETS[kw], r0, r2)
 
 
 def gather(a, plan, t0, t1, depth=4):
     """TAPS[0 .. t1-t0] = the group's window taps t0..t1, zero where they are padding. A tap's
-    pop (ldtmu0) rides on the instruction that starts the address of the request after it."""
+    pop (ldtmu0) rides on the instruction that starts the address of the request after it.
+    Planes (chw) are far apart: channels 1 and 2 are offset from r2 and r3, loaded first (free
+    here; ``channel`` uses them after the gather), the others by an ldi into r0."""
     taps = plan.taps[t0:t1]
+    channel_regs = {}
+    if plan.channel_bytes > 15:
+        channel_regs = {ci: reg for ci, reg in ((1, r2), (2, r3)) if ci < plan.cin}
+        for ci, reg in channel_regs.items():
+            a.ldi(reg, ci * plan.channel_bytes)
 
     def address(t, sig=None):
         kh, kw, _ = taps[t]
         a.add(r1, plan.rows[kh], OFFSETS[kw], sig=sig)
 
     def request(t):
-        dma.add_constant(a, tmu0_s, r1, taps[t][2] * plan.in_bytes, scratch=r2)
+        ci = taps[t][2]
+        if ci in channel_regs:
+            a.add(tmu0_s, r1, channel_regs[ci])
+        else:
+            dma.add_constant(a, tmu0_s, r1, ci * plan.channel_bytes, scratch=r0)
 
     for t in range(min(depth, len(taps))):
         address(t)

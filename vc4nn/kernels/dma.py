@@ -19,8 +19,9 @@ def load_setup_base(rowlen, y, size):
     return vdr_setup(MAX_ROWS_FIELD, rowlen, y, size=size)
 
 
-def load_setup_delta(rows, y, size):
-    return vdr_setup(rows, 16, y, size=size) - vdr_setup(MAX_ROWS_FIELD, 16, 0, size=size)
+def load_setup_delta(rows, y, size, x=0):
+    """NROWS and the VPM place (row ``y``, word ``x``) of a load, over ``load_setup_base``."""
+    return vdr_setup(rows, 16, y, x, size=size) - vdr_setup(MAX_ROWS_FIELD, 16, 0, size=size)
 
 
 def store_setup_base(lanes, y, size, horizontal=True):
@@ -75,6 +76,14 @@ def generic_row_offset(y, size):
     """What VPM row ``y`` adds to a generic read or write setup of ``size``-bit elements (the
     ADDR field counts sub-words for 8/16-bit access): the QPU's ``first_row`` register."""
     return vpm_read_setup(1, y, size=size) - vpm_read_setup(1, 0, size=size)
+
+
+def generic_offset(y, word, size):
+    """What VPM row ``y``, from word ``word`` (a multiple of the words one 8/16-bit packed vector
+    spans: 4 or 8), adds to a generic read or write setup of ``size``-bit elements."""
+    per_vector = size * isa.SIMD_WIDTH // WORD_BITS
+    return vpm_read_setup(1, y, size=size, offset=word // per_vector) - vpm_read_setup(1, 0,
+                                                                                      size=size)
 
 
 def row_stride(size):

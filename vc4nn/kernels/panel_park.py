@@ -159,7 +159,6 @@ def drain_slot(a, plan, slot):
     a.read(vw_wait)
     a.mov(vw_setup, regs["stage_w"])
     a.mov(vpm, park_registers(plan)[slot])
-    a.mov(vw_setup, regs["vdw_full"])
     stepped = drain_registers(plan)
     if stepped:
         address, step = stepped
@@ -169,7 +168,11 @@ def drain_slot(a, plan, slot):
 
 
 def start_drains(a, plan):
-    """Before a draining panel's chunks: the first slot's address (``drain_registers``)."""
+    """Before a draining pass's chunks: the VDW setup of its store slots, and the first slot's
+    address (``drain_registers``). Only the stores write VDW setups, and a generic write setup
+    (the staging row's, B's rows at the boundaries) leaves it as it was (panel_store.store_row),
+    so the slots do not write it again."""
+    a.mov(vw_setup, registers(plan)[0]["vdw_full"])
     stepped = drain_registers(plan)
     if stepped:
         a.mov(stepped[0], uniform)

@@ -130,14 +130,14 @@ def read_setup(plan, pixels):
 
 def name_buffers(a, plan):
     """Point the buffer registers at buffer 0 (the QPU's first VPM row) and buffer 1
-    (``in_chunk`` rows on) for a tile's first iteration: the generic read and the DMA load
-    setups of a whole chunk."""
-    rows = dma.generic_row_offset(plan.in_chunk, plan.in_access_bits)
+    (``in_chunk`` rows on, or with ``half_row_buffers`` words 8..15 of the same rows) for a
+    tile's first iteration: the generic read and the DMA load setups of a whole chunk."""
     for buffer in (0, 1):
-        a.ldi(r0, read_setup(plan, plan.in_chunk) + rows * buffer)
+        y, word = plan.load_buffer_place(buffer)
+        a.ldi(r0, read_setup(plan, plan.in_chunk)
+              + dma.generic_offset(y, word, plan.in_access_bits))
         a.add(BUFFER_ROWS[buffer], VPM_ROW0, r0)
-        a.ldi(r3, dma.load_setup_delta(plan.in_chunk, plan.in_chunk * buffer,
-                                       plan.in_access_bits))
+        a.ldi(r3, dma.load_setup_delta(plan.in_chunk, y, plan.in_access_bits, word))
         a.add(BUFFER_LOADS[buffer], LOAD_BASE, r3)
 
 
@@ -276,7 +276,7 @@ def store_row(a, plan, variant, acc_set, stores, paired=None, aside=None):
         else:
             a.branch("skip", cond="all_zs")
         for index, (first, pixels) in enumerate(plan.store_chunks(variant)):
-            y = 2 * plan.in_chunk + plan.stage_rows(plan.out_chunk) * (stores %
+            y = plan.load_rows(plan.in_chunk) + plan.stage_rows(plan.out_chunk) * (stores %
                                                                       plan.store_buffers)
             # The first chunk's wait and write setup fill the branch's delay slots: on a
             # skipped row they only wait for the last store and set a setup nothing uses.

@@ -38,6 +38,7 @@ from .common import LANES, LAYOUTS, MAX_VDW_STRIDE
 from .spatial import STORAGE_BITS, PlanError, SpatialShape, check_storage
 from .window_registers import ACCUMULATOR_REGISTERS, SPLIT_COLS, WEIGHT_REGISTERS
 from .window_schedule import WindowSchedule
+from .window_vpm import WindowVpmBudget
 
 MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (16)
 # For the tile-height choice (cycle model, docs/kernels.md): a 64-byte store row costs 0.7 of a
@@ -45,9 +46,6 @@ MAX_CHUNK = 1 << isa.VDR_SETUP["nrows"][1]      # memory rows of one DMA load (1
 # bus busy (vc4nn bench-layers --kind spatial --qpus 1).
 STORE_ROW_COST = 0.7
 ONE_QPU_BUS_SHARE = 0.66
-TRANSPOSED_LOAD_PIXELS = 4           # pixels per load of the default "chw" plans
-# pixels per load and per store of the default "hwc" plans
-HWC_LOAD_PIXELS, HWC_STORE_PIXELS = 3, 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,11 +67,12 @@ class Tile:
 
 # The fields with_defaults chooses when they hold their defaults (0 or -1: choose).
 CHOSEN_FIELDS = ("tile_cols", "tile_rows", "in_chunk", "out_chunk", "store_buffers", "max_qpus",
-                 "rolled", "by_variant", "channel_pairs", "split_accumulators")
+                 "rolled", "by_variant", "channel_pairs", "split_accumulators",
+                 "half_row_buffers")
 
 
 @dataclasses.dataclass(frozen=True)
-class WindowPlan(SpatialShape, WindowSchedule):
+class WindowPlan(SpatialShape, WindowSchedule, WindowVpmBudget):
     """Everything the generated program depends on (the program cache's key).
 
     op: "depthwise" (weights and bias per channel, fused activation) or "avg_pool" (the mean
@@ -105,6 +104,7 @@ class WindowPlan(SpatialShape, WindowSchedule):
     by_variant: int = -1        # 1: QPUs take the tiles variant by variant; 0: in strips; -1: choose
     channel_pairs: int = -1     # 1: two channels per lane (fp16 words); 0: one; -1: choose
     split_accumulators: int = -1    # 1: the newest row's on regfile B (14 columns); -1: choose
+    half_row_buffers: int = -1  # 1: the two load buffers share VPM rows, one half each; -1: choose
 
     # -- shape ---------------------------------------------------------------------------------
     @property
@@ -172,6 +172,8 @@ class WindowPlan(SpatialShape, WindowSchedule):
             plan = dataclasses.replace(plan, channel_pairs=int(plan._pairs_channels()))
         if plan.split_accumulators == -1:
             plan = dataclasses.replace(plan, split_accumulators=int(plan._split_widens_strips()))
+        if plan.half_row_buffers == -1:
+            plan = dataclasses.replace(plan, half_row_buffers=int(plan._halves_load_rows()))
         if plan.tile_cols == 0:
             widest = max(1, min(plan.accumulators // (plan.acc_sets * plan.lane_channels),
                                 plan.out_w))
@@ -203,7 +205,8 @@ class WindowPlan(SpatialShape, WindowSchedule):
         if plan.out_chunk == 0:
             plan = dataclasses.replace(plan, out_chunk=max(1, min(plan.tile_cols, rows // 4)))
         if plan.in_chunk == 0:
-            room = (rows - plan.store_buffers * plan.stage_rows(plan.out_chunk)) // plan.buffers
+            room = (rows - plan.store_buffers * plan.stage_rows(plan.out_chunk)) \
+                // plan.rows_per_load_pixel
             plan = dataclasses.replace(plan, in_chunk=max(1, min(MAX_CHUNK, room,
                                                                  plan.strip_in_cols(plan.tile_cols))))
         if plan.rolled == -1:
@@ -252,87 +255,24 @@ class WindowPlan(SpatialShape, WindowSchedule):
         rolled, unrolled = (dataclasses.replace(self, rolled=r) for r in (1, 0))
         return any(rolled.body_rows(v) < unrolled.body_rows(v) for v in self.variants)
 
-    def _with_room_for_transposed_stores(self):
-        """Spread "chw" tiles over as many QPUs as leave each the VPM rows to stage a whole
-        tile row (one store buffer) next to two load buffers of TRANSPOSED_LOAD_PIXELS: with 12
-        QPUs a QPU's 5 rows stage 3 float32 pixels per store, and the short memory rows cost
-        more bus time than the QPUs given up (v1 1.0/224, pi_zero: dw7 1.50 ms on 12 QPUs with
-        3-pixel stores, 1.30 on 6 with 8-pixel ones; NHWC 1.22); 4 QPUs with 4-pixel loads keep
-        the bus as busy with a quarter of the DMAs (dw7 1.184 ms against 1.203 on 6 QPUs with
-        1-pixel loads; docs/kernels.md "Handing over transposed")."""
-        need = self.buffers * (self.in_chunk or TRANSPOSED_LOAD_PIXELS) + self.stage_rows(
-            self.out_chunk or self.tile_cols)
-        qpus = max(1, min(self.num_qpus, isa.VPM_ROWS // need))
-        return dataclasses.replace(self, max_qpus=qpus)
-
-    def _with_room_for_chunks(self):
-        """Spread "hwc" tiles over as many QPUs as leave each the VPM rows for two load buffers
-        of HWC_LOAD_PIXELS and one store buffer of HWC_STORE_PIXELS (8 QPUs): on 12 a QPU's 5
-        rows hold 1-pixel loads and stores, whose per-chunk code (a wait, a branch, the setups)
-        costs as much as the pixel's multiply-adds, and a QPU's one load in flight at a time
-        leaves the bus idle between them. v1 1.0/224, pi_zero, tiles as wide as the
-        accumulators, 16-channel tiles, ms on 12 QPUs with two 1-pixel store buffers -> 8 QPUs:
-        fp16 dw1 2.671 -> 2.612, dw6 1.146 -> 0.850; fp32 dw1 4.518 -> 4.439, dw2 6.071 ->
-        5.632, dw6 1.560 -> 1.408, dw13 0.582 -> 0.547."""
-        need = self.buffers * (self.in_chunk or HWC_LOAD_PIXELS) + (
-            self.store_buffers or 1) * (self.out_chunk or HWC_STORE_PIXELS)
-        return dataclasses.replace(self, max_qpus=max(1, min(self.num_qpus,
-                                                             isa.VPM_ROWS // need)))
-
-    def _hwc_store_buffers(self, rows):
-        """Two store buffers where a QPU's ``rows`` hold them next to the loads (6 QPUs or
-        fewer), else one: a row's few stores then wait for each other while the loads go on
-        (on the default 8 QPUs the best of a sweep of QPUs, chunks and buffers in both
-        storages; with 1 or 4 QPUs two buffers were up to 3% faster: v1 fp32 dw3 on 1 QPU
-        5.700 -> 5.545 ms, dw13 on 4 0.551 -> 0.545)."""
-        both = self.buffers * HWC_LOAD_PIXELS + 2 * HWC_STORE_PIXELS
-        return 2 if rows >= both else 1
-
     def _runs_cycle_variants(self):
-        """Whether QPUs taking contiguous runs of the tile list would cycle through three
-        variants or more (a run longer than a block's tiles): their loops together exceed a
-        slice's instruction cache, so the tiles are better taken variant by variant. (With
-        shorter runs the neighbouring QPUs of a slice take neighbouring strips, mostly of one
-        variant, and the contiguous runs balance better.)"""
+        """Whether QPUs taking contiguous runs of the tile list would cycle through more
+        variants than a slice's instruction cache holds the loops of (a run longer than a
+        block's tiles): three, or two for "chw" plans, whose loops (the vertical stores' pixel
+        pairs, split accumulators on 2-5 QPUs of one slice) are longer (v1 1.0/224's dw5, two
+        variants of 300-400 instructions). Then the tiles are better taken variant by variant.
+        (With shorter runs the neighbouring QPUs of a slice take neighbouring strips, mostly of
+        one variant, and the contiguous runs balance better.) Two-variant "chw" layers, pi_zero,
+        ms: v1 1.0/224 dw5 fp32 2.212 -> 2.153, fp16 1.310 -> 1.271; v2 b3 fp32 3.479 -> 3.200,
+        b4/b5 fp32 1.662 -> 1.622, fp16 0.987 -> 0.960 (docs/kernels.md "Tiling")."""
         per_block = len(self.tiles) // self.blocks
-        return len(self.variants) > 2 and len(self.tiles) >= per_block * self.qpus
+        fits = 1 if self.out_layout == "chw" else 2
+        return len(self.variants) > fits and len(self.tiles) >= per_block * self.qpus
 
     @property
     def spread(self):
         """QPUs the plan may use: ``num_qpus``, or fewer by ``max_qpus``."""
         return min(self.num_qpus, self.max_qpus or self.num_qpus)
-
-    def _with_transposed_stores(self, rows):
-        """Store chunks for the "chw" layout: a vertical store writes one memory row per channel
-        (16 rows of ``out_chunk`` pixels), so its cost per pixel falls with the chunk (16 x
-        (9.96 ns + 4 P bytes / 1184 MB/s) / P in the model: 3.3x a horizontal pixel's at P = 1,
-        1.16x at 8). Loads keep one pixel each (double-buffered: 2 rows); the rest of the QPU's
-        VPM rows stage stores: double-buffered if that still holds a tile row, else one buffer
-        of as many pixels as fit (the QPU then waits for each store before staging the next,
-        while its loads go on)."""
-        room = rows - self.buffers * (self.in_chunk or TRANSPOSED_LOAD_PIXELS)
-        per_row = self.pixels_per_stage_row
-        if self.store_buffers:
-            buffers = self.store_buffers
-        else:
-            buffers = 2 if room // 2 * per_row >= self.tile_cols else 1
-        chunk = self.out_chunk or max(1, min(self.tile_cols, room // buffers * per_row))
-        return dataclasses.replace(self, store_buffers=buffers, out_chunk=chunk)
-
-    @property
-    def pixels_per_stage_row(self):
-        """Pixels one VPM row of a store buffer holds: 2 for fp16 "chw" (a word holds the two
-        pixels' halves of its channel), else 1 (a pixel's block per row)."""
-        return 2 if self.out_layout == "chw" and self.out_bits == 16 else 1
-
-    def stage_rows(self, pixels):
-        return -(-pixels // self.pixels_per_stage_row)
-
-    @property
-    def stage_bits(self):
-        """Element size of the generic writes that stage results: fp16 "chw" writes whole words
-        (a pixel pair), otherwise the stored element (channel pairs: a word)."""
-        return 32 if self.out_layout == "chw" else self.out_access_bits
 
     def estimated_bus_time(self):
         """Memory-bus time of the tiling in units of a 64-byte DMA load row: every tile's input
@@ -352,10 +292,6 @@ class WindowPlan(SpatialShape, WindowSchedule):
 
         per_qpu = [sum(map(bus_time, tiles)) for tiles in self.qpu_tiles()]
         return max(sum(per_qpu), max(per_qpu) / ONE_QPU_BUS_SHARE)
-
-    @staticmethod
-    def vpm_rows_per_qpu(qpus):
-        return isa.VPM_ROWS // qpus
 
     @property
     def qpus(self):
@@ -395,7 +331,13 @@ class WindowPlan(SpatialShape, WindowSchedule):
                 raise PlanError(f"{name}={getattr(self, name)}: 0 or 1")
         if self.store_buffers not in (1, 2):
             raise PlanError(f"store_buffers={self.store_buffers}: 1 or 2")
-        need = self.buffers * self.in_chunk + self.store_buffers * self.stage_rows(self.out_chunk)
+        if self.half_row_buffers not in (0, 1):
+            raise PlanError(f"half_row_buffers={self.half_row_buffers}: 0 or 1")
+        if self.half_row_buffers and not self.can_halve_load_rows:
+            raise PlanError("half_row_buffers=1: needs loads of 16-bit elements with one channel "
+                            "per lane (fp16 input without channel pairs)")
+        need = self.load_rows(self.in_chunk) + self.store_buffers * self.stage_rows(
+            self.out_chunk)
         if need > self.vpm_rows_per_qpu(self.qpus):
             raise PlanError(f"{self.qpus} QPUs x {need} VPM rows ({self.buffers} buffers of "
                             f"{self.in_chunk} input and {self.store_buffers} of "

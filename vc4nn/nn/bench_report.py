@@ -121,7 +121,7 @@ def text_table(records, meta, stalls=False):
             + " ".join(f"{b + ' ms':>10}" for b in boards)
             + f" {'GFLOPS':>6} {'MB':>6} {'peak':>5} {'roof':>5} bound   ({first})")
     if stalls:
-        head += "      " + " ".join(f"{c[:5]:>5}" for c in STALL_COLUMNS) + "  tiling"
+        head += "      " + " ".join(f"{c[:5]:>5}" for c in STALL_COLUMNS) + "   bus  tiling"
     out.append(head)
     for (network, name), per_board in by_layer(records).items():
         r = per_board[first]
@@ -142,10 +142,13 @@ def text_table(records, meta, stalls=False):
 
 
 def stall_cells(r):
-    """A record's stall shares (STALL_COLUMNS) and its tiling, as the text table prints them."""
+    """A record's stall shares (STALL_COLUMNS), the share of the run the memory bus was busy
+    ("-" where unknown) and its tiling, as the text table prints them."""
     shares = r["shares"]
     tiling = ",".join(f"{k}={v}" for k, v in sorted(r.get("tiling", {}).items()))
-    return " ".join(f"{shares.get(c, 0.0):>5.0%}" for c in STALL_COLUMNS) + f"  {tiling}"
+    bus = r.get("bus_share")
+    return (" ".join(f"{shares.get(c, 0.0):>5.0%}" for c in STALL_COLUMNS)
+            + (f" {bus:>5.0%}" if bus is not None else f" {'-':>5}") + f"  {tiling}")
 
 
 def total_lines(records):

@@ -7,7 +7,7 @@ from ..device import Buffer, streams_in_buffer
 from ..kernels import conv2d as kernel
 from .depthwise import contiguous
 from .layer_args import DTYPE_OF_STORAGE, LayerArgumentError, check_activation, check_int, \
-    check_on_device, check_out, check_stored_tensor, check_tensor, pick_device, \
+    check_layout, check_on_device, check_out, check_stored_tensor, check_tensor, pick_device, \
     resolve_padding, result_storage
 from .layer_call import LayerCall, release, upload
 
@@ -56,27 +56,36 @@ def prepare_conv2d(w, bias=None, device=None, taps_per_pass=0, placement=None):
 
 
 def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None, device=None,
-           num_qpus=12, return_run=False, dtype=None):
+           num_qpus=12, return_run=False, dtype=None, x_layout="hwc"):
     """y[i, j, o] = act(bias[o] + sum over the window and c of x[., ., c] * w[., ., c, o]).
 
     x (H, W, Cin); stride any int >= 1; padding "same" (TensorFlow), "valid" or (top, bottom,
     left, right). Built for small Cin (the stem); any shape is computed correctly.
+    x_layout "chw": x is given as planes, (Cin, H, W), as an NCHW model's input comes (copying
+    it in needs no transpose); the kernel then reads no padding, so the padding must come to
+    zero (pad the planes in memory).
     Storage: x float32 (the network's input); w float32 or float16; the result float32 or
     float16: ``out``'s dtype, else ``dtype``, else float32.
     """
     device = pick_device(device, x, out)
     check_on_device(LAYER, "x", x, device)
     x = check_tensor(LAYER, "x", x, 3)
+    x_layout = check_layout(LAYER, "x_layout", x_layout)
     stride = check_int(LAYER, "stride", stride)
     activation = check_activation(LAYER, activation)
     num_qpus = check_int(LAYER, "num_qpus", num_qpus)
+    h, wd, channels = (x.shape[1], x.shape[2], x.shape[0]) if x_layout == "chw" else x.shape
     shape = w.shape if isinstance(w, PreparedConv2d) else np.shape(w)
-    if len(shape) != 4 or shape[2] != x.shape[2]:
+    if len(shape) != 4 or shape[2] != channels:
         raise LayerArgumentError(f"{LAYER}: w has shape {tuple(shape)}; it must be (KH, KW, "
-                                 f"{x.shape[2]}, Cout) for x of shape {x.shape}")
+                                 f"{channels}, Cout) for x of shape {x.shape} (x_layout "
+                                 f"{x_layout!r})")
     kh, kw, cin, cout = shape
-    h, wd, _ = x.shape
     pads, (oh, ow) = resolve_padding(LAYER, padding, h, wd, kh, kw, stride, stride)
+    if x_layout == "chw" and any(pads):
+        raise LayerArgumentError(f"{LAYER}: x_layout='chw' reads no padding, but padding "
+                                 f"{padding!r} pads {tuple(pads)} (top, bottom, left, right) "
+                                 f"here; pad the planes in memory and give padding='valid'")
     out_storage = result_storage(LAYER, dtype, out, "fp32")
     out = check_out(LAYER, out, (oh, ow, cout), DTYPE_OF_STORAGE[out_storage], device)
     prepared = w if isinstance(w, PreparedConv2d) else None
@@ -85,15 +94,15 @@ def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None,
                                  f"weights")
     taps_per_pass = prepared.taps_per_pass if prepared else 0
     plan = kernel.Conv2dPlan(h, wd, cin, cout, kh, kw, stride, stride, pads, activation,
-                             num_qpus, out_storage=out_storage,
-                             taps_per_pass=taps_per_pass).check()
+                             num_qpus, out_storage=out_storage, taps_per_pass=taps_per_pass,
+                             in_layout=x_layout).check()
     if prepared is None:
         prepared = PreparedConv2d(w, bias, device, taps_per_pass)
     try:
         with LayerCall(device, host_result=not isinstance(x, Buffer)) as call:
             x_buf = call.on_device(x)
             y = call.result_buffer(out, (oh, ow, cout), DTYPE_OF_STORAGE[out_storage])
-            zero = call.zeros(plan.zero_words)
+            zero = call.zeros(plan.zero_words).address if plan.zero_words else 0
             streams = uniform_streams(call, plan, x_buf, y, prepared.buffer, zero)
             run = device.execute(kernel.program_for(plan), plan.qpus, streams)
             return call.finish(y, out, run, return_run)
@@ -102,8 +111,8 @@ def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None,
             prepared.free()
 
 
-def uniform_streams(call, plan, x_buf, y, weights, zero):
+def uniform_streams(call, plan, x_buf, y, weights, zero_address):
     """The QPUs' uniform streams in one device buffer (records hold addresses inside it)."""
-    addresses = (x_buf.address, y.address, weights.address, zero.address)
+    addresses = (x_buf.address, y.address, weights.address, zero_address)
     return streams_in_buffer(lambda words: call.temporary(words, np.uint32), plan.qpus,
                              lambda bases: plan.streams(bases, *addresses))

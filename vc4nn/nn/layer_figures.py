@@ -76,6 +76,7 @@ class LayerFigures:
     plan: str = "default"       # "default", "tuned" (from the cache) or "explicit"
     storage: str = "fp32"       # of activations and weights as run
     layout: str = "hwc"         # "chw": handed over channel-major (vc4nn/nn/handoff.py)
+    bus_clocks: object = None   # of the run: clocks the memory bus was busy (None: unknown)
 
     @property
     def full_clocks(self):
@@ -103,6 +104,13 @@ class LayerFigures:
         return self.roofline_clocks / self.full_clocks
 
     @property
+    def bus_share(self):
+        """Share of the run the memory bus was busy, or None. Near 1 a layer is bound by the
+        bus whatever its QPUs' shares say: few QPUs issuing most of the time can keep it busy
+        (their instructions overlap the DMA in flight)."""
+        return None if self.bus_clocks is None else self.bus_clocks / self.clocks
+
+    @property
     def bound(self):
         """The group of causes that took most of the QPUs' time."""
         groups = {name: sum(self.shares.get(c, 0.0) for c in causes)
@@ -114,6 +122,7 @@ class LayerFigures:
         out.update(full_clocks=self.full_clocks, ms=1e3 * self.seconds, gflops=self.gflops,
                    bytes_moved=self.bytes_moved, peak_share=self.peak_share,
                    roofline_share=self.roofline_share, bound=self.bound,
+                   bus_share=self.bus_share,
                    estimate="cycle model", reduced=self.scale != 1.0)
         return out
 
@@ -264,6 +273,7 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
         roofline_clocks=roofline_clocks(timing, loaded, stored), clocks=run.cycles,
         board=run.board, clock_hz=run.clock_hz, num_qpus=num_qpus, launches=run.launches,
         launch_overhead_s=timing.launch_overhead, shares=stall_shares(run),
-        tiling=resolved_tiling(plan), plan=source, storage=storage, layout=layout)
+        tiling=resolved_tiling(plan), plan=source, storage=storage, layout=layout,
+        bus_clocks=run.bus_busy_clocks)
 
 

@@ -139,7 +139,8 @@ TILING_FIELDS = {
                       "balance_passes", "spread_rows", "spread_leaves", "pair_gathers",
                       "park_rows", "chunk_depth"),
     "WindowPlan": ("tile_cols", "tile_rows", "in_chunk", "out_chunk", "buffers", "store_buffers",
-                   "max_qpus", "rolled", "by_variant", "channel_pairs", "split_accumulators"),
+                   "max_qpus", "rolled", "by_variant", "channel_pairs", "split_accumulators",
+                   "half_row_buffers"),
     "Conv2dPlan": ("taps_per_pass",),
 }
 

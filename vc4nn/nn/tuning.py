@@ -97,6 +97,8 @@ def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hw
         wanted += [{"by_variant": 1 - default.by_variant, "rolled": rolled}
                    for rolled in (False, True)]
         wanted.append({"split_accumulators": 1 - default.split_accumulators})
+        if default.can_halve_load_rows:
+            wanted.append({"half_row_buffers": 1 - default.half_row_buffers})
     else:
         raise Vc4nnError(f"layer {layer.name}: {layer.kind} layers have no tiling to tune "
                          f"(tunable: {', '.join(TUNABLE)})")

@@ -117,16 +117,16 @@ class PiDevice(Device):
         writes = self._direct_writes(num_qpus, control_address)
         return self._run_direct(writes, num_qpus, control_address, timeout)
 
-    def _launch_sequence(self, launches, timeout):
+    def _launch_sequence(self, launches):
         """Direct launches read every control list and have every launch's register writes
         before the first runs (the host's work per launch is then the writes and the wait)."""
         if self._direct is None:
-            return super()._launch_sequence(launches, timeout)
+            return super()._launch_sequence(launches)
         self._require_open()
-        prepared = [(self._direct_writes(num_qpus, control), num_qpus, control)
-                    for num_qpus, control in launches]
+        prepared = [(self._direct_writes(num_qpus, control), num_qpus, control, timeout)
+                    for num_qpus, control, timeout in launches]
         return [self._run_direct(writes, num_qpus, control, timeout)
-                for writes, num_qpus, control in prepared]
+                for writes, num_qpus, control, timeout in prepared]
 
     def _direct_writes(self, num_qpus, control_address):
         """The register writes launching the control list at ``control_address``: made once

@@ -26,12 +26,16 @@ def layer_call(session, node, placement):
         stride = _square(g, node, a["stride"], "stride")
         padding = tuple(a["pads"])
     if node.op == "conv2d":
-        if node is session._stem:       # only a frame's normalisation makes a stem
-            x, padding = session._input_view, (0, 0, 0, 0)
-            w, bias = _fold_normalization(w, bias, session._normalization)
+        frame = session._frame
+        x_layout = "hwc"
+        if node is frame.stem:          # it reads the padded input frame (input_frame.py)
+            x, padding, x_layout = frame.view, (0, 0, 0, 0), frame.layout
+            if frame.folded:
+                w, bias = _fold_normalization(w, bias, session._normalization)
         prepared = _prepare(session, placement, nn.prepare_conv2d, w, bias)
         return functools.partial(nn.conv2d, x, prepared, stride=stride, padding=padding,
-                                 activation=a.get("activation"), out=out, **common)
+                                 activation=a.get("activation"), out=out, x_layout=x_layout,
+                                 **common)
     if node.op == "depthwise":
         prepared = _prepare(session, placement, nn.prepare_depthwise, w, bias)
         return functools.partial(nn.depthwise, x, prepared, stride=stride, padding=padding,

@@ -196,10 +196,10 @@ def network_output(session, feed):
 
 def read_view(session, name):
     """The bytes of activation ``name`` as a layer reads them: its (H, W, C) view, but the
-    model's input as the whole padded frame when a folded stem reads it (its border holds the
-    normalisation's mean: a copy of the interior alone would leave another session's border)."""
+    model's input as the whole padded frame when a stem reads it (input_frame.py: a copy of
+    the interior alone would leave another session's border)."""
     if name == session.graph.inputs[0].name:
-        return session._input_view
+        return session._frame.view
     return session.hwc_view(name)
 
 

@@ -49,17 +49,6 @@ def patched(obj, name, replacement):
             delattr(obj, name)
 
 
-def launch_groups(launches):
-    """[(timeout, [(num_qpus, control address), ...])] of recorded launches in order: runs of
-    equal timeouts, each one ``execute_control_lists`` call."""
-    groups = []
-    for num_qpus, control, timeout in launches:
-        if not groups or groups[-1][0] != timeout:
-            groups.append((timeout, []))
-        groups[-1][1].append((num_qpus, control))
-    return groups
-
-
 def stream_words(values):
     """Words of one QPU's uniforms as Device.execute places them: one a value (uniform_words
     encodes each as one word or refuses it), [0] for None or none. Counted, not encoded: the
@@ -229,13 +218,14 @@ class Recording:
 
 
 class LaunchGroup:
-    """Recorded launches of consecutive layers, launched in one call: ``pairs`` [(num_qpus,
-    control address)] with one ``timeout``; ``layers`` [(node, how many of the pairs)]."""
+    """Recorded launches of consecutive layers, launched in one call: ``launches`` [(num_qpus,
+    control address, timeout)] (each launch keeps its own timeout); ``layers`` [(node, how
+    many of the launches)]."""
 
-    __slots__ = ("timeout", "pairs", "layers")
+    __slots__ = ("launches", "layers")
 
-    def __init__(self, timeout, pairs, layers):
-        self.timeout, self.pairs, self.layers = timeout, pairs, layers
+    def __init__(self, launches, layers):
+        self.launches, self.layers = launches, layers
 
 
 def schedule(steps, recordings, per_layer=False, chains=()):
@@ -263,13 +253,12 @@ def schedule(steps, recordings, per_layer=False, chains=()):
             continue
         else:
             launches = recording.launches
-        for timeout, pairs in launch_groups(launches):
-            last = segments[-1] if segments else None
-            if per_layer or not isinstance(last, LaunchGroup) or last.timeout != timeout:
-                last = LaunchGroup(timeout, [], [])
-                segments.append(last)
-            last.pairs.extend(pairs)
-            last.layers.append((node, len(pairs)))
+        last = segments[-1] if segments else None
+        if per_layer or not isinstance(last, LaunchGroup):
+            last = LaunchGroup([], [])
+            segments.append(last)
+        last.launches.extend(launches)
+        last.layers.append((node, len(launches)))
     return segments
 
 

@@ -24,6 +24,7 @@ from ..device import qpu_count
 from ..errors import DeviceError
 from .errors import InputError
 from .image import Normalization, normalization_for
+from .input_frame import InputFrame
 from ..nn.layer_call import SharedZeros, WeightArena, WeightLayouts, scratch, shared_zeros
 from .loader import load_graph
 from . import precision as precision_choice, precision_session
@@ -90,7 +91,7 @@ class InferenceSession:
         self._recordings = {}
         self._chains = []                   # replay_chain.Chain of the launch groups
         self._normalization = self._pick_normalization(image_input)
-        self._stem = self._foldable_stem()
+        self._frame = InputFrame(self.graph, self._normalization)
         self._own_device = device is None
         self._weights, self._arena, self._code = None, None, None
         self._zeros = None
@@ -147,27 +148,12 @@ class InferenceSession:
         return (1,) + tuple(shape)
 
     # -- load --------------------------------------------------------------------------------
-    def _foldable_stem(self):
-        """The conv2d reading the input, if the frame's normalisation can be folded into it."""
-        if self._normalization is None:
-            return None
-        name = self.graph.inputs[0].name
-        readers = [n for n in self.graph.nodes if name in n.inputs]
-        if len(readers) == 1 and readers[0].op == "conv2d" and readers[0].inputs[0] == name \
-                and self.graph.shapes[name][2] == len(self._normalization.mean):
-            return readers[0]
-        return None
-
     def _build(self, progress):
         from .. import nn
         self.nn = nn
         g = self.graph
         input_name = g.inputs[0].name
-        h, w, c = g.shapes[input_name]
-        storage_shapes = {}
-        if self._stem is not None:
-            t, b, l, r = self._stem.attrs["pads"]
-            storage_shapes[input_name] = (h + t + b, w + l + r, c)
+        storage_shapes = {input_name: self._frame.storage_shape}
         # Launch groups (launch_fusion.py): spans of layers planned to share one launch
         self.launch_spans, self.plan = planned_launches(
             g, storage_shapes, self.storage.itemsizes(), self.group_launches)
@@ -177,11 +163,7 @@ class InferenceSession:
         bar = _progress(nodes, progress, "preparing layers")
         self._arena = self.device.alloc(max(self.plan.arena_bytes // 4, 1), np.float32)
         self._zeros = SharedZeros(self.device)
-        self._input_view = self._view(input_name, storage_shapes.get(input_name, (h, w, c)))
-        if self._stem is not None:
-            t, b, l, r = self._stem.attrs["pads"]
-            self._interior = self._input_view[t:t + h, l:l + w]
-            self._border = np.asarray(self._normalization.mean, np.float32)
+        self._frame.bind(self._view(input_name, self._frame.storage_shape))
         self._place_weights(nodes, bar)
         self.host_steps = host_steps(g)
         self._lend_workspaces(nodes)
@@ -308,19 +290,12 @@ class InferenceSession:
             raise InputError(f"input {i.name!r} has shape {x.shape} and dtype {x.dtype}; the "
                              f"model takes {expected.shape} {expected.type}")
         if x.ndim == 4:
-            x = x[0].transpose(1, 2, 0) if i.layout == "NCHW" else x[0]
-        if self._stem is None:
-            if self._normalization is not None:      # no stem to fold into: on the host
-                from .image import normalize
-                x = normalize(x, self._normalization)
-            _copy_into(self._input_view, x)
-            return
-        # The border is rewritten every run: the arena lends its bytes to later layers.
-        t, b, l, r = self._stem.attrs["pads"]
-        v, border = self._input_view, self._border
-        v[:t], v[v.shape[0] - b:], v[:, :l], v[:, v.shape[1] - r:] = border, border, border, \
-            border
-        _copy_into(self._interior, x)
+            x = x[0] if self._frame.layout == "chw" or i.layout != "NCHW" \
+                else x[0].transpose(1, 2, 0)
+        if self._normalization is not None and not self._frame.folded:
+            from .image import normalize            # no stem to fold into: on the host
+            x = normalize(x, self._normalization)
+        self._frame.write(x)
 
     def run(self, output_names=None, input_feed=None):
         if self.closed:
@@ -340,7 +315,7 @@ class InferenceSession:
         for segment in _progress(segments, shown, "running layers"):
             t0 = time.perf_counter()
             if type(segment) is LaunchGroup:
-                result = execute(segment.pairs, segment.timeout)
+                result = execute(segment.launches)
             else:
                 result = self._invoke(*segment)[1]
             done.append((segment, result, time.perf_counter() - t0))
@@ -441,16 +416,6 @@ class InferenceSession:
     def __exit__(self, *exc):
         self.close()
         return False
-
-
-def _copy_into(view, x):
-    """``view[...] = x`` for (H, W, C) arrays; a transposed view of planar (C, H, W) data goes
-    one plane at a time, a few times faster than one strided copy."""
-    if x.ndim == 3 and x.strides[2] > x.strides[0]:
-        for channel in range(x.shape[2]):
-            view[..., channel] = x[..., channel]
-    else:
-        view[...] = x
 
 
 def _shows_progress(progress):
