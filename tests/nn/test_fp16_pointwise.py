@@ -175,7 +175,8 @@ GATHERED = [
      "fp16", "fp32", "fp32"),
     (9, 9, 24, 128, True, True, "relu6", {"panel_vectors": 8}, "fp32", "fp16", "fp32"),
     # one row per QPU (4 vectors x 3 k-rows on 12 QPUs): QPUs 2i and 2i + 1 share block i
-    (3, 7, 34, 64, True, False, "relu6", {"panel_vectors": 4}, "fp16", "fp16", "fp32"),
+    (3, 7, 34, 64, True, False, "relu6", {"panel_vectors": 4, "chunk_depth": 3}, "fp16", "fp16",
+     "fp32"),
     (5, 5, 33, 128, False, False, None, {"panel_vectors": 4, "transpose_input": True},
      "fp32", "fp32", "fp32"),
 ]
@@ -300,7 +301,7 @@ def test_fp16_activations_one_gather_ahead(device, h, w, cin, cout, vectors, lay
     xin = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
     wt = normal_halves(rng, (cin, cout))
     b = rng.standard_normal(cout).astype(np.float32)
-    tiling = {"panel_vectors": vectors, "gather_weights": True}
+    tiling = {"panel_vectors": vectors, "gather_weights": True, "chunk_depth": 3}
     for xs in ("fp16", "fp32"):
         panel = PointwisePlan(h, w, cin, cout, 12, True, False, "relu6", xs, "fp16", "fp32",
                               "fp16", input_layout=layout, **tiling).panel
@@ -316,15 +317,17 @@ def test_fp16_activations_one_gather_ahead(device, h, w, cin, cout, vectors, lay
 def test_fp16_parking_default():
     """Rows are parked by default where a pass's store burst (halves: half a float32 row's
     cost) is at least MIN_PARK_BURST of its k steps: pw1 in fp16 as in float32 (7 rows, 5
-    parked), pw2 in float32 (4 rows, 2 parked) but not in fp16 (6 rows, a burst of 0.29)."""
+    parked in chunks of 3 k-rows; fp16 by default in chunks of 6, all 6 rows parked:
+    test_pointwise_chunks), pw2 in float32 (4 rows, 2 parked) but not in fp16 (6 rows, a
+    burst of 0.29)."""
     from vc4nn.kernels.pointwise import PointwisePlan
 
-    def plan(shape, storage):
+    def plan(shape, storage, **tiling):
         return PointwisePlan(*shape, 12, True, False, "relu6", storage, storage, "fp32",
-                             storage).panel
+                             storage, **tiling).panel
 
     for storage in ("fp32", "fp16"):
-        pw1 = plan((112, 112, 32, 64), storage)
+        pw1 = plan((112, 112, 32, 64), storage, chunk_depth=3)
         assert (pw1.rows, pw1.park_rows) == (7, 5)
     fp32, fp16 = plan((56, 56, 64, 128), "fp32"), plan((56, 56, 64, 128), "fp16")
     assert (fp32.rows, fp32.park_rows) == (4, 2) and (fp16.rows, fp16.park_rows) == (6, 0)

@@ -55,20 +55,20 @@ def activate(a, dst, src, activation, limit, scratch=r0, pack=None):
     ``src`` may sit on either register file), or a register holding 6.0 (relu then compares with
     the small immediate 0, so ``src`` must not sit on regfile B). ``pack`` ("16a"/"16b", dst in
     regfile A) converts the result to a half: the last op is then a float op (a mov is an int
-    op and would keep the float's low bits)."""
+    op and would keep the float's low bits). Returns the last instruction (its MUL slot is
+    free)."""
     prepared = limit is r5
     if activation is None:
         if pack:
-            a.fmax(dst, src, src, pack=pack)
-        else:
-            a.mov(dst, src)
+            return a.fmax(dst, src, src, pack=pack)
+        return a.mov(dst, src)
     elif activation == "relu":
-        a.fmax(dst, src, r5 if prepared else 0, pack=pack)
+        return a.fmax(dst, src, r5 if prepared else 0, pack=pack)
     elif activation == "relu6" and prepared:
         a.fmin(scratch, src, r5)
-        a.fmax(dst, scratch, 0, pack=pack)  # the small immediate 0 is the float +0.0
+        return a.fmax(dst, scratch, 0, pack=pack)  # the small immediate 0 is the float +0.0
     elif activation == "relu6":
         a.fmax(scratch, src, 0)
-        a.fmin(dst, scratch, limit, pack=pack)
+        return a.fmin(dst, scratch, limit, pack=pack)
     else:
         raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS}")

@@ -32,14 +32,14 @@ def chunks(a, plan, variant, acc, masters, leaves=False, drain=False):
     kinds, kc, period = k_kinds(plan), plan.chunk_rows, plan.chunk_period
     chunk_kinds = [kinds[c * kc:(c + 1) * kc] for c in range(plan.chunks)]
     body, steady, shared = steady_kinds(plan), steady_chunks(plan), shared_chunk(plan)
+    if drain:
+        parking.start_drains(a, plan)
     if shared:
         loop = ChunkLoop("chunk", "all_ns", -2, shared == "quiet")
         a.ldi(regs["chunks_left"], 1 - 2 * steady)
     elif steady:
         loop = ChunkLoop("chunk")
         a.ldi(regs["chunks_left"], steady // period)
-    if drain:
-        parking.prepare_drain(a, plan)
     if steady:
         a.label("chunk")
         for part in range(period):

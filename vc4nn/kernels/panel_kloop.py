@@ -306,7 +306,10 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None):
         branch_at = max(len(steps) - isa.BRANCH_DELAY_SLOTS, flags_at)
         steps.insert(branch_at, None)
         steps += [nop] * (branch_at + 1 + isa.BRANCH_DELAY_SLOTS - len(steps))
-    pop_at = max(i for i, step in enumerate(steps) if step is not None and not step[1])
+    # (a k-row of a one-vector panel may have no step without one: with r3 past k-row 1's
+    # setup, PanelPlan.base_row, its next k-row's setup takes a small immediate too)
+    pop_at = max((i for i, step in enumerate(steps) if step is not None and not step[1]),
+                 default=None)
     for i, step in enumerate(steps):
         if step is None:
             a.branch(loop.label, cond=loop.cond)

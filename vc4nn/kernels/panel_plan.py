@@ -29,6 +29,7 @@ CHUNK_ROWS = 4                  # k-rows per chunk: 2 x 4 x 6 = 48 VPM rows doub
 ROW_BYTES = LANES * WORD
 TMU_REQUESTS = 4                # a QPU's TMU requests in flight at most (facts §5.13)
 HALF = 2                        # bytes of an IEEE half
+GATHERED_RELAYS = 3             # relays of the barrier with gathered B at most (``loaders``)
 SMALL_IMMEDIATES = range(-16, 16)
 
 # ROLE word (first word after "participates"): bit 31 = barrier master (so the N flag of the
@@ -113,8 +114,7 @@ class PanelPlan:
             raise ValueError(f"chunk_depth {self.chunk_depth} x panel_vectors "
                              f"{self.panel_vectors}, double-buffered, and {self.num_qpus} "
                              f"staging rows exceed the {isa.VPM_ROWS} VPM rows")
-        offsets = [(row - 1) * self.panel_vectors for row in range(self.chunk_rows)]
-        if any(offset not in SMALL_IMMEDIATES for offset in offsets):
+        if self.base_row is None:
             raise ValueError(f"chunk_depth {self.chunk_depth} x panel_vectors "
                              f"{self.panel_vectors}: the k-rows' VPM read setups lie too far "
                              f"apart for small-immediate offsets")
@@ -156,6 +156,8 @@ class PanelPlan:
             why = "it needs gathered B and alpha = 1, beta = 0"
         elif self.epilogue.residual:
             why = "it takes no residual"
+        elif self.base_row != 1:
+            why = f"its pieces' reads count from k-row 1 (chunks of {self.chunk_rows} k-rows)"
         elif self.edge:
             why = f"N = {self.n} leaves an edge panel"
         else:
@@ -187,10 +189,12 @@ class PanelPlan:
     @property
     def piece_qpus(self):
         """spread_rows: (the first QPU with a piece, how many have one): all of them, or
-        (``spread_leaves``) the QPUs after the master and the relays (QPUs 1..Kc, loader_slot)."""
+        (``spread_leaves``) the QPUs after the master and the relays (QPUs 1..``loaders``,
+        loader_slot)."""
         if not self.spread_leaves:
             return 0, self.num_qpus
-        first = 1 + self.chunk_rows if self.qpus > self.chunk_rows else self.qpus
+        loaders = self.loaders
+        first = 1 + loaders if self.qpus > loaders else self.qpus
         return first, self.num_qpus - first
 
     @property
@@ -280,23 +284,49 @@ class PanelPlan:
         return 2 * self.buffer_rows
 
     @property
+    def base_row(self):
+        """The k-row whose read setup r3 holds during a chunk (``row_base``): row 1, or where a
+        deep chunk's rows lie too far apart for that (4 vectors x 6 k-rows: offsets -4 .. 20
+        from row 1), the first row from which every k-row's setup is a small immediate away
+        (row 2: -8 .. 12). None when no row is."""
+        return _base_row(self.chunk_rows, self.panel_vectors)
+
+    @property
     def row_base(self):
-        """r3 during a chunk: the read setup of its k-row 1, so that every k-row's setup is r3
-        plus a small immediate (-6, 0, 6, 12 for 6-vector panels)."""
-        return self.panel_vectors
+        """r3 during a chunk, less the chunk buffer's setup: that of k-row ``base_row``, so
+        that every k-row's setup is r3 plus a small immediate (-6, 0, 6, 12 for 6-vector
+        panels)."""
+        return self.base_row * self.panel_vectors
 
     @property
     def chunks(self):
         return ceil_div(self.k, self.chunk_rows)
 
     def loader_slot(self, q):
-        """The k-row of each chunk QPU ``q`` loads, or None. The loaders are QPUs 1..Kc: not
+        """The k-row of each chunk QPU ``q`` loads, or None. The loaders are QPUs 1..Kc (with
+        gathered B 1..``loaders``, relays of the barrier only): not
         the master, whose barrier work is on everybody's path, unless every QPU must load
         (QPUs <= 4). A loader reads its load words just after the barrier, and the emulator hands
         out the "go" tokens in QPU order: the first ones out find the bus free of the others'
         loads (loaders as the last QPUs waited up to 5% of the run for their uniforms)."""
-        first = 1 if self.qpus > self.chunk_rows else 0
-        return q - first if first <= q < first + self.chunk_rows else None
+        first = 1 if self.qpus > self.loaders else 0
+        return q - first if first <= q < first + self.loaders else None
+
+    @property
+    def loaders(self):
+        """QPUs with a loader's role: one per k-row of a chunk (Kc); with gathered B, where
+        every QPU gathers its share and a loader only relays the barrier (panel_barrier), at
+        most GATHERED_RELAYS of them: the master's semaphore instructions per chunk on 12
+        QPUs are 22 with 6 relays (it acquires 5 ARRIVED and 6 DONE, releases 6 RELAY and 5
+        GO), 14 with 4, 10 with 3 (each relay takes 3 arrivals and hands out 2 GO), and the
+        master's are on every chunk's path. Measured (pi_zero, 12 QPUs, full layers, fp16 x,
+        y and weights, ms, Kc relays -> 3): 112x112x32->64 in chunks of 6 k-rows 4.673 ->
+        4.625 (2 relays: 4.643, 4: 4.656); v2's 6-vector panels in chunks of 4 k-rows:
+        28x28x32->192 1.178 -> 1.165, 14x14x96->576 1.568 -> 1.487, 7x7x160->960 1.054 ->
+        0.975."""
+        if self.b_gather:
+            return min(self.chunk_rows, GATHERED_RELAYS)
+        return self.chunk_rows
 
     @property
     def gather_k(self):
@@ -370,13 +400,27 @@ class PanelPlan:
         return self.m * self.a_bytes if self.trans_a else self.a_bytes
 
 
-def deepest_chunk(vectors, num_qpus):
+def deepest_chunk(vectors, num_qpus, far=False):
     """The most k-rows per chunk a panel of ``vectors`` can take on ``num_qpus`` QPUs (see
-    PanelPlan's checks: VPM rows and small-immediate read setups)."""
+    PanelPlan's checks: VPM rows and small-immediate read setups), with r3 at k-row 1's setup
+    (PanelPlan.base_row), or (``far``) at whichever k-row lets the chunk be deepest (4 vectors
+    on 12 QPUs: 5 k-rows, far 6)."""
+    def fits(rows):
+        base = _base_row(rows, vectors)
+        return base == 1 or (far and base is not None)
+
     rows = (isa.VPM_ROWS - num_qpus) // (2 * vectors)
-    while rows > 2 and (rows - 2) * vectors not in SMALL_IMMEDIATES:
+    while rows > 2 and not fits(rows):
         rows -= 1
     return rows
+
+
+def _base_row(chunk_rows, vectors):
+    """PanelPlan.base_row of chunks of ``chunk_rows`` k-rows of ``vectors`` vectors."""
+    for base in range(1, max(2, chunk_rows)):
+        if all((row - base) * vectors in SMALL_IMMEDIATES for row in range(chunk_rows)):
+            return base
+    return None
 
 
 # What one chunk boundary costs besides its k-rows, in instructions' time (barrier, loads,

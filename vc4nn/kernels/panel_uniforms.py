@@ -16,7 +16,7 @@ from .panel_act_halves import scaled_offset
 from .panel_gather_b import boundary_offsets, panel_words, row_addresses, stepped, write_offset
 from .panel_halves import column_bytes, halves_y, padded_columns, slot_y, widen_words, word_rows
 from .panel_plan import HALF, ROLE_LOADER, ROLE_MASTER, ROW_BYTES
-from .panel_kloop import loop_bodies, shared_chunk, steady_chunks
+from .panel_kloop import shared_chunk, steady_chunks
 from .panel_registers import stepped_loads
 
 
@@ -206,7 +206,6 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
     ``bias``, ``residual``: bus addresses of the epilogue's operands, when the plan has them."""
     a_addr, b_addr, c_addr = addresses
     chunks = chunk_sequence(plan)
-    bodies = loop_bodies(plan) if plan.park_rows else 0
     shared, steady = shared_chunk(plan), steady_chunks(plan)
     # A harmless extra load after the last chunk keeps the boundary code the same for every
     # chunk: it refills the buffer of the chunk before the last one, which nobody reads again.
@@ -260,9 +259,11 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
                     words += b_panel
                 drains = []
                 if plan.park_rows and pass_index:       # the store slots (panel_park)
-                    drains = park.drain_words(plan, c_addr, m0_before, bodies)
+                    drains = park.drain_words(plan, c_addr, m0_before)
                     # the shared chunk's run of the body stores after its boundary's words
-                    first = len(drains) - bool(shared) * park.slots_per_body(plan)
+                    # (with the slots' addresses in a register, none is read there)
+                    first = len(drains) - (bool(shared) and not park.drain_registers(plan)) \
+                        * park.slots_per_body(plan)
                     words += drains[:first]
                     drains = drains[first:]
                 for c in range(plan.chunks):

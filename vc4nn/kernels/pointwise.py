@@ -55,8 +55,9 @@ class PointwisePlan:
     gathered two k at a time also where a chunk's k-rows are odd (``PanelPlan.pair_gathers``);
     None: on the transposed route wherever the panel allows it (``pairs``). ``park_rows``: the
     last rows of each pass stored during the next pass (``PanelPlan.park_rows``,
-    panel_park.py); None: where it pays (``parks``), 0: never. The panel kernel's own tiling
-    (rows per QPU, chunk rows, passes) is derived in ``panel``.
+    panel_park.py); None: where it pays (``parks``), 0: never. ``chunk_depth``: k-rows of
+    weights per chunk; None: ``depth``'s default. The panel kernel's own tiling (rows per
+    QPU, passes) is derived in ``panel``.
     """
 
     height: int
@@ -83,6 +84,7 @@ class PointwisePlan:
     spread_leaves: typing.Optional[bool] = None
     pair_gathers: typing.Optional[bool] = None
     park_rows: typing.Optional[int] = None
+    chunk_depth: typing.Optional[int] = None
 
     def __post_init__(self):
         for name in ("x_storage", "y_storage", "r_storage", "w_storage"):
@@ -120,18 +122,12 @@ class PointwisePlan:
 
         gather = self.gather_weights
         panel = None
-        if gather is not False:     # the deepest chunk whose rows the QPUs can gather
-            for depth in range(deepest, min(deepest, MIN_GATHER_DEPTH) - 1, -1):
-                try:
-                    panel = plan(depth, True)
-                    break
-                except ValueError:
-                    continue
-            if gather is None and (panel is None or panel.chunks < MIN_GATHER_CHUNKS):
-                panel = None        # the default (``gathers``)
-                gather = False
+        if gather is not False:
+            panel = self._gathered(plan, vectors, gather)
+            if panel is None and gather is None:
+                gather = False      # the default (``gathers``)
         if panel is None:
-            panel = plan(deepest, gather)
+            panel = plan(self.chunk_depth or deepest, gather)
         panel = self._paired(panel)
         if self.park_rows:          # forced: the panel plan says why it cannot
             return dataclasses.replace(panel, park_rows=self.park_rows)
@@ -161,6 +157,33 @@ class PointwisePlan:
             return dataclasses.replace(panel, spread_leaves=True)
         except ValueError:
             return panel
+
+    def _gathered(self, plan, vectors, forced):
+        """The panel with gathered weights in the deepest chunk whose rows the QPUs can gather
+        (``chunk_depth``: in that one), or None; unless ``forced`` (gather_weights=True) or
+        the depth is, None also where that chunk's panel has fewer than MIN_GATHER_CHUNKS
+        chunks. By default a chunk of k-rows whose read setups are small immediates from
+        k-row 1's (PanelPlan.base_row; 4 vectors: 5 k-rows, gathered in 3), or where the
+        result is stored as halves a deeper one if it can be gathered (4 vectors: 6 k-rows,
+        2 rows per QPU, x gathered two k at a time; ``depth``)."""
+        def first(depths):
+            for depth in depths:
+                try:
+                    return plan(depth, True)
+                except ValueError:
+                    continue
+            return None
+
+        if self.chunk_depth:
+            return first([self.chunk_depth])
+        shallow = first(gather_depths(vectors, self.num_qpus))
+        if not forced and (shallow is None or shallow.chunks < MIN_GATHER_CHUNKS):
+            return None
+        deep = first(gather_depths(vectors, self.num_qpus, far=True)) \
+            if self.y_storage == "fp16" else None
+        if shallow is None or deep is None or deep.chunk_rows <= shallow.chunk_rows:
+            return shallow
+        return deep
 
     def _paired(self, panel):
         """``panel`` with A gathered two k at a time across chunks (``pairs``) or not."""
@@ -292,6 +315,28 @@ class PointwisePlan:
         return self.panel.pair_gathers
 
     @property
+    def depth(self):
+        """k-rows of weights per chunk (``chunk_depth``): by default the deepest chunk the
+        QPUs gather whose k-rows' read setups are small immediates from k-row 1's, or where
+        the result is stored as halves the deepest they gather (``_gathered``): fp16 pw1, 6
+        k-rows of 4 vectors instead of 3 (chunks of 5 do not split over 12 QPUs), so half the
+        chunk barriers, x gathered two k at a time (a copy of halves per 2 k instead of per
+        k) and the 6 rows of a pass all parked, 5 store slots per chunk. Measured (pi_zero,
+        12 QPUs, full layers, NHWC x, fp16 x, y and weights, ms, 3 -> 6 k-rows): 112x112x32->64
+        5.378 -> 5.034; v2's 14x14x192->64 0.412 -> 0.387, 14x14x384->64 0.711 -> 0.664,
+        7x7x960->320 2.149 -> 2.146. Not float32: 112x112x32->64 at its memory roofline
+        already, 5.763 -> 6.044 (channel-major x, 6 rows all parked; 8 rows, 2 parked: 6.519)."""
+        return self.panel.chunk_depth
+
+    def depths(self):
+        """The chunk depths a tuner tries on this plan's panel width: the deepest gathered
+        (or DMA'd) with r3 at k-row 1's read setup, the deepest with r3 anywhere and the
+        shallowest gathered (MIN_GATHER_DEPTH)."""
+        vectors = self.vectors
+        return sorted({sgemm_panel.deepest_chunk(vectors, self.num_qpus, far)
+                       for far in (False, True)} | {MIN_GATHER_DEPTH})
+
+    @property
     def spreads_on_leaves(self):
         """Whether only the leaves take the pieces (``spread_leaves``): the master and the
         relays, whose barrier work is on every chunk's path, then run the last pass without a
@@ -325,6 +370,13 @@ PANEL_WIDTHS = (8, 6, 4)
 MIN_ROWS = 4        # fewer rows per QPU re-read the weights too often to beat the transpose
 MIN_GATHER_CHUNKS = 8   # fewer chunks per panel: the weights are DMA'd (``gathers``)
 MIN_GATHER_DEPTH = 3    # k-rows per chunk at least, to gather the weights in shallower chunks
+
+
+def gather_depths(vectors, num_qpus, far=False):
+    """The chunk depths to gather a panel of ``vectors`` in, deepest first (``far``: see
+    sgemm_panel.deepest_chunk)."""
+    deepest = sgemm_panel.deepest_chunk(vectors, num_qpus, far)
+    return range(deepest, min(deepest, MIN_GATHER_DEPTH) - 1, -1)
 
 
 # What the bus spends on one 64-byte store row, in instructions' time (~19 clocks at 300 MHz:
@@ -376,7 +428,7 @@ def parking_default(panel):
         for most in range(panel.rows, rows - 1, -1):    # then the most rows per QPU
             plan = parked(most, rows)
             if plan and plan.rows == most:
-                return plan
+                return _stepped_drains(plan, parked)
     if burst * 2 < steps:
         return panel
     for most in range(panel.rows - 1, 1, -1):
@@ -384,6 +436,19 @@ def parking_default(panel):
         if plan and plan.rows == most:
             return plan
     return panel
+
+
+def _stepped_drains(plan, parked):
+    """``plan``, or with one parked row fewer where that lets the store slots take their
+    addresses from a register (panel_park.drain_registers: no uniform word per slot). fp16
+    112x112x32->64 (pi_zero, 12 QPUs, full layers, NHWC x, ms): 6 rows, all parked (25 slots
+    for 24 vectors, addresses from the uniform stream) 4.625; 5 of them parked (20 slots for
+    20 vectors, stepped addresses) 4.519."""
+    if plan.park_rows < 2 or panel_park.drain_registers(plan):
+        return plan
+    fewer = parked(plan.rows, plan.park_rows - 1)
+    return fewer if fewer and fewer.rows == plan.rows and panel_park.drain_registers(fewer) \
+        else plan
 
 
 def lines_per_set(panel, qpus=1):

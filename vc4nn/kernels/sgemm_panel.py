@@ -79,6 +79,7 @@ def panel_kernel(a, plan):
         a.mov(regs["residual"], uniform)
     if plan.b_gather:
         a.mov(regs["b_write"], uniform)
+    parking.load_drain_step(a, plan)
     # The boundary before each chunk toggles the buffer first: start on buffer 1's setup.
     vectors = plan.panel_vectors
     a.ldi(regs["buffer"], vpm_read_setup(vectors, plan.buffer_rows))

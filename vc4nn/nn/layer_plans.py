@@ -54,7 +54,8 @@ def resolved_tiling(plan):
         return {"transpose_input": transposed, "max_rows": rows, "panel_vectors": plan.vectors,
                 "gather_weights": plan.gathers, "balance_passes": plan.balance_passes,
                 "spread_rows": plan.spreads, "spread_leaves": plan.spreads_on_leaves,
-                "pair_gathers": plan.pairs, "park_rows": plan.parks}
+                "pair_gathers": plan.pairs, "park_rows": plan.parks,
+                "chunk_depth": plan.depth}
     if isinstance(plan, conv2d_kernel.Conv2dPlan):
         return {"taps_per_pass": plan.pass_taps}
     plan = plan.with_defaults()

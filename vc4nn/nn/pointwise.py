@@ -87,11 +87,12 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
 
     tiling: {"transpose_input": bool, "max_rows": 1..8, "panel_vectors": 1..16,
     "gather_weights": bool, "balance_passes": bool, "spread_rows": bool, "spread_leaves": bool,
-    "pair_gathers": bool, "park_rows": int} forces the route, the panel width, how the
-    weights reach the VPM, whether the last pass takes fewer pixels, whether the pixels left
-    over are spread one vector per QPU, whether only the QPUs without barrier work take them,
-    whether x is gathered two k at a time across chunks and how many rows of a pass are
-    stored during the next (PointwisePlan); None
+    "pair_gathers": bool, "park_rows": int, "chunk_depth": int} forces the route, the panel
+    width, how the weights reach the VPM, whether the last pass takes fewer pixels, whether the
+    pixels left over are spread one vector per QPU, whether only the QPUs without barrier work
+    take them, whether x is gathered two k at a time across chunks, how many rows of a pass
+    are stored during the next and how many k-rows of weights a chunk holds (PointwisePlan);
+    None
     takes the tuned plan of this shape from `vc4nn tune`'s cache (vc4nn/nn/tuned_plans.py),
     else the default."""
     prepared = w if isinstance(w, PreparedPointwise) else None

@@ -9,8 +9,9 @@ What is searched (the generators' tiling fields):
     the weights DMA'd instead of gathered (``gather_weights``); and the default with every
     pass of the same rows (``balance_passes``), without the leftover pixels spread one
     vector per QPU (``spread_rows``), with those pieces on every QPU instead of the
-    leaves only (``spread_leaves``), with A gathered one k at a time (``pair_gathers``) and
-    without rows parked for the next pass (``park_rows``);
+    leaves only (``spread_leaves``), with A gathered one k at a time (``pair_gathers``),
+    without rows parked for the next pass (``park_rows``) and with other chunk depths
+    (``chunk_depth``: PointwisePlan.depths);
   depthwise: tile width (``tile_cols``, up to what the accumulator registers hold) and tile
     height (``tile_rows``: from one tile per QPU to six), with the VPM chunks that fit each;
     every candidate also with the other loop shape (``rolled``: one output row per iteration,
@@ -88,6 +89,7 @@ def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hw
         wanted += [dict(tiling, gather_weights=False) for tiling in wanted]
         wanted += [{"balance_passes": False}, {"spread_rows": False}, {"spread_leaves": False},
                    {"pair_gathers": False}, {"park_rows": 0}]
+        wanted += [{"chunk_depth": depth} for depth in default.depths()]
     elif layer.kind == "depthwise":
         wanted = depthwise_tilings(default, num_qpus)
         wanted += [{"max_qpus": qpus} for qpus in SPREADS if qpus <= num_qpus]
