@@ -25,13 +25,14 @@ def _tool():
 @pytest.mark.skipif(not ccore.available(), reason="runs whole layers: needs the C core")
 def test_a_loop_that_spills_the_cache_and_a_classifier_that_fits(capsys):
     """v2's b3.dw (56x56x144, stride 2) runs a row loop of 892 instructions, longer than the
-    cache (32% of QPU time in its misses when measured); the classifier's program is shorter
-    than the cache."""
+    cache (32% of QPU time in its misses when both variants shared the slices, 5% since each
+    variant has slices of its own: ``WindowPlan.by_variant``); the classifier's program is
+    shorter than the cache."""
     assert _tool().main(["--net", "v2", "--only", "b3.dw,fc", "--json"]) == 0
     layers = {r["layer"]: r for r in json.loads(capsys.readouterr().out)["layers"]}
     (dw,), (fc,) = layers["b3.dw"]["launches"], layers["fc"]["launches"]
     assert fc["loops"] == [] and fc["icache_share"] < 0.1 and fc["instructions"] < 512
-    assert dw["loops"] and dw["icache_share"] > 0.2 and dw["misses"] > dw["hits"] / 10
+    assert dw["loops"] and dw["icache_share"] > 0.02 and dw["misses"] > dw["hits"] / 20
     for loop in dw["loops"]:
         # a loop that spills a set: more lines in one set than it has ways, so more lines in all
         # than one set's share of the cache, and at least 8 instructions a line
