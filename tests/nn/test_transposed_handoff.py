@@ -227,7 +227,7 @@ def test_hand_over_rule(device):
     least 64 channels and 28x28 pixels (7x7 when the pointwise layer narrows, as v2's
     projections do), unless the route is forced; halves where the pointwise layer transposes
     anyway (1 KB rows of halves: Cin 512) or after a stride-1 depthwise layer of at least 64
-    channels."""
+    channels, a multiple of 32 channels or 112x112 pixels."""
     from vc4nn.nn.handoff import hands_over
 
     def pair(cin, storage="fp32", stride=1, size=28, cout=64, **forced):
@@ -247,4 +247,5 @@ def test_hand_over_rule(device):
     assert not pair(48, stride=2, size=28, cout=16)         # 48 channels
     assert not pair(128, transpose_input=False) and not pair(128, max_rows=4)
     assert pair(512, "fp16") and pair(128, "fp16") and pair(64, "fp16")
-    assert not pair(32, "fp16") and not pair(128, "fp16", stride=2, size=56)
+    assert pair(32, "fp16") and pair(16, "fp16", size=112) and not pair(128, "fp16", stride=2, size=56)
+    assert not pair(16, "fp16", size=64) and not pair(48, "fp16", size=56)

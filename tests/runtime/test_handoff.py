@@ -98,13 +98,14 @@ def test_fp16_depthwise_hands_over_halves_channel_major(tmp_path, device, monkey
 
 def test_auto_compares_layers_across_layouts(tmp_path, device):
     """precision="auto" tries each fp16 layer on the float32 session's values (precision.trace,
-    session.hwc_view): the float32 session hands the two 8x8x32 depthwise results over
+    session.hwc_view): the float32 session hands the two 8x8x48 depthwise results over
     channel-major (after a stride-1 depthwise layer it always does), an fp16 one does not (halves
-    hand over from 64 channels, vc4nn/nn/handoff.py), so the values must be compared as (H, W, C),
+    hand over from 64 channels, a multiple of 32 or 112x112 pixels, vc4nn/nn/handoff.py), so the
+    values must be compared as (H, W, C),
     not as stored. Which layers "auto" then
     keeps in fp16 follows the cycle model's times; its result must match onnxruntime."""
     path = str(tmp_path / "wide.onnx")
-    onnx.save(wide_v1_model(c=32), path)
+    onnx.save(wide_v1_model(c=48), path)
     x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
     expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
         None, {"input": x})[0]
@@ -118,7 +119,7 @@ def test_auto_compares_layers_across_layouts(tmp_path, device):
     assert len(fp32_layouts) == 2 and not fp16_layouts & fp32_layouts
     for value in fp32_layouts:
         y32, y16 = fp32_values[writers[value]], fp16_values[writers[value]]
-        assert y32.shape == y16.shape == (8, 8, 32)
+        assert y32.shape == y16.shape == (8, 8, 48)
         assert rel_error(y16.astype(np.float32), y32) <= 1e-2
     with InferenceSession(path, device=device, precision="auto", calibration=[x]) as sess:
         (got,) = sess.run(None, {"input": x})

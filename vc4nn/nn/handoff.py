@@ -66,14 +66,22 @@ def reads_channel_major_faster(depthwise_plan, pointwise_plan):
     stride 2 dw2+pw2 6.826 -> 6.933, dw4+pw4 4.676 -> 4.795; v2 1.0/224 every stride-1 pair so
     chosen faster (b2 6.793 -> 6.605, b4 2.383 -> 2.210, b16 2.657 -> 2.493; fp16 v2 81.14 ->
     80.04 ms, v1 82.72 -> 82.06), though v2 b2's depthwise layer alone then runs 1.57x its float32
-    time, not 1.74x. The precision choice ("auto") compares sessions by the values they hand
+    time, not 1.74x. Session 9 (the fp16 depthwise kernel's half-row load buffers, which made
+    its channel-major plans cheaper, and the fp16 pointwise kernel's deep chunks) added the pairs
+    of fewer channels that gain: a multiple of 32 channels, or 112x112 pixels (fp16, ms of the
+    pair, NHWC -> channel-major): v1 1.0/224 dw1+pw1 (112x112x32) 6.961 -> 6.608, v2 1.0/224
+    b0 (112x112x32 -> 16) 6.53 -> 5.95, v1 0.25/224 dw1+pw1 (112x112x8) 2.487 -> 2.450, dw3+pw3
+    (56x56x32) 1.834 -> 1.670, v2 0.35/224 b0 (112x112x16 -> 8) 3.578 -> 3.210; and leaves the
+    ones that lose: v1 0.5/128 dw1+pw1 (64x64x16) 1.386 -> 1.437, v2 0.35/224 b2 (56x56x48 ->
+    8) 2.531 -> 2.994. The precision choice ("auto") compares sessions by the values they hand
     over."""
     if (pointwise_plan.input_layout != "hwc" or pointwise_plan.transpose_input is not None
             or pointwise_plan.max_rows is not None):
         return False
     stride_1 = depthwise_plan.stride_h == depthwise_plan.stride_w == 1
     if pointwise_plan.x_storage == "fp16":
-        return stride_1 and pointwise_plan.cin >= MIN_CHW_CHANNELS
+        return stride_1 and (pointwise_plan.cin >= MIN_CHW_CHANNELS or pointwise_plan.cin % 32 == 0
+                             or pointwise_plan.pixels >= MIN_FP16_CHW_PIXELS)
     if stride_1:
         return True
     if pointwise_plan.cin < MIN_CHW_CHANNELS:
@@ -84,6 +92,7 @@ def reads_channel_major_faster(depthwise_plan, pointwise_plan):
 
 # see reads_channel_major_faster
 MIN_CHW_CHANNELS, MIN_CHW_PIXELS, MIN_NARROWING_CHW_PIXELS = 64, 28 * 28, 7 * 7
+MIN_FP16_CHW_PIXELS = 112 * 112
 
 
 def channel_major(depthwise_plan):
