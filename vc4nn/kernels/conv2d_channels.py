@@ -1,0 +1,332 @@
+"""The stem with lanes = output channels (docs/kernels.md "Convolution (the stem)", "Channel
+lanes"): for Cout = 32 and a window of at most 27 taps (MobileNet's 3x3x3 stem).
+
+Why: with lanes = pixels (conv2d.py) every multiply-add takes its weight as a uniform, and
+every 16 uniforms wait for a line from the L2 (a third of the QPUs' time). Here the weights
+stay put, one vector of 16 channels per tap and half: the lower half (``LOWER``) in regfile A,
+the upper half in VPM rows every QPU reads (``UPPER_ROWS``, loaded once by QPU 0), and each
+window element comes as a TMU lookup of one address by all 16 lanes, a broadcast that feeds
+both halves. A tap is 3 instructions (the TMU request and the copy of the broadcast into r5,
+then each half's multiply with the previous tap's add): no uniforms, no gather of taps.
+
+Halves: channels 2i and 2i + 1 for an fp16 result (lane i of the halves packs them into one
+word: a pixel is one VPM row of 32 halves), channels i and 16 + i for fp32 (two rows). The
+kernel gathers the weights in that order from the prepared stream of conv2d.py (a per-lane
+table of where each channel's bias and taps start), so one prepared layout serves both kernels.
+
+Pixels go in records of up to 16 of one output row (as conv2d.py's groups): the row bases of
+the first pixel, the count of whole pixels, whether a right-edge pixel follows (its window's
+last kernel columns are padding: the taps run kernel column by column, so it stops early), and
+the output address. Rows of padding read the zero row; left padding is not taken
+(``fits``).
+"""
+
+from asm import element_number, kernel, null, r0, r1, r2, r3, r4, r5, r5rep, ra, rb, tmu0_s, \
+    uniform, vdw_setup, vpm, vpm_read_setup, vpm_write_setup, vr_setup, vw_addr, vw_setup, vw_wait
+
+from . import chain
+from .common import LANES, WORD, each_record
+from .spatial import PlanError
+
+CHANNELS = 2 * LANES                    # the output depth this kernel computes
+MAX_TAPS = 27
+MAX_ROWS = 3                            # kernel rows: a row base register each
+MAX_OFFSETS = 9                         # kernel columns x input channels: an offset each
+DEPTH = 4                               # TMU lookups in flight (facts §5.13)
+READ_ROWS = 16                          # rows a VPM read setup reads at most
+
+LOWER = [ra[i] for i in range(MAX_TAPS)]          # lower half's weights, one vector per tap
+ROWS = [ra[27 + i] for i in range(MAX_ROWS)]      # the pixel's input row addresses
+PACKED = ra[30]                                   # fp16: the pixel's 32 halves
+OUT = ra[31]                                      # the pixel's output address
+OFFSETS = [rb[i] for i in range(MAX_OFFSETS)]     # per (kernel column, channel): byte offset
+BIAS = (rb[9], rb[10])
+SIX, STEP, OUT_STEP, STAGE, STORE, WHOLE_LAST, WHOLE, EDGE, LANE_AT = (rb[i] for i in range(11, 20))
+READY_SEMAPHORE = 0                     # QPU 0 has put the upper half's weights in the VPM
+UPPER_ROWS = 0                          # VPM rows of the upper half's weights, from here
+
+
+def taps(plan):
+    """(kh, kw, ci) in the order the kernel runs them: kernel column by column, so that a
+    pixel whose last columns are padding runs a prefix."""
+    return sorted(plan.taps, key=lambda t: (t[1], t[0], t[2]))
+
+
+def edge_taps(plan):
+    """The taps of the last output column: those whose input column is in the image."""
+    last = (plan.out_w - 1) * plan.stride_w - plan.pads[2]
+    return [t for t in taps(plan) if last + t[1] < plan.in_w]
+
+
+def fits(plan):
+    """Why this kernel cannot run ``plan``, or None."""
+    if plan.cout != CHANNELS:
+        return f"Cout {plan.cout} is not {CHANNELS}"
+    if len(plan.taps) > MAX_TAPS or plan.kernel_h > MAX_ROWS \
+            or plan.kernel_w * plan.cin > MAX_OFFSETS:
+        return "the window is larger than the registers hold"
+    if len(plan.passes) > 1:
+        return "the prepared weights come in several passes"
+    if plan.pads[2]:
+        return "left padding"
+    if plan.out_w > 1 and (plan.out_w - 2) * plan.stride_w + plan.kernel_w > plan.in_w:
+        return "right padding beyond the last output column"
+    if plan.activation not in (None, "relu", "relu6"):
+        return f"activation {plan.activation!r}"
+    return None
+
+
+def check(plan):
+    reason = fits(plan)
+    if reason:
+        raise PlanError(f"conv2d with channel lanes: {reason}")
+    return plan
+
+
+def rows_per_pixel(plan):
+    return 1 if plan.out_bits == 16 else 2
+
+
+def staging_row(plan, q):
+    return UPPER_ROWS + len(plan.taps) + q * rows_per_pixel(plan)
+
+
+def half_channels(plan, half):
+    """Output channel of each lane of ``half`` (0 lower, 1 upper)."""
+    if plan.out_bits == 16:
+        return [2 * i + half for i in range(LANES)]
+    return [half * LANES + i for i in range(LANES)]
+
+
+def lane_table(plan):
+    """Words: per half, each lane's byte offset of its channel's bias in the prepared stream
+    (conv2d.Conv2dPlan.weight_stream: per channel its bias, then its taps)."""
+    start, at = {}, 0
+    for c0, n in plan.blocks:
+        for co in plan.channel_order(c0, n):
+            start[co] = at
+            at += 1 + len(plan.taps)
+    return [start[co] * WORD for half in (0, 1) for co in half_channels(plan, half)]
+
+
+def tap_word(plan, tap):
+    """Word offset of ``tap``'s weight after its channel's bias in the prepared stream."""
+    return 1 + plan.taps.index(tap)
+
+
+def offset_of(plan, kw, ci):
+    return kw * plan.pixel_bytes + ci * plan.channel_bytes
+
+
+def offset_register(plan, tap):
+    _, kw, ci = tap
+    return OFFSETS[kw * plan.cin + ci]
+
+
+def streams(plan, x_addr, y_addr, weights_addr, table_addr, zero_addr):
+    """Per QPU: [weights, lane table, 1 on QPU 0, staging write setup, store setup, records...,
+    0]; a record: [1, row addresses (kh), output address, the last whole pixel's output
+    address, 1 if a right-edge pixel follows, whole pixels]."""
+    groups, qpus = plan.groups, plan.qpus
+    bounds = [len(groups) * q // qpus for q in range(qpus + 1)]
+    edge = len(edge_taps(plan)) < len(plan.taps)
+    pixel_out = CHANNELS * plan.out_bytes
+    out = []
+    for q in range(qpus):
+        y = staging_row(plan, q)
+        words = [weights_addr, table_addr, int(q == 0),
+                 vpm_write_setup(y=y), vdw_setup(rows_per_pixel(plan), LANES, y)]
+        for i, j0 in groups[bounds[q]:bounds[q + 1]]:
+            n = min(LANES, plan.out_w - j0)
+            ends_at_edge = edge and j0 + n == plan.out_w
+            words.append(1)
+            for kh in range(plan.kernel_h):
+                r = i * plan.stride_h + kh - plan.pads[0]
+                row = x_addr + r * plan.in_w * plan.pixel_bytes if 0 <= r < plan.in_h \
+                    else zero_addr
+                words.append(row + j0 * plan.stride_w * plan.pixel_bytes)
+            out_at = y_addr + (i * plan.out_w + j0) * pixel_out
+            whole = n - ends_at_edge
+            words += [out_at, out_at + (whole - 1) * pixel_out, int(ends_at_edge), whole]
+        out.append(words + [0])
+    return chain.with_tail(out)
+
+
+def load_vectors(a, base, words, store):
+    """``store(k, r4)`` for vector k = the 16 words at base (per lane) + words[k] * 4, DEPTH
+    TMU lookups in flight. Uses r0 for the offsets."""
+    def request(k):
+        a.ldi(r0, words[k] * WORD)
+        a.add(tmu0_s, base, r0)
+
+    for k in range(min(DEPTH, len(words))):
+        request(k)
+    for k in range(len(words)):
+        a.nop(sig="ldtmu0")
+        store(k)
+        if k + DEPTH < len(words):
+            request(k + DEPTH)
+
+
+def prologue(a, plan):
+    """The weights into LOWER, BIAS and (QPU 0) the VPM; the constants."""
+    order = taps(plan)
+    a.mov(r1, uniform)                               # the prepared weights
+    a.mov(r2, uniform)                               # the lane table
+    a.shl(r3, element_number, 2)
+    a.add(tmu0_s, r2, r3)
+    a.ldi(r0, LANES * WORD)
+    a.add(r0, r0, r3)
+    a.add(tmu0_s, r2, r0)
+    a.nop(sig="ldtmu0")
+    a.add(LANE_AT, r1, r4)                           # lower half: each lane's channel
+    a.nop(sig="ldtmu0")
+    a.add(r1, r1, r4)                                # upper half
+    a.mov(r5rep, uniform)                            # 1 on QPU 0
+    a.mov(STAGE, uniform)
+    a.mov(STORE, uniform)
+    words = [tap_word(plan, t) for t in order]
+    load_vectors(a, LANE_AT, [0], lambda k: a.mov(BIAS[0], r4))
+    load_vectors(a, LANE_AT, words, lambda k: a.mov(LOWER[k], r4))
+    load_vectors(a, r1, [0], lambda k: a.mov(BIAS[1], r4))
+    a.mov(null, r5, sf=True)
+    a.branch("wait", cond="all_zs")
+    a.nop()
+    a.nop()
+    a.nop()
+    a.ldi(vw_setup, vpm_write_setup(y=UPPER_ROWS))
+    load_vectors(a, r1, words, lambda k: a.mov(vpm, r4))
+    for _ in range(plan.qpus - 1):
+        a.sema_release(READY_SEMAPHORE)
+    a.branch("ready")
+    a.nop()
+    a.nop()
+    a.nop()
+    a.label("wait")
+    a.sema_acquire(READY_SEMAPHORE)
+    a.label("ready")
+    for kw in range(plan.kernel_w):
+        for ci in range(plan.cin):
+            a.ldi(OFFSETS[kw * plan.cin + ci], offset_of(plan, kw, ci))
+    a.ldi(SIX, 6.0)
+    a.ldi(STEP, plan.stride_w * plan.pixel_bytes)
+    a.ldi(OUT_STEP, CHANNELS * plan.out_bytes)
+
+
+def request(a, plan, tap, mul=None):
+    kh, _, _ = tap
+    handle = a.add(tmu0_s, ROWS[kh], offset_register(plan, tap))
+    if mul:
+        mul(handle)
+
+
+def pixel(a, plan, run, step_rows):
+    """One pixel of ``run`` (a prefix of ``taps``): its lookups, both halves' multiply-adds, the
+    activation and the store; with ``step_rows`` the row bases move to the next pixel and the
+    flags say whether this was the record's last whole pixel (Z)."""
+    n = len(run)
+    for t in range(min(DEPTH, n)):
+        request(a, plan, run[t])
+    a.ldi(vr_setup, vpm_read_setup(min(READ_ROWS, n), UPPER_ROWS))
+    a.nop(sig="ldtmu0")
+    steps = [lambda kh=kh: a.add(ROWS[kh], ROWS[kh], STEP) for kh in range(plan.kernel_h)]
+    if step_rows:
+        steps.append(lambda: a.sub(null, OUT, WHOLE_LAST, sf=True))
+    else:
+        steps = []
+    for t in range(n):
+        # X: the next request (or a row base's step once the last request is out), and the
+        # broadcast x_t out of r4 (the pop in Y overwrites it).
+        if t + DEPTH < n:
+            a.add(tmu0_s, ROWS[run[t + DEPTH][0]], offset_register(plan, run[t + DEPTH])) \
+                .mov(r5rep, r4)
+        elif steps:
+            steps.pop(0)().mov(r5rep, r4)
+        else:
+            a.mov(r5rep, r4)
+        # Y: lower half; the pop of x_(t+1).
+        sig = "ldtmu0" if t + 1 < n else None
+        if t == 0:
+            a.mov(r0, BIAS[0], sig=sig).fmul(r2, LOWER[t], r5)
+        else:
+            a.fadd(r0, r0, r2, sig=sig).fmul(r2, LOWER[t], r5)
+        # Z: upper half, its weight from the VPM.
+        if t == 0:
+            a.mov(r1, BIAS[1]).fmul(r3, vpm, r5)
+        else:
+            a.fadd(r1, r1, r3).fmul(r3, vpm, r5)
+        if t == READ_ROWS - 2 and n > READ_ROWS:
+            a.ldi(vr_setup, vpm_read_setup(min(READ_ROWS, n - READ_ROWS),
+                                           UPPER_ROWS + READ_ROWS))
+    for step in steps:
+        step()
+    a.fadd(r0, r0, r2)
+    a.fadd(r1, r1, r3)
+    store(a, plan)
+
+
+def activate_pair(a, plan):
+    """r0, r1 = the activation of r0, r1, except relu6's upper clamp (``clamp``)."""
+    if plan.activation in ("relu", "relu6"):
+        a.fmax(r0, r0, 0.0)
+        a.fmax(r1, r1, 0.0)
+
+
+def store(a, plan):
+    activate_pair(a, plan)
+    six = plan.activation == "relu6"
+    if plan.out_bits == 16:
+        for half, (acc, pack) in enumerate(((r0, "16a"), (r1, "16b"))):
+            if six:
+                a.fmin(PACKED, acc, SIX, pack=pack)
+            else:
+                a.fmax(PACKED, acc, acc, pack=pack)
+        a.read(vw_wait)                              # the last pixel's store has read the row
+        a.mov(vw_setup, STAGE)
+        a.mov(vpm, PACKED)
+    else:
+        if six:
+            a.fmin(r0, r0, SIX)
+            a.fmin(r1, r1, SIX)
+        a.read(vw_wait)
+        a.mov(vw_setup, STAGE)
+        a.mov(vpm, r0)
+        a.mov(vpm, r1)
+    a.mov(vw_setup, STORE)
+    a.add(OUT, OUT, OUT_STEP).mov(vw_addr, OUT)
+
+
+def record(a, plan):
+    for kh in range(plan.kernel_h):
+        a.mov(ROWS[kh], uniform)
+    a.mov(OUT, uniform)
+    a.mov(WHOLE_LAST, uniform)
+    a.mov(EDGE, uniform)
+    a.mov(WHOLE, uniform, sf=True)
+    with a.scope("pixels"):
+        a.branch("edge", cond="all_zs")
+        a.nop()
+        a.nop()
+        a.nop()
+        a.label("pixel")
+        pixel(a, plan, taps(plan), True)
+        a.branch("pixel", cond="all_zc")
+        a.nop()
+        a.nop()
+        a.nop()
+        a.label("edge")
+        a.mov(null, EDGE, sf=True)
+        a.branch("done", cond="all_zs")
+        a.nop()
+        a.nop()
+        a.nop()
+        pixel(a, plan, edge_taps(plan), False)
+        a.label("done")
+
+
+@kernel
+def conv2d_channels_kernel(a, plan):
+    prologue(a, plan)
+    each_record(a, lambda: record(a, plan))
+    a.read(vw_wait)
+    chain.end(a)
