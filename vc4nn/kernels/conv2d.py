@@ -480,6 +480,16 @@ def owner_or_not(a, plan, owner, other):
     a.label("end")
 
 
+LANE_CHOICES = ("auto", "pixels", "channels")
+
+
+def with_lanes(plan, lanes="auto"):
+    """``plan`` with ``lanes`` ("auto": channels where conv2d_channels fits, else pixels)."""
+    if lanes == "auto":
+        lanes = "channels" if conv2d_channels.fits(plan) is None else "pixels"
+    return dataclasses.replace(plan, lanes=lanes)
+
+
 @functools.lru_cache(maxsize=32)
 def program_for(plan):
     plan.check()

@@ -1,8 +1,6 @@
 """Convolution (KH, KW, Cin, Cout) with fused bias and activation, for small input depths: the
 MobileNet stem. Kernel: vc4nn/kernels/conv2d.py."""
 
-import dataclasses
-
 import numpy as np
 
 from ..device import Buffer, streams_in_buffer
@@ -58,9 +56,6 @@ def prepare_conv2d(w, bias=None, device=None, taps_per_pass=0, placement=None):
     return PreparedConv2d(w, bias, pick_device(device), taps_per_pass, placement)
 
 
-LANES = ("auto", "pixels", "channels")
-
-
 def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None, device=None,
            num_qpus=12, return_run=False, dtype=None, x_layout="hwc", lanes="auto"):
     """y[i, j, o] = act(bias[o] + sum over the window and c of x[., ., c] * w[., ., c, o]).
@@ -101,14 +96,11 @@ def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None,
         raise LayerArgumentError(f"{LAYER}: give the bias to prepare_conv2d, not with prepared "
                                  f"weights")
     taps_per_pass = prepared.taps_per_pass if prepared else 0
-    if lanes not in LANES:
-        raise LayerArgumentError(f"{LAYER}: lanes={lanes!r}: one of {LANES}")
-    plan = kernel.Conv2dPlan(h, wd, cin, cout, kh, kw, stride, stride, pads, activation,
-                             num_qpus, out_storage=out_storage, taps_per_pass=taps_per_pass,
-                             in_layout=x_layout)
-    if lanes == "channels" or (lanes == "auto" and conv2d_channels.fits(plan) is None):
-        plan = dataclasses.replace(plan, lanes="channels")
-    plan.check()
+    if lanes not in kernel.LANE_CHOICES:
+        raise LayerArgumentError(f"{LAYER}: lanes={lanes!r}: one of {kernel.LANE_CHOICES}")
+    plan = kernel.with_lanes(kernel.Conv2dPlan(
+        h, wd, cin, cout, kh, kw, stride, stride, pads, activation, num_qpus,
+        out_storage=out_storage, taps_per_pass=taps_per_pass, in_layout=x_layout), lanes).check()
     if prepared is None:
         prepared = PreparedConv2d(w, bias, device, taps_per_pass)
     try:
