@@ -21,7 +21,7 @@ the output address. Rows of padding read the zero row; left padding is not taken
 (``fits``).
 """
 
-from asm import element_number, kernel, null, r0, r1, r2, r3, r4, r5, r5rep, ra, rb, tmu0_s, \
+from asm import element_number, kernel, null, r0, r1, r2, r3, r4, r5, r5rep, ra, rb, tmu0_s, tmu1_s, \
     uniform, vdw_setup, vpm, vpm_read_setup, vpm_write_setup, vr_setup, vw_addr, vw_setup, vw_wait
 
 from . import chain
@@ -213,11 +213,22 @@ def prologue(a, plan):
     a.ldi(OUT_STEP, CHANNELS * plan.out_bytes)
 
 
-def request(a, plan, tap, mul=None):
-    kh, _, _ = tap
-    handle = a.add(tmu0_s, ROWS[kh], offset_register(plan, tap))
-    if mul:
-        mul(handle)
+def tmu_unit(plan, tap):
+    """TMU 0 or 1 for ``tap``'s lookup. Planes: odd channels through TMU 1, so that the nine
+    row streams of a window (three planes of three rows) share two direct-mapped TMU caches
+    instead of one (225 x 225 planes: a plane's row 0 and the previous plane's row 2 fall on
+    the same cache line, 1796 and 1800 bytes modulo 4 KB). NHWC: one cache, as a window row's
+    channels share its lines."""
+    return tap[2] % 2 if plan.in_layout == "chw" else 0
+
+
+def request(a, plan, tap):
+    """The TMU lookup of ``tap`` for the pixel whose row bases are in ROWS."""
+    return a.add((tmu0_s, tmu1_s)[tmu_unit(plan, tap)], ROWS[tap[0]], offset_register(plan, tap))
+
+
+def pop(plan, tap):
+    return f"ldtmu{tmu_unit(plan, tap)}"
 
 
 def pixel(a, plan, run, step_rows):
@@ -228,7 +239,7 @@ def pixel(a, plan, run, step_rows):
     for t in range(min(DEPTH, n)):
         request(a, plan, run[t])
     a.ldi(vr_setup, vpm_read_setup(min(READ_ROWS, n), UPPER_ROWS))
-    a.nop(sig="ldtmu0")
+    a.nop(sig=pop(plan, run[0]))
     steps = [lambda kh=kh: a.add(ROWS[kh], ROWS[kh], STEP) for kh in range(plan.kernel_h)]
     if step_rows:
         steps.append(lambda: a.sub(null, OUT, WHOLE_LAST, sf=True))
@@ -238,14 +249,13 @@ def pixel(a, plan, run, step_rows):
         # X: the next request (or a row base's step once the last request is out), and the
         # broadcast x_t out of r4 (the pop in Y overwrites it).
         if t + DEPTH < n:
-            a.add(tmu0_s, ROWS[run[t + DEPTH][0]], offset_register(plan, run[t + DEPTH])) \
-                .mov(r5rep, r4)
+            request(a, plan, run[t + DEPTH]).mov(r5rep, r4)
         elif steps:
             steps.pop(0)().mov(r5rep, r4)
         else:
             a.mov(r5rep, r4)
         # Y: lower half; the pop of x_(t+1).
-        sig = "ldtmu0" if t + 1 < n else None
+        sig = pop(plan, run[t + 1]) if t + 1 < n else None
         if t == 0:
             a.mov(r0, BIAS[0], sig=sig).fmul(r2, LOWER[t], r5)
         else:
