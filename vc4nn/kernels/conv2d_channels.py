@@ -136,7 +136,7 @@ def streams(plan, x_addr, y_addr, weights_addr, table_addr, zero_addr):
         y = staging_row(plan, q)
         words = [weights_addr, table_addr, int(q == 0),
                  vpm_write_setup(y=y), vdw_setup(rows_per_pixel(plan), LANES, y)]
-        for i, j0 in groups[bounds[q]:bounds[q + 1]]:
+        for i, j0 in groups[q::qpus]:
             n = min(LANES, plan.out_w - j0)
             ends_at_edge = edge and j0 + n == plan.out_w
             words.append(1)
