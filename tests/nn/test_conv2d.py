@@ -210,8 +210,9 @@ def assert_loops_fit(plan, timing, line, sets):
 
 # Channel lanes (kernels/conv2d_channels.py, Cout 32): padding rows read the zero row, a
 # right-padded last column runs a prefix of the taps (a record of it alone: 34 columns at
-# stride 2), planes, fewer taps than one VPM read setup or than the TMU lookups in flight,
-# one QPU (QPU 0 loads the VPM weights and releases nobody).
+# stride 2), records of 1 whole pixel (no prefetching pixel), planes, fewer taps than one VPM
+# read setup or than the TMU lookups in flight, one QPU (QPU 0 loads the VPM weights and
+# releases nobody).
 # (H, W, Cin, kernel, stride, padding, activation, storage, x_layout, QPUs)
 CHANNEL_LANES = [
     (15, 14, 3, 3, 2, "same", "relu6", "fp32", "hwc", 12),     # the stem, reduced
@@ -223,6 +224,8 @@ CHANNEL_LANES = [
     (9, 20, 5, 1, 1, "same", None, "fp32", "hwc", 3),          # 5 taps
     (6, 7, 3, 1, 1, "valid", "relu6", "fp16", "hwc", 2),       # 3 taps
     (8, 11, 3, 2, 1, (0, 1, 0, 1), None, "fp32", "hwc", 7),    # 12 taps
+    (6, 36, 3, 3, 2, (0, 1, 0, 1), "relu", "fp16", "hwc", 3),  # a record of 1 whole + edge
+    (5, 35, 3, 3, 2, "valid", "relu6", "fp32", "chw", 2),      # a record of 1 whole pixel
 ]
 
 

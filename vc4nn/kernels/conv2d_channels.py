@@ -25,7 +25,7 @@ from asm import element_number, kernel, null, r0, r1, r2, r3, r4, r5, r5rep, ra,
     uniform, vdw_setup, vpm, vpm_read_setup, vpm_write_setup, vr_setup, vw_addr, vw_setup, vw_wait
 
 from . import chain
-from .common import LANES, WORD, each_record
+from .common import LANES, WORD, each_record, ops_then_branch
 from .spatial import PlanError
 
 CHANNELS = 2 * LANES                    # the output depth this kernel computes
@@ -41,7 +41,8 @@ PACKED = ra[30]                                   # fp16: the pixel's 32 halves
 OUT = ra[31]                                      # the pixel's output address
 OFFSETS = [rb[i] for i in range(MAX_OFFSETS)]     # per (kernel column, channel): byte offset
 BIAS = (rb[9], rb[10])
-SIX, STEP, OUT_STEP, STAGE, STORE, WHOLE_LAST, WHOLE, EDGE, LANE_AT = (rb[i] for i in range(11, 20))
+SIX, STEP, OUT_STEP, STAGE, STORE, PREFETCH_LAST, EDGE, LANE_AT, READ_FIRST = \
+    (rb[i] for i in range(11, 20))
 READY_SEMAPHORE = 0                     # QPU 0 has put the upper half's weights in the VPM
 UPPER_ROWS = 0                          # VPM rows of the upper half's weights, from here
 
@@ -125,8 +126,9 @@ def offset_register(plan, tap):
 
 def streams(plan, x_addr, y_addr, weights_addr, table_addr, zero_addr):
     """Per QPU: [weights, lane table, 1 on QPU 0, staging write setup, store setup, records...,
-    0]; a record: [1, row addresses (kh), output address, the last whole pixel's output
-    address, 1 if a right-edge pixel follows, whole pixels]."""
+    0]; a record: [1, row addresses (kh), output address, the output address of the last
+    pixel that prefetches (the last whole pixel but one), 1 if a right-edge pixel follows,
+    whole pixels]."""
     groups, qpus = plan.groups, plan.qpus
     bounds = [len(groups) * q // qpus for q in range(qpus + 1)]
     edge = len(edge_taps(plan)) < len(plan.taps)
@@ -147,7 +149,7 @@ def streams(plan, x_addr, y_addr, weights_addr, table_addr, zero_addr):
                 words.append(row + j0 * plan.stride_w * plan.pixel_bytes)
             out_at = y_addr + (i * plan.out_w + j0) * pixel_out
             whole = n - ends_at_edge
-            words += [out_at, out_at + (whole - 1) * pixel_out, int(ends_at_edge), whole]
+            words += [out_at, out_at + (whole - 2) * pixel_out, int(ends_at_edge), whole]
         out.append(words + [0])
     return chain.with_tail(out)
 
@@ -211,6 +213,7 @@ def prologue(a, plan):
     a.ldi(SIX, 6.0)
     a.ldi(STEP, plan.stride_w * plan.pixel_bytes)
     a.ldi(OUT_STEP, CHANNELS * plan.out_bytes)
+    a.ldi(READ_FIRST, vpm_read_setup(min(READ_ROWS, len(plan.taps)), UPPER_ROWS))
 
 
 def tmu_unit(plan, tap):
@@ -231,20 +234,29 @@ def pop(plan, tap):
     return f"ldtmu{tmu_unit(plan, tap)}"
 
 
-def pixel(a, plan, run, step_rows):
-    """One pixel of ``run`` (a prefix of ``taps``): its lookups, both halves' multiply-adds, the
-    activation and the store; with ``step_rows`` the row bases move to the next pixel and the
-    flags say whether this was the record's last whole pixel (Z)."""
+def first_requests(a, plan, run):
+    """The lookups of ``run``'s first DEPTH taps (the pixel's row bases in ROWS)."""
+    for tap in run[:DEPTH]:
+        request(a, plan, tap)
+
+
+def pixel(a, plan, run, last_compare=False, prefetch=False):
+    """One pixel of ``run`` (a prefix of ``taps``), its first lookups already requested
+    (``first_requests``): its other lookups, both halves' multiply-adds and the activation;
+    returns the store's last ops (emitters), which a caller puts in a branch's delay slots.
+    ``last_compare``: the row bases step on to the next pixel and the flags say whether this
+    is the record's last prefetching pixel (Z); ``prefetch``: the next pixel's first lookups
+    are requested before the store (the next pixel is a whole one of the same record)."""
     n = len(run)
-    for t in range(min(DEPTH, n)):
-        request(a, plan, run[t])
-    a.ldi(vr_setup, vpm_read_setup(min(READ_ROWS, n), UPPER_ROWS))
-    a.nop(sig=pop(plan, run[0]))
-    steps = [lambda kh=kh: a.add(ROWS[kh], ROWS[kh], STEP) for kh in range(plan.kernel_h)]
-    if step_rows:
-        steps.append(lambda: a.sub(null, OUT, WHOLE_LAST, sf=True))
+    if min(READ_ROWS, n) == min(READ_ROWS, len(plan.taps)):
+        a.mov(vr_setup, READ_FIRST, sig=pop(plan, run[0]))
     else:
-        steps = []
+        a.ldi(vr_setup, vpm_read_setup(n, UPPER_ROWS))
+        a.nop(sig=pop(plan, run[0]))
+    steps = []
+    if last_compare:
+        steps = [lambda kh=kh: a.add(ROWS[kh], ROWS[kh], STEP) for kh in range(plan.kernel_h)]
+        steps.append(lambda: a.sub(null, OUT, PREFETCH_LAST, sf=True))
     for t in range(n):
         # X: the next request (or a row base's step once the last request is out), and the
         # broadcast x_t out of r4 (the pop in Y overwrites it).
@@ -266,71 +278,77 @@ def pixel(a, plan, run, step_rows):
         else:
             a.fadd(r1, r1, r3).fmul(r3, vpm, r5)
         if t == READ_ROWS - 2 and n > READ_ROWS:
+            # (one read of the first setup outstanding: facts §3, ADD's reading of the queue)
             a.ldi(vr_setup, vpm_read_setup(min(READ_ROWS, n - READ_ROWS),
                                            UPPER_ROWS + READ_ROWS))
     for step in steps:
         step()
-    a.fadd(r0, r0, r2)
-    a.fadd(r1, r1, r3)
-    store(a, plan)
+    if prefetch:
+        first_requests(a, plan, run)
+    a.fadd(r0, r0, r2).mov(null, vw_wait)           # the last store has read the staging row
+    a.fadd(r1, r1, r3).mov(vw_setup, STAGE)
+    return activate_and_stage(a, plan)
 
 
-def activate_pair(a, plan):
-    """r0, r1 = the activation of r0, r1, except relu6's upper clamp (``clamp``)."""
-    if plan.activation in ("relu", "relu6"):
-        a.fmax(r0, r0, 0.0)
-        a.fmax(r1, r1, 0.0)
-
-
-def store(a, plan):
-    activate_pair(a, plan)
-    six = plan.activation == "relu6"
+def activate_and_stage(a, plan):
+    """The activation of r0, r1 (and for fp16 their packing into PACKED); returns the staging
+    write and the store as emitters."""
+    relu, six = plan.activation in ("relu", "relu6"), plan.activation == "relu6"
     if plan.out_bits == 16:
-        for half, (acc, pack) in enumerate(((r0, "16a"), (r1, "16b"))):
+        for acc, pack in ((r0, "16a"), (r1, "16b")):
             if six:
+                a.fmax(acc, acc, 0.0)
                 a.fmin(PACKED, acc, SIX, pack=pack)
             else:
-                a.fmax(PACKED, acc, acc, pack=pack)
-        a.read(vw_wait)                              # the last pixel's store has read the row
-        a.mov(vw_setup, STAGE)
-        a.mov(vpm, PACKED)
+                a.fmax(PACKED, acc, 0.0 if relu else acc, pack=pack)
+        staging = [lambda: a.mov(vpm, PACKED)]
     else:
+        for acc in (r0, r1):
+            if relu:
+                a.fmax(acc, acc, 0.0)
         if six:
             a.fmin(r0, r0, SIX)
             a.fmin(r1, r1, SIX)
-        a.read(vw_wait)
-        a.mov(vw_setup, STAGE)
-        a.mov(vpm, r0)
-        a.mov(vpm, r1)
-    a.mov(vw_setup, STORE)
-    a.add(OUT, OUT, OUT_STEP).mov(vw_addr, OUT)
+        staging = [lambda: a.mov(vpm, r0), lambda: a.mov(vpm, r1)]
+    return staging + [lambda: a.mov(vw_setup, STORE),
+                      lambda: a.add(OUT, OUT, OUT_STEP).mov(vw_addr, OUT)]
 
 
 def record(a, plan):
+    """A record's pixels: its whole pixels (all but the last prefetching the next one's first
+    lookups), then its right-edge pixel if it has one."""
+    full, edge = taps(plan), edge_taps(plan)
     for kh in range(plan.kernel_h):
         a.mov(ROWS[kh], uniform)
     a.mov(OUT, uniform)
-    a.mov(WHOLE_LAST, uniform)
+    a.mov(PREFETCH_LAST, uniform)
     a.mov(EDGE, uniform)
-    a.mov(WHOLE, uniform, sf=True)
+    a.mov(r1, uniform, sf=True)                     # whole pixels
     with a.scope("pixels"):
         a.branch("edge", cond="all_zs")
         a.nop()
         a.nop()
         a.nop()
-        a.label("pixel")
-        pixel(a, plan, taps(plan), True)
-        a.branch("pixel", cond="all_zc")
+        first_requests(a, plan, full)
+        a.sub(null, r1, 1, sf=True)
+        a.branch("last", cond="all_zs")
         a.nop()
         a.nop()
         a.nop()
+        a.label("whole")
+        ops_then_branch(a, pixel(a, plan, full, last_compare=True, prefetch=True), "whole",
+                        cond="all_zc")
+        a.label("last")
+        tail = pixel(a, plan, full)
+        for kh in range(plan.kernel_h):
+            tail.insert(0, lambda kh=kh: a.add(ROWS[kh], ROWS[kh], STEP))
+        ops_then_branch(a, [lambda: a.mov(null, EDGE, sf=True)] + tail, "done", cond="all_zs")
         a.label("edge")
-        a.mov(null, EDGE, sf=True)
-        a.branch("done", cond="all_zs")
-        a.nop()
-        a.nop()
-        a.nop()
-        pixel(a, plan, edge_taps(plan), False)
+        first_requests(a, plan, edge)
+        tail = pixel(a, plan, edge)
+        a.nop()                                     # (PACKED was written just now)
+        for op in tail:
+            op()
         a.label("done")
 
 
