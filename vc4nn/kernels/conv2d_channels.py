@@ -235,24 +235,29 @@ def pop(plan, tap):
 
 
 def first_requests(a, plan, run):
-    """The lookups of ``run``'s first DEPTH taps (the pixel's row bases in ROWS)."""
-    for tap in run[:DEPTH]:
+    """The lookups of ``run``'s first DEPTH taps (the pixel's row bases in ROWS) and the VPM
+    read setup of its first upper-half rows; tap 0 is (0, 0, 0), at offset 0, so its request
+    reads no offset register and the setup rides with it."""
+    rows = min(READ_ROWS, len(run))
+    assert offset_of(plan, run[0][1], run[0][2]) == 0
+    if rows == min(READ_ROWS, len(plan.taps)):
+        a.mov((tmu0_s, tmu1_s)[tmu_unit(plan, run[0])], ROWS[0]).mov(vr_setup, READ_FIRST)
+    else:
+        a.ldi(vr_setup, vpm_read_setup(rows, UPPER_ROWS))
+        request(a, plan, run[0])
+    for tap in run[1:DEPTH]:
         request(a, plan, tap)
 
 
 def pixel(a, plan, run, last_compare=False, prefetch=False):
-    """One pixel of ``run`` (a prefix of ``taps``), its first lookups already requested
-    (``first_requests``): its other lookups, both halves' multiply-adds and the activation;
-    returns the store's last ops (emitters), which a caller puts in a branch's delay slots.
-    ``last_compare``: the row bases step on to the next pixel and the flags say whether this
-    is the record's last prefetching pixel (Z); ``prefetch``: the next pixel's first lookups
-    are requested before the store (the next pixel is a whole one of the same record)."""
+    """One pixel of ``run`` (a prefix of ``taps``), its first lookups requested
+    (``first_requests``) and the first popped into r4: its other lookups, both halves'
+    multiply-adds and the activation; returns the store's last ops (emitters), which a caller
+    puts in a branch's delay slots. ``last_compare``: the row bases step on to the next pixel
+    and the flags say whether this is the record's last prefetching pixel (Z); ``prefetch``: the
+    next pixel's first lookups are requested before the store, and the store's last op pops
+    the first (the next pixel is a whole one of the same record)."""
     n = len(run)
-    if min(READ_ROWS, n) == min(READ_ROWS, len(plan.taps)):
-        a.mov(vr_setup, READ_FIRST, sig=pop(plan, run[0]))
-    else:
-        a.ldi(vr_setup, vpm_read_setup(n, UPPER_ROWS))
-        a.nop(sig=pop(plan, run[0]))
     steps = []
     if last_compare:
         steps = [lambda kh=kh: a.add(ROWS[kh], ROWS[kh], STEP) for kh in range(plan.kernel_h)]
@@ -287,12 +292,12 @@ def pixel(a, plan, run, last_compare=False, prefetch=False):
         first_requests(a, plan, run)
     a.fadd(r0, r0, r2).mov(null, vw_wait)           # the last store has read the staging row
     a.fadd(r1, r1, r3).mov(vw_setup, STAGE)
-    return activate_and_stage(a, plan)
+    return activate_and_stage(a, plan, pop(plan, run[0]) if prefetch else None)
 
 
-def activate_and_stage(a, plan):
+def activate_and_stage(a, plan, sig=None):
     """The activation of r0, r1 (and for fp16 their packing into PACKED); returns the staging
-    write and the store as emitters."""
+    write and the store as emitters, the last with ``sig``."""
     relu, six = plan.activation in ("relu", "relu6"), plan.activation == "relu6"
     if plan.out_bits == 16:
         for acc, pack in ((r0, "16a"), (r1, "16b")):
@@ -311,7 +316,7 @@ def activate_and_stage(a, plan):
             a.fmin(r1, r1, SIX)
         staging = [lambda: a.mov(vpm, r0), lambda: a.mov(vpm, r1)]
     return staging + [lambda: a.mov(vw_setup, STORE),
-                      lambda: a.add(OUT, OUT, OUT_STEP).mov(vw_addr, OUT)]
+                      lambda: a.add(OUT, OUT, OUT_STEP, sig=sig).mov(vw_addr, OUT)]
 
 
 def record(a, plan):
@@ -332,7 +337,7 @@ def record(a, plan):
         first_requests(a, plan, full)
         a.sub(null, r1, 1, sf=True)
         a.branch("last", cond="all_zs")
-        a.nop()
+        a.nop(sig=pop(plan, full[0]))
         a.nop()
         a.nop()
         a.label("whole")
@@ -345,6 +350,7 @@ def record(a, plan):
         ops_then_branch(a, [lambda: a.mov(null, EDGE, sf=True)] + tail, "done", cond="all_zs")
         a.label("edge")
         first_requests(a, plan, edge)
+        a.nop(sig=pop(plan, edge[0]))
         tail = pixel(a, plan, edge)
         a.nop()                                     # (PACKED was written just now)
         for op in tail:
