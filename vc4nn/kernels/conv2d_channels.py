@@ -155,8 +155,8 @@ def streams(plan, x_addr, y_addr, weights_addr, table_addr, zero_addr):
 
 
 def load_vectors(a, base, words, store):
-    """``store(k, r4)`` for vector k = the 16 words at base (per lane) + words[k] * 4, DEPTH
-    TMU lookups in flight. Uses r0 for the offsets."""
+    """``store(k)`` with r4 = vector k: per lane, the word at base + words[k] * 4 (DEPTH TMU
+    lookups in flight; r0 holds the offsets)."""
     def request(k):
         a.ldi(r0, words[k] * WORD)
         a.add(tmu0_s, base, r0)
