@@ -1,6 +1,7 @@
 """vc4nn.nn.conv2d against a direct float64 loop, with every dynamic check raising."""
 
 import collections
+import dataclasses
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from asm.encoding import branch_target, decode
 from vc4nn.emulator.timing import Timing
 from vc4nn.errors import Vc4nnError
 from vc4nn.kernels import conv2d as conv2d_kernel
+from vc4nn.kernels import conv2d_channels
 from vc4nn.nn import PreparedConv2d, conv2d, prepare_conv2d
 from vc4nn.nn.layer_args import resolve_padding
 
@@ -192,6 +194,9 @@ def test_the_stems_loops_fit_the_instruction_cache(storage, activation, cout):
                                       out_storage=storage, in_layout="chw")
     for plan in (plan, planes):
         assert_loops_fit(plan, timing, line, sets)
+    if cout == 32:
+        for plan in (plan, planes):
+            assert_loops_fit(dataclasses.replace(plan, lanes="channels"), timing, line, sets)
 
 
 def assert_loops_fit(plan, timing, line, sets):
@@ -201,3 +206,62 @@ def assert_loops_fit(plan, timing, line, sets):
         assert last - first + 1 <= timing.icache_bytes // isa.INSTRUCTION_BYTES
         per_set = collections.Counter(n % sets for n in range(first // line, last // line + 1))
         assert max(per_set.values()) <= timing.icache_ways, (first, last)
+
+
+# Channel lanes (kernels/conv2d_channels.py, Cout 32): padding rows read the zero row, a
+# right-padded last column runs a prefix of the taps (a record of it alone: 34 columns at
+# stride 2), records of 1 whole pixel (no prefetching pixel), planes, fewer taps than one VPM
+# read setup or than the TMU lookups in flight, one QPU (QPU 0 loads the VPM weights and
+# releases nobody).
+# (H, W, Cin, kernel, stride, padding, activation, storage, x_layout, QPUs)
+CHANNEL_LANES = [
+    (15, 14, 3, 3, 2, "same", "relu6", "fp32", "hwc", 12),     # the stem, reduced
+    (15, 14, 3, 3, 2, "same", "relu6", "fp16", "hwc", 12),
+    (16, 17, 3, 3, 2, "valid", "relu", "fp32", "chw", 5),
+    (16, 17, 3, 3, 2, "valid", None, "fp16", "chw", 5),
+    (5, 34, 3, 3, 2, (0, 1, 0, 1), "relu6", "fp16", "hwc", 1),
+    (7, 9, 1, 3, 1, (1, 1, 0, 1), "relu", "fp32", "hwc", 4),
+    (9, 20, 5, 1, 1, "same", None, "fp32", "hwc", 3),          # 5 taps
+    (6, 7, 3, 1, 1, "valid", "relu6", "fp16", "hwc", 2),       # 3 taps
+    (8, 11, 3, 2, 1, (0, 1, 0, 1), None, "fp32", "hwc", 7),    # 12 taps
+    (6, 36, 3, 3, 2, (0, 1, 0, 1), "relu", "fp16", "hwc", 3),  # a record of 1 whole + edge
+    (5, 35, 3, 3, 2, "valid", "relu6", "fp32", "chw", 2),      # a record of 1 whole pixel
+]
+
+
+@pytest.mark.parametrize("case", CHANNEL_LANES, ids=str)
+def test_channel_lanes_match_the_direct_loop(device, case):
+    h, w, cin, k, stride, padding, activation, storage, layout, qpus = case
+    rng = np.random.default_rng(h * w + cin)
+    x = rng.standard_normal((h, w, cin)).astype(np.float32)
+    wt = rng.standard_normal((k, k, cin, 32)).astype(np.float32)
+    bias = rng.standard_normal(32).astype(np.float32)
+    given = np.ascontiguousarray(x.transpose(2, 0, 1)) if layout == "chw" else x
+    y = conv2d(given, wt, bias, stride, padding, activation, device=device, num_qpus=qpus,
+               dtype=np.float16 if storage == "fp16" else None, x_layout=layout,
+               lanes="channels")
+    pads, _ = resolve_padding("test", padding, h, w, k, k, stride, stride)
+    expected, magnitude = spatial_reference.conv2d(x, wt, bias, stride, pads, activation)
+    if storage == "fp16":
+        assert y.dtype == np.float16
+        np.testing.assert_allclose(y.astype(np.float64), expected,
+                                   atol=1e-2 * (1 + magnitude.max()), rtol=2 ** -10)
+    else:
+        assert_close(y, expected, magnitude, terms=k * k * cin)
+
+
+def test_auto_lanes_take_channels_for_the_stem_only():
+    stem = conv2d_kernel.Conv2dPlan(224, 224, 3, 32, 3, 3, 2, 2, (0, 1, 0, 1), "relu6")
+    assert conv2d_channels.fits(stem) is None
+    assert "Cout 24" in conv2d_channels.fits(dataclasses.replace(stem, cout=24))
+    assert "left padding" in conv2d_channels.fits(dataclasses.replace(stem, pads=(1, 1, 1, 1)))
+    assert "registers" in conv2d_channels.fits(dataclasses.replace(stem, cin=4))
+
+
+def test_channel_lanes_refuse_what_they_cannot_run(device):
+    x = np.zeros((12, 23, 3), np.float32)
+    with pytest.raises(Vc4nnError, match="channel lanes: left padding"):
+        conv2d(x, np.zeros((3, 3, 3, 32), np.float32), stride=2, padding="same",
+               device=device, lanes="channels")
+    with pytest.raises(Vc4nnError, match="lanes='rows'"):
+        conv2d(x, np.zeros((3, 3, 3, 32), np.float32), device=device, lanes="rows")

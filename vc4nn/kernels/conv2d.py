@@ -29,7 +29,7 @@ from asm import vdw_setup, vdw_stride, element_number, kernel, null, r0, r1, r2,
     tmu0_s, unif_addr, uniform, vpm, vpm_write_setup, vw_addr, vw_setup, vw_wait
 
 from asm import isa
-from . import chain
+from . import chain, conv2d_channels
 
 from . import dma
 from .common import LANES, WORD, each_record
@@ -68,6 +68,7 @@ class Conv2dPlan(SpatialShape):
     out_storage: str = "fp32"
     taps_per_pass: int = 0      # taps gathered at once; 0: all that fit (30 - kernel_h)
     in_layout: str = "hwc"      # "chw": planes, as an NCHW model's input comes (no padding)
+    lanes: str = "pixels"       # "channels": conv2d_channels.py (Cout 32, at most 27 taps)
 
     @property
     def taps(self):
@@ -145,6 +146,9 @@ class Conv2dPlan(SpatialShape):
             raise PlanError(f"in_layout='chw' reads no padding (pads {tuple(self.pads)}): pad "
                             f"the planes in memory and give pads (0, 0, 0, 0)")
         check_storage("out_storage", self.out_storage)
+        check_storage("lanes", self.lanes, ("pixels", "channels"))
+        if self.lanes == "channels":
+            conv2d_channels.check(self)
         if self.kernel_h > MAX_KERNEL_H or self.kernel_w > len(OFFSETS):
             raise PlanError(f"conv2d: a {self.kernel_h}x{self.kernel_w} kernel needs more row "
                             f"and column registers than the kernel has (at most "
@@ -476,6 +480,19 @@ def owner_or_not(a, plan, owner, other):
     a.label("end")
 
 
+LANE_CHOICES = ("auto", "pixels", "channels")
+
+
+def with_lanes(plan, lanes="auto"):
+    """``plan`` with ``lanes`` ("auto": channels where conv2d_channels fits, else pixels)."""
+    if lanes == "auto":
+        lanes = "channels" if conv2d_channels.fits(plan) is None else "pixels"
+    return dataclasses.replace(plan, lanes=lanes)
+
+
 @functools.lru_cache(maxsize=32)
 def program_for(plan):
-    return conv2d_kernel.assemble(plan.check())
+    plan.check()
+    if plan.lanes == "channels":
+        return conv2d_channels.conv2d_channels_kernel.assemble(plan)
+    return conv2d_kernel.assemble(plan)

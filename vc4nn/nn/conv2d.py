@@ -5,6 +5,7 @@ import numpy as np
 
 from ..device import Buffer, streams_in_buffer
 from ..kernels import conv2d as kernel
+from ..kernels import conv2d_channels
 from .depthwise import contiguous
 from .layer_args import DTYPE_OF_STORAGE, LayerArgumentError, check_activation, check_int, \
     check_layout, check_on_device, check_out, check_stored_tensor, check_tensor, pick_device, \
@@ -56,7 +57,7 @@ def prepare_conv2d(w, bias=None, device=None, taps_per_pass=0, placement=None):
 
 
 def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None, device=None,
-           num_qpus=12, return_run=False, dtype=None, x_layout="hwc"):
+           num_qpus=12, return_run=False, dtype=None, x_layout="hwc", lanes="auto"):
     """y[i, j, o] = act(bias[o] + sum over the window and c of x[., ., c] * w[., ., c, o]).
 
     x (H, W, Cin); stride any int >= 1; padding "same" (TensorFlow), "valid" or (top, bottom,
@@ -66,6 +67,8 @@ def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None,
     zero (pad the planes in memory).
     Storage: x float32 (the network's input); w float32 or float16; the result float32 or
     float16: ``out``'s dtype, else ``dtype``, else float32.
+    lanes: what the kernel's 16 lanes hold: "pixels" (any shape), "channels" (Cout 32, a window
+    of at most 27 taps, no left padding: the stem, faster), "auto" channels where they fit.
     """
     device = pick_device(device, x, out)
     check_on_device(LAYER, "x", x, device)
@@ -93,9 +96,11 @@ def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None,
         raise LayerArgumentError(f"{LAYER}: give the bias to prepare_conv2d, not with prepared "
                                  f"weights")
     taps_per_pass = prepared.taps_per_pass if prepared else 0
-    plan = kernel.Conv2dPlan(h, wd, cin, cout, kh, kw, stride, stride, pads, activation,
-                             num_qpus, out_storage=out_storage, taps_per_pass=taps_per_pass,
-                             in_layout=x_layout).check()
+    if lanes not in kernel.LANE_CHOICES:
+        raise LayerArgumentError(f"{LAYER}: lanes={lanes!r}: one of {kernel.LANE_CHOICES}")
+    plan = kernel.with_lanes(kernel.Conv2dPlan(
+        h, wd, cin, cout, kh, kw, stride, stride, pads, activation, num_qpus,
+        out_storage=out_storage, taps_per_pass=taps_per_pass, in_layout=x_layout), lanes).check()
     if prepared is None:
         prepared = PreparedConv2d(w, bias, device, taps_per_pass)
     try:
@@ -113,6 +118,11 @@ def conv2d(x, w, bias=None, stride=1, padding="same", activation=None, out=None,
 
 def uniform_streams(call, plan, x_buf, y, weights, zero_address):
     """The QPUs' uniform streams in one device buffer (records hold addresses inside it)."""
+    if plan.lanes == "channels":
+        table = call.temporary(2 * kernel.LANES, np.uint32)
+        table[:] = np.array(conv2d_channels.lane_table(plan), np.uint32)
+        return conv2d_channels.streams(plan, x_buf.address, y.address, weights.address,
+                                       table.address, zero_address)
     addresses = (x_buf.address, y.address, weights.address, zero_address)
     return streams_in_buffer(lambda words: call.temporary(words, np.uint32), plan.qpus,
                              lambda bases: plan.streams(bases, *addresses))

@@ -34,9 +34,9 @@ def plan_for(layer, height, width, num_qpus, device, tiling=None, storage="fp32"
     elif layer.kind == "conv2d":
         pads, _ = resolve_padding("conv2d", "same", height, width, 3, 3, layer.stride,
                                   layer.stride)
-        return conv2d_kernel.Conv2dPlan(height, width, layer.cin, layer.cout, 3, 3,
-                                        layer.stride, layer.stride, pads, layer.activation,
-                                        num_qpus).check(), "default"
+        return conv2d_kernel.with_lanes(conv2d_kernel.Conv2dPlan(
+            height, width, layer.cin, layer.cout, 3, 3, layer.stride, layer.stride, pads,
+            layer.activation, num_qpus, out_storage=storage)).check(), "default"
     else:
         return None, "default"
     if tiling is not None:
@@ -57,6 +57,8 @@ def resolved_tiling(plan):
                 "pair_gathers": plan.pairs, "park_rows": plan.parks,
                 "chunk_depth": plan.depth}
     if isinstance(plan, conv2d_kernel.Conv2dPlan):
+        if plan.lanes == "channels":
+            return {"lanes": "channels"}
         return {"taps_per_pass": plan.pass_taps}
     plan = plan.with_defaults()
     tiling = plan_tiling(plan)

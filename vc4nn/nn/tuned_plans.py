@@ -141,7 +141,7 @@ TILING_FIELDS = {
     "WindowPlan": ("tile_cols", "tile_rows", "in_chunk", "out_chunk", "buffers", "store_buffers",
                    "max_qpus", "rolled", "by_variant", "channel_pairs", "split_accumulators",
                    "half_row_buffers"),
-    "Conv2dPlan": ("taps_per_pass",),
+    "Conv2dPlan": ("taps_per_pass", "lanes"),
 }
 
 
