@@ -3,6 +3,7 @@
     vc4nn tune --net v1                        # v1 1.0/224, Pi Zero preset, 12 QPUs
     vc4nn tune --net v2 --board pi1 --only b1.dw,b2.expand
     vc4nn tune --cache ./plans.json --json     # a cache file of your own; results as JSON
+    vc4nn tune --net v1 --storage fp16         # the fp16 kernels' plans (their own keys)
 
 Pointwise layers try every route (pixels per QPU, transposing the activation first) and panel
 width, depthwise layers tile widths and heights (vc4nn/nn/tuning.py). Each candidate runs in the
@@ -30,6 +31,10 @@ def add_arguments(parser):
     parser.add_argument("--pixels", type=count, default=None,
                         help=f"pointwise candidates on at most this many pixels (0: all; "
                         f"default {QUICK_PIXELS} on the Python core, 0 on the C core)")
+    parser.add_argument("--storage", choices=("fp32", "fp16"), default="fp32",
+                        help="fp16: tune the layers as they run with activations and weights "
+                        "stored as halves (precision fp16 or auto); their plans have keys of "
+                        "their own")
     parser.add_argument("--cache", default=None, help="cache file (default: see above)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--show", action="store_true",
@@ -53,18 +58,20 @@ def tune_main(args):
     results = tune_layers(layers, device, path, args.qpus, pixels,
                           lambda line: print(line, file=sys.stderr, flush=True),
                           {layer: "chw" for network, layer in labelled
-                           if (network, layer.name) in handed})
+                           if (network, layer.name) in handed}, args.storage)
     rows = [{"layer": r.layer.name, "kind": r.layer.kind, "key": r.key,
              "default": r.default, "default_ms": 1e3 * r.default_clocks / r.clock_hz,
              "tuned": r.best, "tuned_ms": 1e3 * r.best_clocks / r.clock_hz,
              "speedup": r.speedup, "measured_on": r.run_shape, "scale": r.scale,
              "candidates": len(r.tried)} for r in results]
     if args.json:
-        print(json.dumps({"board": args.board, "qpus": args.qpus, "cache": path,
+        print(json.dumps({"board": args.board, "qpus": args.qpus, "storage": args.storage,
+                          "cache": path,
                           "estimate": "cycle model, not measured", "layers": rows}, indent=1))
         return 0
     print(f"Tuned {len(rows)} layers; cache {path}. Cycle-model ESTIMATES, {args.board} "
-          f"{device.timing.clock_hz / 1e6:.0f} MHz, {args.qpus} QPUs; kernel time only.")
+          f"{device.timing.clock_hz / 1e6:.0f} MHz, {args.qpus} QPUs, storage {args.storage}; "
+          f"kernel time only.")
     print(f"{'layer':12} {'measured on':20} {'default':34} {'ms':>8} {'tuned':34} {'ms':>8} "
           f"{'gain':>6}")
     for row in rows:

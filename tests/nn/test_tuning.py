@@ -17,7 +17,7 @@ from vc4nn.nn.tuned_plans import (ENV_VAR, TuneCache, TuneCacheWarning, layer_ke
 from vc4nn.nn.tuning import candidates, tune_layers
 
 from . import spatial_reference
-from .reference import assert_close, dense
+from .reference import assert_close, assert_close_fp16, dense
 
 DW = Layer("dw", "depthwise", 6, 9, 16, 16, 1, "relu6")
 PW = Layer("pw", "pointwise", 2, 6, 16, 24, 1, "relu")
@@ -111,7 +111,9 @@ def test_the_layer_runs_the_tuned_depthwise_plan(cache_file, device):
     explicit = run_depthwise(device, tiling=tiling)
     assert explicit.cycles != default.cycles and explicit.instructions != default.instructions
     plan, _ = plan_for(DW, DW.height, DW.width, 4, device, {})
-    store(cache_file, plan, "pi_zero", tiling, explicit.cycles)
+    # As `vc4nn tune` stores it: every field resolved (the tile order, say, follows the strips).
+    resolved = resolved_tiling(plan_for(DW, DW.height, DW.width, 4, device, tiling)[0])
+    store(cache_file, plan, "pi_zero", resolved, explicit.cycles)
     tuned = run_depthwise(device)
     assert tuned.cycles == explicit.cycles == TuneCache(cache_file).get(
         plan_key(plan, "pi_zero"))["clocks"]
@@ -159,6 +161,31 @@ def test_tune_stores_the_fastest_and_the_layer_reproduces_it(cache_file, device)
     assert run.cycles == record["clocks"]
     expected, magnitude = spatial_reference.depthwise(x, w, None, 2, (1, 1, 0, 1), "relu6")
     assert_close(y, expected, magnitude, terms=9)
+
+
+def test_tune_fp16_keeps_its_own_records_and_the_layer_runs_them(cache_file, device):
+    """`vc4nn tune --storage fp16`: the candidates are the fp16 kernels' plans (channel pairs
+    here), the winner goes under the fp16 plan's key, which the fp32 layer never reads, and the
+    fp16 layer runs it (the record's clocks) with results against the float64 loop."""
+    layer = Layer("dw", "depthwise", 5, 8, 32, 32, 2, "relu6")
+    tried = candidates(layer, 5, 8, 4, device, storage="fp16")
+    assert tried[0]["channel_pairs"] == 1
+    (result,) = tune_layers([layer], device, None, num_qpus=4, storage="fp16")
+    plans = {s: plan_for(layer, 5, 8, 4, device, {}, s)[0] for s in ("fp16", "fp32")}
+    assert result.key == plan_key(plans["fp16"], "pi_zero") != plan_key(plans["fp32"],
+                                                                         "pi_zero")
+    assert plan_for(layer, 5, 8, 4, device, None, "fp32")[1] == "default"
+    assert plan_for(layer, 5, 8, 4, device, None, "fp16")[1] in ("tuned", "default")
+    record = TuneCache(cache_file).get(result.key)
+    assert record["clocks"] == result.best_clocks == min(c for _, c in result.tried)
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((5, 8, 32)).astype(np.float16)
+    w = rng.standard_normal((3, 3, 32)).astype(np.float16)
+    y, run = depthwise(x, w, None, 2, "same", "relu6", device=device, num_qpus=4,
+                       return_run=True)
+    assert run.cycles == record["clocks"]
+    expected, magnitude = spatial_reference.depthwise(x, w, None, 2, (1, 1, 0, 1), "relu6")
+    assert_close_fp16(y, expected, magnitude, terms=9)
 
 
 def test_tune_tries_with_and_without_split_accumulators(device):

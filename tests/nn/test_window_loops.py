@@ -172,8 +172,9 @@ def test_every_tile_goes_to_one_qpu(qpus, by_variant):
 def test_long_runs_take_the_tiles_variant_by_variant():
     """The default order: variant by variant where a QPU's contiguous run would span a whole
     block's strips of three variants or more (a channel-major plan on 3 QPUs), or of two in a
-    channel-major plan (28 columns in two 14-column strips); in strips where the runs are short
-    (NHWC on 12 QPUs), there are two NHWC variants or one."""
+    channel-major plan (28 columns in two 14-column strips), or where the QPUs of a slice
+    would run tiles of different variants at once (their k-th tiles); in strips where each
+    slice's QPUs take the same variant in step, or there is one variant."""
     pads = (1, 1, 1, 1)
     assert make_plan("depthwise", 28, 28, 256, (3, 3), (1, 1), pads, out_layout="chw",
                      split_accumulators=0).by_variant == 1
@@ -181,9 +182,25 @@ def test_long_runs_take_the_tiles_variant_by_variant():
                      out_layout="chw").by_variant == 1
     two = make_plan("depthwise", 28, 28, 64, (3, 3), (1, 1), pads, tile_cols=14, max_qpus=4)
     assert len(two.variants) == 2 and two.by_variant == 0
-    assert make_plan("depthwise", 112, 112, 32, (3, 3), (1, 1), pads).by_variant == 0
+    assert all(len({run[k].variant for run in contiguous(two)}) == 1 for k in (0, 1))
     assert make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), pads,
                      out_layout="chw").by_variant == 0
+    fp16 = dict(in_storage="fp16", out_storage="fp16", w_storage="fp16")
+    # 8 QPUs, a block's 8 strips of 7 columns, two each: QPU 3's second tile is the right
+    # edge's while QPUs 0-2 take interior strips (v1 1.0/224 dw2).
+    mixed = make_plan("depthwise", 112, 112, 64, (3, 3), (2, 2), (0, 1, 0, 1), **fp16)
+    assert (mixed.qpus, len(mixed.variants)) == (8, 2)
+    assert len({run[1].variant for run in contiguous(mixed)[:4]}) == 2
+    assert mixed.by_variant == 1
+    # 8 QPUs, each a block's two strips: every QPU of a slice on the same variant (v1 dw6).
+    in_step = make_plan("depthwise", 28, 28, 256, (3, 3), (2, 2), (0, 1, 0, 1), **fp16)
+    assert all(len({run[k].variant for run in contiguous(in_step)[:4]}) == 1 for k in (0, 1))
+    assert in_step.by_variant == 0
+
+
+def contiguous(plan):
+    """The QPUs' runs of the tile list in strips (``by_variant`` 0)."""
+    return dataclasses.replace(plan, by_variant=0).qpu_tiles()
 
 
 def test_loops_roll_where_that_shortens_them():

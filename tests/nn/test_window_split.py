@@ -6,7 +6,9 @@ tests/nn/spatial_reference.py, with every dynamic check of the emulator raising.
 import numpy as np
 import pytest
 
+from asm.disasm import disassemble
 from vc4nn.kernels.spatial import PlanError
+from vc4nn.kernels.window import program_for
 from vc4nn.kernels.window_plan import make_plan
 from vc4nn.nn import depthwise, prepare_depthwise
 from vc4nn.nn.layer_args import resolve_padding
@@ -30,6 +32,8 @@ CASES = [
     (9, 14, 16, "same", "relu6", True, 3, "fp16", "chw", {}),
     (6, 28, 48, "same", "relu", True, 5, "fp16", "hwc", dict(tile_rows=2, in_chunk=3)),
     (7, 15, 17, (1, 0, 0, 1), None, False, 2, "fp16", "chw", dict(tile_cols=14, out_chunk=9)),
+    (6, 14, 16, "same", "relu6", True, 2, "fp16", "hwc", dict(in_chunk=1)),
+    (5, 14, 32, (0, 1, 1, 1), "relu6", True, 4, "fp16", "chw", dict(in_chunk=4, tile_rows=2)),
 ]
 
 
@@ -63,6 +67,24 @@ def test_split_accumulators_match_the_direct_loop(device, case):
 def test_split_accumulators_with_prepared_weights(device):
     """Prepared weights: the top row's three go to regfile A, the bias to regfile B."""
     run_case(device, (6, 14, 32, "same", "relu6", True, 2, "fp32", "chw", {}), prepared=True)
+
+
+def test_fp16_vector_reads_ride_beside_the_top_row():
+    """fp16 split accumulators: a chunk's next vector is read into ra31 in the ADD ALU of the
+    top row's first multiply (the slot the pending add, reading regfile A, left free), so only
+    a chunk's first read takes an instruction of its own (11 instructions per column, not 12)."""
+    plan = make_plan("depthwise", 14, 14, 512, (3, 3), (1, 1), (1, 1, 1, 1), "relu6",
+                     in_storage="fp16", out_storage="fp16", w_storage="fp16", out_layout="chw")
+    assert (plan.split_accumulators, plan.variants[0].hi - plan.variants[0].lo) == (1, 14)
+    program = program_for(plan)
+    start, end = program.labels["loop0"], program.labels["zero_0_0"]
+    lines = [line.split("#")[0].strip() for line in disassemble(program.words).splitlines()
+             if line.startswith("    ")][start // 8:end // 8]
+    reads = [line for line in lines if line.startswith("mov ra31, vpm")]
+    chunks = len(plan.chunks(plan.variants[0]))
+    assert len(reads) == 14
+    assert sum(";" not in line for line in reads) == chunks
+    assert all("fmul" in line and "ra28" in line for line in reads if ";" in line)
 
 
 def plan(h=28, w=28, stride=1, **options):

@@ -267,7 +267,28 @@ class WindowPlan(SpatialShape, WindowSchedule, WindowVpmBudget):
         b4/b5 fp32 1.662 -> 1.622, fp16 0.987 -> 0.960 (docs/kernels.md "Tiling")."""
         per_block = len(self.tiles) // self.blocks
         fits = 1 if self.out_layout == "chw" else 2
-        return len(self.variants) > fits and len(self.tiles) >= per_block * self.qpus
+        return (len(self.variants) > fits and len(self.tiles) >= per_block * self.qpus
+                or self._slices_mix_variants())
+
+    def _slices_mix_variants(self):
+        """Whether the QPUs of a slice, taking contiguous runs of the tile list, would run
+        tiles of different variants at the same time (their k-th tiles): their loops then share
+        the slice's instruction cache at once, which with two long loops (the stride-2 channel
+        pairs', ~500 instructions each; 16-channel tiles on 8 QPUs) misses it on every pass,
+        while variant by variant the slice runs one loop. (The model's slices: QPUs 4s..4s+3,
+        docs/cycle-model.md "Instruction cache".) pi_zero, 12 QPUs, full layers, contiguous ->
+        variant by variant, ms: v1 1.0/224 fp16 dw2 2.932 -> 2.905, dw4 1.472 -> 1.461; v2
+        1.0/224 fp16 b1 4.379 -> 4.343, b6 0.620 -> 0.558; v2 0.25/224 fp16 b1 2.779 -> 2.521,
+        b4 0.359 -> 0.327; v1 0.75/192 fp16 dw2 2.032 -> 1.869; fp32 v1 1.0/128 dw1 1.527 ->
+        1.500; the most it loses: v1 0.75/192 fp16 dw4 0.833 -> 0.866, v2 0.5/224 fp16 b6
+        0.299 -> 0.306 (docs/kernels.md "Tiling")."""
+        runs = self.qpu_tiles()
+        for first in range(0, len(runs), isa.QPUS_PER_SLICE):
+            slice_runs = runs[first:first + isa.QPUS_PER_SLICE]
+            for k in range(max(map(len, slice_runs))):
+                if len({run[k].variant for run in slice_runs if k < len(run)}) > 1:
+                    return True
+        return False
 
     @property
     def spread(self):

@@ -32,6 +32,7 @@ class MacPipe:
         self.pending = None
         self.last_write = None
         self.product = r2
+        self.ahead = None           # fp16: "asked" / "read", the next vector's early read
 
     def _emit(self, mul=None):
         """One instruction: the pending add (if any) and ``mul`` (method name, dst, srcs); two
@@ -49,6 +50,9 @@ class MacPipe:
             op, dst, *srcs = pending
             handle = getattr(a, op)(dst, *srcs)
             self.last_write = dst if dst.name.startswith(("ra", "rb")) else None
+        if mul and handle is None and self.ahead == "asked" and reads_fit([vpm, *mul[2:]]):
+            handle = a.mov(HALF_INPUT, vpm)
+            self.last_write, self.ahead = HALF_INPUT, "read"
         if mul:
             op, dst, *srcs = mul
             getattr(handle if handle is not None else a, op)(dst, *srcs)
@@ -74,7 +78,9 @@ class MacPipe:
             self._emit(("mov", vector, vpm))
             return
         a, held = self.a, HALF_INPUT
-        a.mov(held, vpm)
+        if self.ahead != "read":
+            a.mov(held, vpm)
+        self.ahead = None
         self.last_write = None
         if self.pending:
             self._emit()
@@ -82,6 +88,14 @@ class MacPipe:
             a.nop()
         self.last_write = None
         self.fresh = held.unpack(HALF)
+
+    def read_ahead(self):
+        """fp16: read the next vector into ra31 in the first instruction from here whose ADD
+        ALU is free (split accumulators: the multiply of a top-row weight on regfile A that the
+        pending add, reading regfile A too, had to leave alone), instead of an instruction of
+        its own; ``read_input`` then only waits until ra31 is readable. The vector in r1 is
+        still the one the taps use (only the next ``read_input`` makes the new one fresh)."""
+        self.ahead = "asked"
 
     def odd_channels(self):
         """Channel pairs: r1 = the odd channels of the vector read (16b), from the next tap on
@@ -130,7 +144,16 @@ def multiply_chunk(pipe, plan, variant, r, cols, shifts):
     column's vector is read between them (into the other of r1 and r0); the blocks alternate
     their order column by column (B, read, A; A, read, B; ...), so a block follows one on the
     same regfile or a read, never a clash (``reads_fit``)."""
-    if not (plan.split_accumulators == 1 and plan.in_storage == "fp32"):
+    if plan.split_accumulators == 1 and plan.in_storage == "fp16":
+        for i, col in enumerate(cols):
+            pipe.read_input()
+            taps = pixel_taps(plan, variant, r, col, 0, shifts)
+            multiply_taps(pipe, plan, [tap for tap in taps if tap[1]])
+            if i + 1 < len(cols):
+                pipe.read_ahead()
+            multiply_taps(pipe, plan, [tap for tap in taps if not tap[1]])
+        return
+    if plan.split_accumulators != 1:
         for col in cols:
             pipe.read_input()
             for odd in range(plan.lane_channels):

@@ -22,6 +22,8 @@ A depthwise layer is also tuned over the QPUs it spreads over (``max_qpus``: its
 staging buffers grow as they shrink). Layers handed over channel-major (vc4nn/nn/handoff.py:
 ``layouts``) are tuned as they run: a "chw" pointwise layer over its panel widths (its route is
 fixed).
+A layer is tuned in the storage it runs in (``storage``: "fp16" tunes the fp16 kernels'
+plans, which have keys of their own: the storage fields are part of the plan's shape).
 Conv2d (``taps_per_pass``) is not searched: its weights are laid out for one value by
 ``prepare_conv2d`` before the input's shape is known, so a per-shape choice could not reach them.
 
@@ -78,9 +80,10 @@ class TuneResult:
                 "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
-def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hwc"):
+def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hwc",
+               storage="fp32"):
     """Resolved tilings to try, the default first, no two the same and each a legal plan."""
-    default, _ = plan_for(layer, height, width, num_qpus, device, {}, layout=layout)
+    default, _ = plan_for(layer, height, width, num_qpus, device, {}, storage, layout)
     if layer.kind == "pointwise":
         rows = POINTWISE_ROWS_REDUCED if reduced else POINTWISE_ROWS_FULL
         wanted = [] if layout == "chw" else [{"transpose_input": t, "max_rows": r}
@@ -105,7 +108,7 @@ def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hw
     out = [resolved_tiling(default)]
     for tiling in wanted:
         try:
-            plan, _ = plan_for(layer, height, width, num_qpus, device, tiling, layout=layout)
+            plan, _ = plan_for(layer, height, width, num_qpus, device, tiling, storage, layout)
             resolved = resolved_tiling(plan)
         except (PlanError, ValueError):
             continue
@@ -130,19 +133,22 @@ def depthwise_tilings(default, num_qpus):
     return out
 
 
-def tune_layer(layer, device, num_qpus=12, pixels=0, progress=None, layout="hwc"):
+def tune_layer(layer, device, num_qpus=12, pixels=0, progress=None, layout="hwc",
+               storage="fp32"):
     """Run every candidate tiling of ``layer`` (its result, for a depthwise layer, or its
-    input, for a pointwise one, in ``layout``); the TuneResult (nothing stored)."""
+    input, for a pointwise one, in ``layout``; activations and weights in ``storage``); the
+    TuneResult (nothing stored)."""
     reduction = Reduction(pixels=pixels if layer.kind == "pointwise" else 0)
-    full_plan, _ = plan_for(layer, layer.height, layer.width, num_qpus, device, {},
-                            layout=layout)
+    full_plan, _ = plan_for(layer, layer.height, layer.width, num_qpus, device, {}, storage,
+                            layout)
     key = plan_key(full_plan, board_of(device))
     run = None
     tried = []
     reduced = layer.kind == "pointwise" and 0 < pixels < layer.height * layer.width
     for tiling in candidates(layer, layer.height, layer.width, num_qpus, device, reduced,
-                             layout):
-        figures = measure_layer(layer, device, num_qpus, reduction, tiling, layout=layout)
+                             layout, storage):
+        figures = measure_layer(layer, device, num_qpus, reduction, tiling, storage=storage,
+                                layout=layout)
         tried.append((tiling, figures.full_clocks))
         run = run or figures
         if progress:
@@ -154,21 +160,21 @@ def tune_layer(layer, device, num_qpus=12, pixels=0, progress=None, layout="hwc"
 
 
 def tune_layers(layers, device, cache_path=None, num_qpus=12, pixels=0, progress=None,
-                layouts=None):
+                layouts=None, storage="fp32"):
     """Tune each tunable layer (one per distinct plan key) and store each winner as soon as it
     is found: [TuneResult]. ``layouts``: {layer: "chw"} for the layers handed over
-    channel-major (vc4nn/nn/handoff.py)."""
+    channel-major (vc4nn/nn/handoff.py); ``storage``: that of the activations and weights."""
     cache = TuneCache(cache_path)
     results, seen = [], {}
     for layer in layers:
         if layer.kind not in TUNABLE:
             continue
         layout = (layouts or {}).get(layer, "hwc")
-        plan, _ = plan_for(layer, layer.height, layer.width, num_qpus, device, {},
-                           layout=layout)
+        plan, _ = plan_for(layer, layer.height, layer.width, num_qpus, device, {}, storage,
+                           layout)
         key = plan_key(plan, board_of(device))
         if key not in seen:
-            seen[key] = tune_layer(layer, device, num_qpus, pixels, progress, layout)
+            seen[key] = tune_layer(layer, device, num_qpus, pixels, progress, layout, storage)
             cache.put(key, seen[key].record())
             cache.save()
         results.append(dataclasses.replace(seen[key], layer=layer))
