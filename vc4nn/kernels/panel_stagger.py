@@ -30,7 +30,7 @@ with its cycles.
 
 import functools
 
-from asm import (element_number, kernel, null, r0, r1, r2, r5, uniform, vpm, vpm_read_setup,
+from asm import (element_number, isa, kernel, null, r0, r1, r2, r5, uniform, vpm, vpm_read_setup,
                  vw_addr, vw_setup, vw_wait)
 
 from . import chain
@@ -45,6 +45,7 @@ from .panel_registers import LANE_DELTA, accumulators, registers
 from .panel_uniforms import role_word, staging_words
 
 ROWS = 5        # rows per QPU: 5 x 8 accumulators and 8 park registers
+DELAY = isa.BRANCH_DELAY_SLOTS
 
 
 def check(plan):
@@ -136,25 +137,27 @@ def stagger_kernel(a, plan):
     zero(a, [reg for row in acc for reg in row])
     a.ldi(own["cycles"], cycles(plan) * plan.full_panels)
     lengths = segments(plan)
+    first = retire(a, plan, acc, park, 0)
+    for op in first[:DELAY]:        # (the cycle loop's branch runs these in its delay slots)
+        op()
     a.label("cycle")
-    retire(a, plan, acc, park, 0)
-    for op in lane_step(a, plan, 0):
+    for op in first[DELAY:] + lane_step(a, plan, 0):
         op()
     start_cycle(a, plan)
     for g, length in enumerate(lengths):
         if g:
-            retire(a, plan, acc, park, g)
+            for op in ops:
+                op()
         # the segment: the chunk loop (returns here); a segment one chunk longer than its
         # slots enters past its first slot. The delay slots: the next row's lane step.
-        ops = lane_step(a, plan, g + 1) if g + 1 < ROWS else [lambda: a.ldi(own["delta"], 0)]
-        ops = [lambda: a.ldi(regs["chunks_left"], 1 - 2 * length)] + ops
-        ops_then_branch(a, ops, "slot" if length == vectors else "entry", link=own["link"])
+        steps = lane_step(a, plan, g + 1) if g + 1 < ROWS else [lambda: a.ldi(own["delta"], 0)]
+        steps = [lambda: a.ldi(regs["chunks_left"], 1 - 2 * length)] + steps
+        ops_then_branch(a, steps, "slot" if length == vectors else "entry", link=own["link"])
+        ops = retire(a, plan, acc, park, g + 1) if g + 1 < ROWS else []
         if g == last_row(plan) and g + 1 < ROWS:     # the last cycle ends here
             a.sub(null, own["cycles"], 1, sf=True)
-            a.branch("finish", cond="all_zs")
-            a.nop()
-            a.nop()
-            a.nop()
+            ops_then_branch(a, ops[:DELAY], "finish", cond="all_zs")
+            ops = ops[DELAY:]
     # The shared chunk and the last: one boundary before both; the count says which follows
     # (1: the loop's end, then the shared chunk, which returns here too; 0: the last chunk).
     with a.scope():
@@ -169,10 +172,7 @@ def stagger_kernel(a, plan):
         k_step(a, plan, acc, kind, row, row + 1 == len(kinds))
     a.fadd(acc[-1][-1], acc[-1][-1], r0)
     a.sub(own["cycles"], own["cycles"], 1, sf=True)
-    a.branch("cycle", cond="all_zc")
-    a.nop()
-    a.nop()
-    a.nop()
+    ops_then_branch(a, first[:DELAY], "cycle", cond="all_zc")
     a.branch("done")
     a.nop()
     a.nop()
@@ -212,26 +212,27 @@ def chunk_loop(a, plan, acc, park, masters):
 
 
 def retire(a, plan, acc, park, g):
-    """Row g's sums, activated, into the park registers; the row zeroed; the store slots'
-    address of its pixel from the uniform stream. The last row's last vector waits for the
-    product in r0 (the next k adds it): added here, and r0 zeroed."""
+    """Emitters: row g's sums, activated, into the park registers; the row zeroed; the store
+    slots' address of its pixel from the uniform stream. The last row's last vector waits for
+    the product in r0 (the next k adds it): added here, and r0 zeroed."""
     own = own_registers(plan)
     row = acc[g]
+    ops = []
     if g + 1 == len(acc):
-        a.fadd(row[-1], row[-1], r0)
-        a.ldi(r0, 0)
-    prepare_activation(a, plan.epilogue)
+        ops += [lambda: a.fadd(row[-1], row[-1], r0), lambda: a.ldi(r0, 0)]
+    if plan.epilogue.activation:    # (one instruction: every emitter here is one)
+        ops.append(lambda: prepare_activation(a, plan.epilogue))
     if plan.epilogue.activation == "relu6":
         # relu6's first instruction writes an accumulator: its MUL zeroes the vector it
         # reads (r1 - r1; the reads come before the writes)
         for dst, src in zip(park, row):
-            a.fmin(r1, src, r5).v8subs(src, r1, r1)
-            a.fmax(dst, r1, 0)
+            ops += [lambda src=src: a.fmin(r1, src, r5).v8subs(src, r1, r1),
+                    lambda dst=dst: a.fmax(dst, r1, 0)]
     else:
-        for dst, src in zip(park, row):
-            activate(a, dst, src, plan.epilogue.activation, r5)
-        zero(a, row)
-    a.mov(own["drain"], uniform)
+        ops += [lambda dst=dst, src=src: activate(a, dst, src, plan.epilogue.activation, r5)
+                for dst, src in zip(park, row)]
+        ops += [lambda reg=reg: zero(a, [reg]) for reg in row]
+    return ops + [lambda: a.mov(own["drain"], uniform)]
 
 
 def lane_step(a, plan, g):
@@ -239,11 +240,14 @@ def lane_step(a, plan, g):
     the chunk loop's last chunk adds the same to A's gather address (LANE_DELTA), row 0's
     takes it at the cycle's start."""
     regs, own = registers(plan)[0], own_registers(plan)
-    ops = [lambda: a.mov(r1, uniform), lambda: a.sub(null, element_number, g, sf=True),
-           lambda: a.add(regs["a_row"], regs["a_row"], r1, cond="zs")]
-    if g:
-        ops += [lambda: a.ldi(own["delta"], 0), lambda: a.mov(own["delta"], r1, cond="zs")]
-    return ops
+    if not g:
+        return [lambda: a.mov(r1, uniform), lambda: a.sub(null, element_number, g, sf=True),
+                lambda: a.add(regs["a_row"], regs["a_row"], r1, cond="zs")]
+    # LANE_DELTA: r1 on lane g, 0 elsewhere (zeroed by the MUL next to the flags)
+    return [lambda: a.mov(r1, uniform),
+            lambda: a.sub(null, element_number, g, sf=True).v8subs(own["delta"], r1, r1),
+            lambda: a.add(regs["a_row"], regs["a_row"], r1, cond="zs"),
+            lambda: a.mov(own["delta"], r1, cond="zs")]
 
 
 def start_cycle(a, plan):
