@@ -209,7 +209,7 @@ class ChunkLoop(typing.NamedTuple):
     quiet: bool = False
 
 
-def k_step(a, plan, acc, kind, row, last_row, loop=None):
+def k_step(a, plan, acc, kind, row, last_row, loop=None, handles=None):
     """The k of k-row ``row`` of a chunk: up to 2 bookkeeping instructions, then per row g of A
     the broadcast of A[m0+g, k] and its V multiply-adds. ``kind``: a KStep.
 
@@ -218,7 +218,8 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None):
     chunk before had no next k-row to queue). r3 is the setup of k-row 1 (see boundary), so
     every k-row's setup is r3 plus a small immediate. ``loop``: the chunk loop (a ChunkLoop);
     its counter is stepped in a free ADD slot (count_row) and its branch goes 3 instructions
-    before the end of the last k-row (the delay slots are multiply-adds)."""
+    before the end of the last k-row (the delay slots are multiply-adds). ``handles``: a list
+    that takes the instructions, for ops to be added to their free halves (panel_stagger)."""
     regs = registers(plan)[0]
     rows = len(acc)
     count_here = loop and row == count_row(plan)
@@ -321,4 +322,6 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None):
         if step is None:
             a.branch(loop.label, cond=loop.cond)
         else:
-            step[0]("ldtmu0" if kind.pop and i == pop_at else None)
+            emitted = step[0]("ldtmu0" if kind.pop and i == pop_at else None)
+            if handles is not None:
+                handles.append(emitted)

@@ -14,8 +14,9 @@ row, while the k steps go on: at most one store in flight per QPU, spread over t
 The cycle is the panel kernel's panel (its chunk loop, the chunk that shares the loop's body and
 the last chunk, panel_chunks), with the retirements between runs of the chunk loop: the loop is
 one piece of code, entered with a link register and left through it, whose body starts with a
-store slot (the first park register, then the park registers move down: a conveyor). A segment
-of one chunk more than the parked vectors enters past its first slot. A retiring row's lane
+store slot (the first park register, then the park registers move down: a conveyor, mostly in
+free halves of the k steps). A chunk the segments leave over runs after the last one's slots,
+entered past its slot. A retiring row's lane
 moves in the k-row that asks for its first gather of the new pixel: the chunk loop adds
 LANE_DELTA (that lane's step, else 0) to A's address in its last chunk (the count's flags),
 and a_row, from which every cycle's first gathers start, takes the step too.
@@ -30,7 +31,7 @@ with its cycles.
 
 import functools
 
-from asm import (element_number, isa, kernel, null, r0, r1, r2, r5, uniform, vpm, vpm_read_setup,
+from asm import (AssemblerError, element_number, isa, kernel, null, r0, r1, r2, r5, uniform, vpm, vpm_read_setup,
                  vw_addr, vw_setup, vw_wait)
 
 from . import chain
@@ -70,14 +71,14 @@ def check(plan):
 
 
 def segments(plan):
-    """The chunk loop's chunks of each segment: as many as the parked vectors, or one more (its
-    first chunk without a store slot); the last segment's chunks are followed by the shared
-    chunk and the last one, which have no slot. None if the loop's chunks do not split so."""
+    """The chunk loop's chunks of each segment, as many as the parked vectors, and 0 or 1 more
+    at the end of the last, entered past its store slot (its conveyor's moves only move the
+    last vector down again); the shared chunk and the last one follow, which have no slot.
+    None if the loop's chunks do not split so."""
     steady, vectors = steady_chunks(plan), plan.panel_vectors
-    if plan.chunk_period != 1 or not vectors * ROWS <= steady <= (vectors + 1) * ROWS:
+    if plan.chunk_period != 1 or not vectors * ROWS <= steady <= vectors * ROWS + 1:
         return None
-    longer = steady - vectors * ROWS
-    return [vectors + (g < longer) for g in range(ROWS)]
+    return [vectors] * (ROWS - 1) + [steady - vectors * (ROWS - 1)]
 
 
 def park_registers(plan):
@@ -102,12 +103,23 @@ def own_registers(plan):
 
 @functools.lru_cache(maxsize=16)
 def program_for(plan):
-    """The assembled program of a staggered plan; assembled once per plan."""
-    return stagger_kernel.assemble(plan)
+    """The assembled program of a staggered plan; assembled once per plan. The conveyor's
+    first moves are instructions of their own, as few as leave the rest to free halves of the
+    k steps (``chunk_loop``)."""
+    for own_moves in range(plan.panel_vectors):
+        try:
+            return stagger_kernel.assemble(plan, own_moves)
+        except _ConveyorLeft:
+            continue
+    raise AssertionError("the conveyor's moves, all of their own, always fit")
+
+
+class _ConveyorLeft(Exception):
+    """The k steps' free halves did not take the conveyor's remaining moves."""
 
 
 @kernel
-def stagger_kernel(a, plan):
+def stagger_kernel(a, plan, own_moves):
     """The program (see the module docstring); ``sgemm_panel.panel_kernel``'s start."""
     regs = registers(plan)[0]
     own = own_registers(plan)
@@ -148,11 +160,14 @@ def stagger_kernel(a, plan):
         if g:
             for op in ops:
                 op()
-        # the segment: the chunk loop (returns here); a segment one chunk longer than its
-        # slots enters past its first slot. The delay slots: the next row's lane step.
+        # the segment: the chunk loop (returns here). The delay slots: the next row's lane
+        # step.
         steps = lane_step(a, plan, g + 1) if g + 1 < ROWS else [lambda: a.ldi(own["delta"], 0)]
-        steps = [lambda: a.ldi(regs["chunks_left"], 1 - 2 * length)] + steps
-        ops_then_branch(a, steps, "slot" if length == vectors else "entry", link=own["link"])
+        steps = [lambda: a.ldi(regs["chunks_left"], 1 - 2 * vectors)] + steps
+        ops_then_branch(a, steps, "slot", link=own["link"])
+        if length > vectors:        # the chunk past the last segment's slots
+            ops_then_branch(a, [lambda: a.ldi(regs["chunks_left"], -1)], "entry",
+                            link=own["link"])
         ops = retire(a, plan, acc, park, g + 1) if g + 1 < ROWS else []
         if g == last_row(plan) and g + 1 < ROWS:     # the last cycle ends here
             a.sub(null, own["cycles"], 1, sf=True)
@@ -177,7 +192,7 @@ def stagger_kernel(a, plan):
     a.nop()
     a.nop()
     a.nop()
-    chunk_loop(a, plan, acc, park, masters)
+    chunk_loop(a, plan, acc, park, masters, own_moves)
     for emit in masters:
         emit()
     a.label("finish")               # (after a loop chunk: its last request of A is out)
@@ -188,27 +203,51 @@ def stagger_kernel(a, plan):
     chain.end(a)
 
 
-def chunk_loop(a, plan, acc, park, masters):
-    """The chunk loop: a store slot, the boundary, the k steps; left through the link."""
+def chunk_loop(a, plan, acc, park, masters, own_moves):
+    """The chunk loop: a store slot, the boundary, the k steps; left through the link. The
+    conveyor's moves (park[i] = park[i + 1], in that order: each reads its source before the
+    next move overwrites it): the first ``own_moves`` after the slot (two per instruction where
+    the files allow), the others in free halves of the k steps' instructions (raises
+    _ConveyorLeft if they do not all fit). A chunk entered past the slot makes the last moves
+    only: the extra chunk of the last segment, when every register holds the last vector."""
     regs, own = registers(plan)[0], own_registers(plan)
+    moves = [(park[i], park[i + 1]) for i in range(len(park) - 1)]
     a.label("slot")
     a.read(vw_wait)
     a.mov(vw_setup, regs["stage_w"])
     a.mov(vpm, park[0])
     a.add(own["drain"], own["drain"], own["step"]).mov(vw_addr, own["drain"])
-    for move in paired_moves(a, [(park[i], park[i + 1]) for i in range(len(park) - 1)]):
+    for move in paired_moves(a, moves[:own_moves]):
         move()
+    moves = moves[own_moves:]
     a.label("entry")
     boundary(a, plan, plan.variants[0], masters, True)
     a.label("body")
     loop = ChunkLoop("slot", "all_ns", -2)
     body = steady_kinds(plan)
+    handles = []
     for row in range(plan.chunk_rows):
-        k_step(a, plan, acc, body[row], row, row + 1 == plan.chunk_rows, loop=loop)
+        k_step(a, plan, acc, body[row], row, row + 1 == plan.chunk_rows, loop=loop,
+               handles=handles)
+    for handle in handles:
+        if moves and handle is not None and _added(handle, *moves[0]):
+            moves.pop(0)
+    if moves:
+        raise _ConveyorLeft()
     a.branch(0, absolute=True, reg=own["link"])
     a.nop()
     a.nop()
     a.nop()
+
+
+def _added(handle, dst, src):
+    """Whether ``mov dst, src`` fits the instruction's free half (an op that does not fit
+    leaves it as it was)."""
+    try:
+        handle.mov(dst, src)
+    except AssemblerError:
+        return False
+    return True
 
 
 def retire(a, plan, acc, park, g):

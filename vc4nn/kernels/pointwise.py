@@ -329,7 +329,7 @@ class PointwisePlan:
         default where it runs (the transposed route, float32 x, y and weights, a bias, no
         residual, 12 QPUs for 8-vector panels, K + 1 in chunks that make 5 segments: Cin =
         128) and N is one panel. Measured (pi_zero, 12 QPUs, full layers, channel-major x,
-        ms): 56x56x128->128 6.678 -> 5.781 (53% -> 62% of peak); not 28x28x128->256 (two
+        ms): 56x56x128->128 6.678 -> 5.614 (53% -> 64% of peak); not 28x28x128->256 (two
         panels, each with its warm-up and last cycle): 3.360 -> 3.761."""
         return self.panel.stagger
 
