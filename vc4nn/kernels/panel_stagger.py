@@ -16,23 +16,22 @@ the last chunk, panel_chunks), with the retirements between runs of the chunk lo
 one piece of code, entered with a link register and left through it, whose body starts with a
 store slot (the first park register, then the park registers move down: a conveyor, mostly in
 free halves of the k steps). A chunk the segments leave over runs after the last one's slots,
-entered past its slot. A retiring row's lane
-moves in the k-row that asks for its first gather of the new pixel: the chunk loop adds
-LANE_DELTA (that lane's step, else 0) to A's address in its last chunk (the count's flags),
-and a_row, from which every cycle's first gathers start, takes the step too.
+entered past its slot. A retiring row's lane moves in the k-row that asks for its first gather
+of the new pixel: the chunk loop adds LANE_DELTA (that lane's step, else 0) to A's address in
+its last chunk (the count's flags), and a_row, from which every cycle's first gathers start,
+takes the step too.
 
-Pixels: block c of ROWS x QPUs pixels, QPU q's rows its pixels c x ROWS x QPUs + q x ROWS + g
-(neighbouring QPUs gather from the same lines of x at once, as in the panel kernel's passes); a
-row past the pixels repeats its QPU's last one (the same value stored again by the same QPU).
-The first cycle (warm-up) retires partial sums, stored at the QPU's first pixel before its real
-values; one cycle more than the blocks retires the last. Panels of B one after another, each
-with its cycles.
+Pixels: blocks of ROWS x QPUs, row g of every QPU QPUs consecutive pixels (``pixel_indices``);
+a row past the pixels repeats its QPU's last one (its value stored again by the same QPU). The
+first cycle (warm-up) retires partial sums, stored at the QPU's first pixel before its real
+values; one cycle more than the blocks retires the last, and ends after the segment of the last
+row with a pixel (``last_row``). Panels of B one after another, each with its cycles.
 """
 
 import functools
 
-from asm import (AssemblerError, element_number, isa, kernel, null, r0, r1, r2, r5, uniform, vpm, vpm_read_setup,
-                 vw_addr, vw_setup, vw_wait)
+from asm import (AssemblerError, element_number, isa, kernel, null, r0, r1, r2, r5, uniform, vpm,
+                 vpm_read_setup, vw_addr, vw_setup, vw_wait)
 
 from . import chain
 from .common import LANES, WORD, ceil_div, lane_addresses, ops_then_branch, paired_moves, zero
