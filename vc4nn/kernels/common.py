@@ -67,13 +67,14 @@ def zero(a, regs):
         a.ldi(pair if len(pair) > 1 else pair[0], 0)
 
 
-def ops_then_branch(a, ops, target, cond="always"):
-    """Emit ``ops`` and a branch to ``target``, the last ops filling the delay slots."""
+def ops_then_branch(a, ops, target, cond="always", link=None):
+    """Emit ``ops`` and a branch to ``target`` (``link``: the register taking the return
+    address), the last ops filling the delay slots."""
     slots = isa.BRANCH_DELAY_SLOTS
     before = max(0, len(ops) - slots)
     for op in ops[:before]:
         op()
-    a.branch(target, cond=cond)
+    a.branch(target, cond=cond, link=link)
     for op in ops[before:]:
         op()
     for _ in range(slots - (len(ops) - before)):

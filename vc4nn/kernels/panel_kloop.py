@@ -13,7 +13,7 @@ from .common import LANES, ceil_div
 from .panel_act_halves import copy_steps
 from .panel_gather_b import pop_steps, stepped
 from .panel_plan import MAX_ROWS, TMU_REQUESTS
-from .panel_registers import registers, stepped_loads
+from .panel_registers import LANE_DELTA, registers, stepped_loads
 from .panel_spread import next_row_setup, read_setup
 
 
@@ -66,6 +66,7 @@ class KStep(typing.NamedTuple):
     request: typing.Optional[str]
     pop: bool
     flip: bool = False
+    ones: bool = False      # (stagger) the bias row: A is 1, no gather
 
 
 def gather_kind(plan, gather):
@@ -78,14 +79,15 @@ def k_kinds(plan, ahead=None):
     """The KStep of every k of a panel, in the order the panel runs them (``ahead``: with that
     many gathers ahead instead of gathers_ahead's)."""
     width, ahead = plan.gather_k, ahead or gathers_ahead(plan)
-    gathers = ceil_div(plan.k, width)
+    k_a = plan.k - plan.stagger         # (stagger: the last k-row is the bias, A = 1)
+    gathers = ceil_div(k_a, width)
     out = []
-    for k in range(plan.k):
+    for k in range(k_a):
         gather, half = divmod(k, width)
         request = gather_kind(plan, gather + ahead) if half == 0 and gather + ahead < gathers else None
-        out.append(KStep(half, request, half == width - 1 and k + 1 < plan.k,
+        out.append(KStep(half, request, half == width - 1 and k + 1 < k_a,
                          flip(plan, r2_gather(plan, gather, ahead) - gather)))
-    return out
+    return out + [KStep(0, None, False, ones=True)] * (plan.k - k_a)
 
 
 def r2_gather(plan, gather, ahead=None):
@@ -207,7 +209,7 @@ class ChunkLoop(typing.NamedTuple):
     quiet: bool = False
 
 
-def k_step(a, plan, acc, kind, row, last_row, loop=None):
+def k_step(a, plan, acc, kind, row, last_row, loop=None, handles=None):
     """The k of k-row ``row`` of a chunk: up to 2 bookkeeping instructions, then per row g of A
     the broadcast of A[m0+g, k] and its V multiply-adds. ``kind``: a KStep.
 
@@ -216,7 +218,8 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None):
     chunk before had no next k-row to queue). r3 is the setup of k-row 1 (see boundary), so
     every k-row's setup is r3 plus a small immediate. ``loop``: the chunk loop (a ChunkLoop);
     its counter is stepped in a free ADD slot (count_row) and its branch goes 3 instructions
-    before the end of the last k-row (the delay slots are multiply-adds)."""
+    before the end of the last k-row (the delay slots are multiply-adds). ``handles``: a list
+    that takes the instructions, for ops to be added to their free halves (panel_stagger)."""
     regs = registers(plan)[0]
     rows = len(acc)
     count_here = loop and row == count_row(plan)
@@ -239,6 +242,8 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None):
             ins = a.add(vr_setup, r3, -plan.row_base, sig=sig)
         elif count_here:
             ins = count(sig)
+        elif kind.ones:
+            return a.mov(r1, 1.0)
         else:
             return a.mov(r1, r4, sig=sig)
         return ins.mov(r1, r4) if kind.half == 0 else ins   # r1: rotations read it (§5.12)
@@ -251,8 +256,11 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None):
                            (count, True) if count_here else None)
     elif row == 0 or count_here:
         steps.append((first, True))
+        if count_here and plan.stagger:     # a retiring row's lane moves on (panel_stagger)
+            steps.append((lambda sig: a.add(r2, r2, regs[LANE_DELTA], cond="nc", sig=sig),
+                          False))
     elif kind.half == 0:
-        steps.append((first, False))
+        steps.append((first, kind.ones))
     if kind.request and not plan.a_halves:
         cond = "zc" if loop and loop.quiet and row >= count_row(plan) else "always"
         steps.append((lambda sig: request_a(a, plan, kind.request, sig, cond=cond), False))
@@ -314,4 +322,6 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None):
         if step is None:
             a.branch(loop.label, cond=loop.cond)
         else:
-            step[0]("ldtmu0" if kind.pop and i == pop_at else None)
+            emitted = step[0]("ldtmu0" if kind.pop and i == pop_at else None)
+            if handles is not None:
+                handles.append(emitted)

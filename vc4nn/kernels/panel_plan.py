@@ -104,6 +104,11 @@ class PanelPlan:
     # panel's end and stored during the next pass's chunks (vc4nn/kernels/panel_park.py), so
     # that part of the store burst overlaps the k steps. 0: off (the default).
     park_rows: int = 0
+    # Staggered retirement (vc4nn/kernels/panel_stagger.py): the k-rows run as a cycle whose
+    # last k-row is the bias (A = 1 there), each row of a QPU's block retiring at another
+    # chunk of it and stored one vector per chunk while the others compute. ``k`` then counts
+    # the bias row. Off by default.
+    stagger: bool = False
 
     def __post_init__(self):
         if not 1 <= self.max_rows <= MAX_ROWS:
@@ -128,6 +133,11 @@ class PanelPlan:
             raise ValueError("spread_leaves: it needs spread_rows")
         if self.park_rows:
             self._check_park()
+        if self.stagger:
+            from .panel_stagger import check     # (it imports this module)
+            why = check(self)
+            if why:
+                raise ValueError(f"stagger: {why}")
         if self.pair_gathers and (not self.b_gather or self.a_halves):
             raise ValueError("pair_gathers: it needs gathered B and float32 A (the chunk "
                              "boundary of the DMA path and fp16 A's copies use r1)")

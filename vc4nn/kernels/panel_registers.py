@@ -20,6 +20,10 @@ from asm import ra, rb
 # ---------------------------------------------------------------------------------------------
 # role is tested with a small immediate and toggle is xored with the B-side buffer: both on
 # regfile A too.
+# A staggered plan (panel_stagger) uses no pass, panel or store count, nor c_panel: its own
+# registers take theirs (name -> the bookkeeping register it takes). LANE_DELTA is added to
+# A's gather address in the chunk loop (panel_kloop.k_step).
+LANE_DELTA = "c_panel"
 A_SIDE_BOOKKEEPING = ("buffer", "chunks_left", "panels_left", "passes_left", "a_row", "store",
                       "role")
 

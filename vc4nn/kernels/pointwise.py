@@ -28,7 +28,7 @@ import collections
 
 from .. import hardware
 from ..errors import DeviceError
-from . import panel_park, sgemm_panel, transpose
+from . import panel_park, panel_stagger, sgemm_panel, transpose
 from .panel_kloop import shared_chunk, steady_chunks
 from .common import LAYOUTS, MAX_VDW_STRIDE, WORD
 from .epilogue import Epilogue
@@ -85,6 +85,7 @@ class PointwisePlan:
     pair_gathers: typing.Optional[bool] = None
     park_rows: typing.Optional[int] = None
     chunk_depth: typing.Optional[int] = None
+    stagger: typing.Optional[bool] = None
 
     def __post_init__(self):
         for name in ("x_storage", "y_storage", "r_storage", "w_storage"):
@@ -111,6 +112,12 @@ class PointwisePlan:
 
     def _panel(self, trans_a, max_rows=sgemm_panel.MAX_ROWS, vectors=None):
         vectors = vectors or self.vectors
+        if self.stagger is not False and trans_a:
+            staggered = self._staggered(vectors)
+            if staggered is not None:
+                return staggered
+        elif self.stagger:
+            raise ValueError("stagger: it needs the transposed route")
         deepest = sgemm_panel.deepest_chunk(vectors, self.num_qpus)
 
         def plan(depth, gather):
@@ -157,6 +164,27 @@ class PointwisePlan:
             return dataclasses.replace(panel, spread_leaves=True)
         except ValueError:
             return panel
+
+    def _staggered(self, vectors):
+        """The staggered panel plan (``staggers``): the weights' K k-rows and the bias's, 5
+        pixels per QPU retiring at different chunks (vc4nn/kernels/panel_stagger.py), or None
+        where it cannot run (unless forced: ``stagger``=True raises why) or, by default, where
+        it does not pay: more than one panel (each panel's cycles have a warm-up and a last
+        cycle of their own)."""
+        if self.stagger is None and self.cout > vectors * sgemm_panel.LANES:
+            return None
+        try:
+            return sgemm_panel.PanelPlan(
+                self.pixels, self.cout, self.cin + 1, True, self.num_qpus, True, True,
+                self.epilogue, max_rows=panel_stagger.ROWS, panel_vectors=vectors,
+                chunk_depth=self.chunk_depth or sgemm_panel.deepest_chunk(vectors,
+                                                                         self.num_qpus),
+                b_halves=self.w_storage == "fp16", a_halves=self.x_storage == "fp16",
+                c_halves=self.y_storage == "fp16", b_gather=True, stagger=True)
+        except ValueError:
+            if self.stagger:
+                raise
+            return None
 
     def _gathered(self, plan, vectors, forced):
         """The panel with gathered weights in the deepest chunk whose rows the QPUs can gather
@@ -293,6 +321,17 @@ class PointwisePlan:
         (``park_rows``, vc4nn/kernels/panel_park.py); by default ``parking_default`` (pw1: 4 of
         8 rows, pw2: 2 of 4)."""
         return self.panel.park_rows
+
+    @property
+    def staggers(self):
+        """Whether the rows retire at staggered points of a cyclic k stream, stored one vector
+        per chunk while the others compute (``stagger``, vc4nn/kernels/panel_stagger.py). By
+        default where it runs (the transposed route, float32 x, y and weights, a bias, no
+        residual, 12 QPUs for 8-vector panels, K + 1 in chunks that make 5 segments: Cin =
+        128) and N is one panel. Measured (pi_zero, 12 QPUs, full layers, channel-major x,
+        ms): 56x56x128->128 6.678 -> 5.614 (53% -> 64% of peak); not 28x28x128->256 (two
+        panels, each with its warm-up and last cycle): 3.360 -> 3.761."""
+        return self.panel.stagger
 
     @property
     def pairs(self):
@@ -468,6 +507,8 @@ def lines_per_set(panel, qpus=1):
 def programs_for(plan):
     """(transpose program or None, panel program) of a plan, assembled once per plan."""
     first = transpose.program_for(plan.transpose) if plan.transpose else None
+    if plan.panel.stagger:
+        return first, panel_stagger.program_for(plan.panel)
     return first, sgemm_panel.program_for(plan.panel)
 
 
@@ -482,7 +523,10 @@ def launches(plan, x, w, y, bias=None, residual=None, workspace=None):
     if first is not None:
         out.append((first, plan.transpose.qpus, plan.transpose.uniform_streams(x, workspace)))
         a = workspace
-    streams = sgemm_panel.uniform_streams(plan.panel, (a, w, y), 1.0, 0.0, bias=bias,
-                                          residual=residual)
+    if plan.panel.stagger:
+        streams = panel_stagger.uniform_streams(plan.panel, (a, w, y), bias)
+    else:
+        streams = sgemm_panel.uniform_streams(plan.panel, (a, w, y), 1.0, 0.0, bias=bias,
+                                              residual=residual)
     out.append((main, plan.num_qpus, streams))
     return out

@@ -55,7 +55,7 @@ def resolved_tiling(plan):
                 "gather_weights": plan.gathers, "balance_passes": plan.balance_passes,
                 "spread_rows": plan.spreads, "spread_leaves": plan.spreads_on_leaves,
                 "pair_gathers": plan.pairs, "park_rows": plan.parks,
-                "chunk_depth": plan.depth}
+                "chunk_depth": plan.depth, "stagger": plan.staggers}
     if isinstance(plan, conv2d_kernel.Conv2dPlan):
         if plan.lanes == "channels":
             return {"lanes": "channels"}

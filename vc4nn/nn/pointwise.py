@@ -87,14 +87,14 @@ def pointwise(x, w, bias=None, activation=None, residual=None, out=None, device=
 
     tiling: {"transpose_input": bool, "max_rows": 1..8, "panel_vectors": 1..16,
     "gather_weights": bool, "balance_passes": bool, "spread_rows": bool, "spread_leaves": bool,
-    "pair_gathers": bool, "park_rows": int, "chunk_depth": int} forces the route, the panel
-    width, how the weights reach the VPM, whether the last pass takes fewer pixels, whether the
-    pixels left over are spread one vector per QPU, whether only the QPUs without barrier work
-    take them, whether x is gathered two k at a time across chunks, how many rows of a pass
-    are stored during the next and how many k-rows of weights a chunk holds (PointwisePlan);
-    None
-    takes the tuned plan of this shape from `vc4nn tune`'s cache (vc4nn/nn/tuned_plans.py),
-    else the default."""
+    "pair_gathers": bool, "park_rows": int, "chunk_depth": int, "stagger": bool} forces the
+    route, the panel width, how the weights reach the VPM, whether the last pass takes fewer
+    pixels, whether the pixels left over are spread one vector per QPU, whether only the QPUs
+    without barrier work take them, whether x is gathered two k at a time across chunks, how
+    many rows of a pass are stored during the next, how many k-rows of weights a chunk holds
+    and whether the pixels retire at staggered points of a cyclic k stream (PointwisePlan);
+    None takes the tuned plan of this shape from `vc4nn tune`'s cache
+    (vc4nn/nn/tuned_plans.py), else the default."""
     prepared = w if isinstance(w, PreparedPointwise) else None
     device = pick_device(device if device is not None or prepared is None else prepared.device,
                          x, w, bias, residual, out)

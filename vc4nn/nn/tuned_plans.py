@@ -137,7 +137,7 @@ def _load(path):
 TILING_FIELDS = {
     "PointwisePlan": ("transpose_input", "max_rows", "panel_vectors", "gather_weights",
                       "balance_passes", "spread_rows", "spread_leaves", "pair_gathers",
-                      "park_rows", "chunk_depth"),
+                      "park_rows", "chunk_depth", "stagger"),
     "WindowPlan": ("tile_cols", "tile_rows", "in_chunk", "out_chunk", "buffers", "store_buffers",
                    "max_qpus", "rolled", "by_variant", "channel_pairs", "split_accumulators",
                    "half_row_buffers"),

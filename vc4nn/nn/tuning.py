@@ -10,8 +10,9 @@ What is searched (the generators' tiling fields):
     pass of the same rows (``balance_passes``), without the leftover pixels spread one
     vector per QPU (``spread_rows``), with those pieces on every QPU instead of the
     leaves only (``spread_leaves``), with A gathered one k at a time (``pair_gathers``),
-    without rows parked for the next pass (``park_rows``) and with other chunk depths
-    (``chunk_depth``: PointwisePlan.depths);
+    without rows parked for the next pass (``park_rows``), with other chunk depths
+    (``chunk_depth``: PointwisePlan.depths) and with or without staggered retirement
+    (``stagger``);
   depthwise: tile width (``tile_cols``, up to what the accumulator registers hold) and tile
     height (``tile_rows``: from one tile per QPU to six), with the VPM chunks that fit each;
     every candidate also with the other loop shape (``rolled``: one output row per iteration,
@@ -91,7 +92,7 @@ def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hw
         wanted += [{"panel_vectors": vectors} for vectors in PANEL_WIDTHS]
         wanted += [dict(tiling, gather_weights=False) for tiling in wanted]
         wanted += [{"balance_passes": False}, {"spread_rows": False}, {"spread_leaves": False},
-                   {"pair_gathers": False}, {"park_rows": 0}]
+                   {"pair_gathers": False}, {"park_rows": 0}, {"stagger": not default.staggers}]
         wanted += [{"chunk_depth": depth} for depth in default.depths()]
     elif layer.kind == "depthwise":
         wanted = depthwise_tilings(default, num_qpus)
