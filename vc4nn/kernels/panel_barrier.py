@@ -50,7 +50,7 @@ def skip_unless(a, cond):
     a.nop()
 
 
-def boundary(a, plan, variant, masters, stepped=True, leaves=False):
+def boundary(a, plan, variant, masters, stepped=True, leaves=False, leaves_behind=False):
     """Before each chunk: finish my load of it (fp16 B: and widen it in the master's or the
     relay's code, panel_halves), meet the others, start my load of the next (b_gather: ask for
     my rows of the next, panel_gather_b; ``stepped`` says how).
@@ -78,7 +78,8 @@ def boundary(a, plan, variant, masters, stepped=True, leaves=False):
     Leaves fall through; the master and the relays branch to their code, placed after the end
     of the program (``masters``). Flat arrival, with the master acquiring one DONE per QPU and
     releasing one GO per QPU, measured 15.00 GFLOPS on the quick AlexNet shape, this 15.22.
-    ``leaves``: code that only leaves run (``leaf_boundary``).
+    ``leaves``: code that only leaves run (``leaf_boundary``); ``leaves_behind``: see
+    ``coordinators``.
     """
     regs = registers(plan)[0]
     if leaves:
@@ -87,6 +88,8 @@ def boundary(a, plan, variant, masters, stepped=True, leaves=False):
     # b_gather: my requests for the next chunk's rows of B fill the branches' free delay slots;
     # the master and the relays do the rest first thing in their code.
     ops = request_ops(a, plan, stepped) if plan.b_gather else []
+    if arrive_by_done(plan):
+        return gathered_boundary(a, plan, masters, ops, leaves_behind)
     with a.scope():
         a.mov(null, regs["role"], sf=True)              # N: master; Z: a leaf; else a relay
         a.branch(f"master{number}", cond="all_ns")
@@ -113,6 +116,73 @@ def boundary(a, plan, variant, masters, stepped=True, leaves=False):
         masters.append(functools.partial(relay, a, plan, variant, number, back, rest, stepped))
 
 
+def arrive_by_done(plan):
+    """Whether a relay arrives by its DONE alone (gathered B with relays: gathered_boundary)
+    rather than by an ARRIVED token too."""
+    return bool(plan.b_gather and relays(plan))
+
+
+def gathered_boundary(a, plan, masters, ops, leaves_behind=False):
+    """``boundary`` with gathered B (a relay has no load to wait for) and relays: one branch
+    takes the master and the relays to their code (``coordinators``), where the relays' path
+    was two (the master's, then the relays'), and a relay releases no ARRIVED token of its own
+    (its DONE says it arrived): its DONE comes 3 instructions after the chunk's last
+    multiply-add sooner, and the master's, the relays' and the leaves' chain of tokens is what
+    every chunk waits for (the QPUs' semaphore stalls). ``ops``: my requests of B's rows;
+    ``leaves_behind``: see ``coordinators``."""
+    regs = registers(plan)[0]
+    number = len(masters)
+    with a.scope():
+        a.mov(null, regs["role"], sf=True)              # N: master; Z: a leaf; else a relay
+        a.branch(f"coordinator{number}", cond="all_zc")
+        a.xor(regs["buffer"], regs["buffer"], regs["toggle"])   # delay slots: the next buffer
+        (ops[0] if ops else a.nop)()
+        a.add(r3, regs["buffer"], plan.row_base)                     # and r3 for the k steps
+        for op in ops[1:]:
+            op()
+        a.sema_release(SEMA_ARRIVED)
+        a.sema_acquire(SEMA_GO)                         # leaves
+        back = a.label("back")
+    masters.append(functools.partial(coordinators, a, plan, number, back, ops[1:],
+                                     leaves_behind))
+
+
+def coordinators(a, plan, number, back, first=(), leaves_behind=False):
+    """The master's and the relays' part of a gathered_boundary, after the ops ``first``: the
+    ARRIVED tokens both take in the delay slots of the branch that parts them, then each its
+    own (``relay`` and ``master`` say why nothing stalls between a relay's DONE, RELAY and
+    GO).
+
+    ``leaves_behind`` (the leaves' pass has pieces, the others' not: they wait for the
+    leaves' ARRIVED): a slot left over there releases the relays' DONE right after their
+    last ARRIVED, one instruction sooner on the leaves' path to their GO, and the master,
+    who runs it too, takes its own DONE back, one more on its path. Where the master's path
+    is every chunk's (the passes in which all QPUs compute the same rows) that costs more
+    than it gains (cycle-model ESTIMATES, pi_zero, full layers, fp16, ms, the slot's DONE in
+    every pass against a nop: 14x14x512->512 5.321 -> 5.330, 56x56x128->128 6.079 -> 6.102;
+    7x7x1024->1024, whose only pass has pieces, 5.508 -> 5.472)."""
+    arrived, go = relay_counts(plan)
+    own_arrived, own_go = master_counts(plan)
+    count = len(relays(plan))
+    shared = min(arrived, isa.BRANCH_DELAY_SLOTS)
+    done_early = leaves_behind and shared == arrived < isa.BRANCH_DELAY_SLOTS
+    a.label(f"coordinator{number}")
+    for op in first:
+        op()
+    ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * shared
+                    + [lambda: a.sema_release(SEMA_DONE)] * done_early, f"master{number}",
+                    cond="all_ns")
+    ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * (arrived - shared)
+                    + [lambda: a.sema_release(SEMA_DONE)] * (not done_early)
+                    + [lambda: a.sema_acquire(SEMA_RELAY)]
+                    + [lambda: a.sema_release(SEMA_GO)] * go, back)
+    a.label(f"master{number}")
+    ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * (own_arrived - shared)
+                    + [lambda: a.sema_acquire(SEMA_DONE)] * (count + done_early)
+                    + [lambda: a.sema_release(SEMA_RELAY)] * count
+                    + [lambda: a.sema_release(SEMA_GO)] * own_go, back)
+
+
 def leaf_boundary(a, plan, stepped):
     """``boundary`` in code only leaves run (PanelPlan.spread_leaves): no branch to the master's
     or a relay's part, and no load of B (b_gather)."""
@@ -132,19 +202,23 @@ def relays(plan):
 
 def relay_counts(plan):
     """(ARRIVED tokens each relay acquires, GO tokens each relay releases): the same for every
-    relay, since they run the same code; the master does the rest (``master_counts``)."""
+    relay, since they run the same code; the master does the rest (``master_counts``). The
+    ARRIVED tokens are every QPU's but the master's, or (arrive_by_done) the leaves': then the
+    master takes as many as a relay, or more."""
     count = len(relays(plan))
     if not count:
         return 0, 0
-    others = plan.qpus - 1
-    return others // count, (others - count) // count
+    others, leaves = plan.qpus - 1, plan.qpus - 1 - count
+    return (leaves // (count + 1) if arrive_by_done(plan) else others // count), leaves // count
 
 
 def master_counts(plan):
     """(ARRIVED tokens, GO tokens) the master acquires / releases itself."""
     arrived, go = relay_counts(plan)
     count = len(relays(plan))
-    return plan.qpus - 1 - arrived * count, plan.qpus - 1 - count - go * count
+    leaves = plan.qpus - 1 - count
+    tokens = leaves if arrive_by_done(plan) else plan.qpus - 1
+    return tokens - arrived * count, leaves - go * count
 
 
 def load_ops(a, plan):
