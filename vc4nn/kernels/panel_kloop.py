@@ -10,7 +10,7 @@ import typing
 from asm import isa, r0, r1, r2, r3, r4, r5, r5rep, tmu0_s, vpm, vr_setup
 
 from .common import LANES, ceil_div
-from .panel_act_halves import copy_steps
+from .panel_act_halves import copy_steps, deferred_step
 from .panel_gather_b import pop_steps, stepped
 from .panel_plan import MAX_ROWS, TMU_REQUESTS
 from .panel_registers import registers, stepped_loads
@@ -60,12 +60,15 @@ class KStep(typing.NamedTuple):
     "single" for a last gather with one k (odd K), whose upper lanes then repeat the lower ones
     instead of reading past A. ``pop``: on the last k of a gather, wait for the next gather into r4.
     ``flip``: (fp16 A) on the first k of a gather, bit 1 of r2 differs from that of the
-    gather's own address (panel_act_halves)."""
+    gather's own address (panel_act_halves); ``flagged``: (fp16 A, one-k gathers) the copy
+    keeps the flags its chunk's first k set from r2 (reuses_flags), and ``flip`` says whether
+    bit 1 of r2 there differs from that of this gather's address."""
 
     half: int
     request: typing.Optional[str]
     pop: bool
     flip: bool = False
+    flagged: bool = False
 
 
 def gather_kind(plan, gather):
@@ -83,9 +86,21 @@ def k_kinds(plan, ahead=None):
     for k in range(plan.k):
         gather, half = divmod(k, width)
         request = gather_kind(plan, gather + ahead) if half == 0 and gather + ahead < gathers else None
+        flagged = reuses_flags(plan) and k % plan.chunk_rows != 0
+        flags_at = gather - k % plan.chunk_rows if flagged else gather    # (one-k gathers)
         out.append(KStep(half, request, half == width - 1 and k + 1 < plan.k,
-                         flip(plan, r2_gather(plan, gather, ahead) - gather)))
+                         flip(plan, r2_gather(plan, flags_at, ahead) - gather), flagged))
     return out
+
+
+def reuses_flags(plan):
+    """Whether the copies of fp16 A but a chunk's first keep the flags that one set (KStep
+    flagged): with one gather per k, where nothing between a chunk's copies sets flags (the
+    chunk loop's count comes with its last copy, whose condition reads the flags before it).
+    A k-row's copy is then 2 instructions instead of 3: the request and r2's step take the
+    moves' ADD slots (the last k-row's step, whose slot the count takes, goes to the free ADD
+    slot of its last group: k_step)."""
+    return plan.a_halves and plan.gather_k == 1
 
 
 def r2_gather(plan, gather, ahead=None):
@@ -107,11 +122,14 @@ def flip(plan, steps):
 def steady_kinds(plan, ahead=None):
     """The KSteps of the chunks in the middle of a panel: the chunk loop's body, chunk_period
     chunks."""
-    width = plan.gather_k
-    flipped = flip(plan, ahead or gathers_ahead(plan))
-    return [KStep(row % width, "full" if row % width == 0 else None, row % width == width - 1,
-                  flipped)
-            for row in range(plan.chunk_rows * plan.chunk_period)]
+    width, ahead = plan.gather_k, ahead or gathers_ahead(plan)
+    out = []
+    for row in range(plan.chunk_rows * plan.chunk_period):
+        flagged = reuses_flags(plan) and row % plan.chunk_rows != 0
+        steps = ahead - row % plan.chunk_rows if flagged else ahead
+        out.append(KStep(row % width, "full" if row % width == 0 else None,
+                         row % width == width - 1, flip(plan, steps), flagged))
+    return out
 
 
 def steady_chunks(plan, ahead=None):
@@ -245,10 +263,13 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None):
 
     # Each step: (emit(sig), True if it uses a small immediate, which excludes a signal).
     steps = []
+    deferred = False
     if plan.a_halves:       # the copy, the request, group 0's reads and the count in 3 steps
         reads = (lambda sig: a.add(vr_setup, r3, -plan.row_base, sig=sig), True)
-        steps = copy_steps(a, plan, kind, reads if row == 0 else None,
-                           (count, True) if count_here else None)
+        first_reads, counts = reads if row == 0 else None, (count, True) if count_here else None
+        steps = copy_steps(a, plan, kind, first_reads, counts)
+        deferred = deferred_step(plan, kind, [step for step in (first_reads, counts) if step])
+        assert not deferred or last_row, "r2's step deferred past its k-row"
     elif row == 0 or count_here:
         steps.append((first, True))
     elif kind.half == 0:
@@ -283,6 +304,9 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None):
                 steps.append(setup(row, acc.piece and g + 2 == rows))
             elif j == 0 and not last_row:   # last group: queue the next k-row's group 0
                 steps.append(setup(row + 1))
+            elif j == 0 and deferred:       # (flagged_copy_steps) r2's step, after its request
+                steps.append((lambda sig: a.add(r2, r2, regs["a_step"], sig=sig)
+                              .fmul(r0, r5, vpm), False))
             elif j == 0:
                 steps.append((lambda sig: a.fmul(r0, r5, vpm, sig=sig), False))
             else:
