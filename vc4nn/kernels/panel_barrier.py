@@ -5,9 +5,9 @@ import functools
 from asm import isa, null, r1, r3, r5, r5rep, uniform, vr_addr, vr_setup, vr_wait, vw_setup
 
 from .common import ops_then_branch
-from .panel_gather_b import request_ops
+from .panel_gather_b import arrive_by_done, request_ops
 from .panel_halves import widen
-from .panel_plan import ROLE_LOADER
+from .panel_plan import ROLE_LOADER, relays
 from .panel_registers import registers, stepped_loads
 from .panel_uniforms import (NEXT_SETUP_STEPS, load_step, next_setup_offset, pieces_per_load,
                               relay_role, setup_in_registers, widen_offset)
@@ -50,7 +50,8 @@ def skip_unless(a, cond):
     a.nop()
 
 
-def boundary(a, plan, variant, masters, stepped=True, leaves=False, leaves_behind=False):
+def boundary(a, plan, variant, masters, stepped=True, leaves=False, leaves_behind=False,
+             flags_set=False):
     """Before each chunk: finish my load of it (fp16 B: and widen it in the master's or the
     relay's code, panel_halves), meet the others, start my load of the next (b_gather: ask for
     my rows of the next, panel_gather_b; ``stepped`` says how).
@@ -79,7 +80,7 @@ def boundary(a, plan, variant, masters, stepped=True, leaves=False, leaves_behin
     of the program (``masters``). Flat arrival, with the master acquiring one DONE per QPU and
     releasing one GO per QPU, measured 15.00 GFLOPS on the quick AlexNet shape, this 15.22.
     ``leaves``: code that only leaves run (``leaf_boundary``); ``leaves_behind``: see
-    ``coordinators``.
+    ``coordinators``; ``flags_set``: the flags of the role are set (carries_role_flags).
     """
     regs = registers(plan)[0]
     if leaves:
@@ -89,7 +90,7 @@ def boundary(a, plan, variant, masters, stepped=True, leaves=False, leaves_behin
     # the master and the relays do the rest first thing in their code.
     ops = request_ops(a, plan, stepped) if plan.b_gather else []
     if arrive_by_done(plan):
-        return gathered_boundary(a, plan, masters, ops, leaves_behind)
+        return gathered_boundary(a, plan, masters, ops, leaves_behind, flags_set)
     with a.scope():
         a.mov(null, regs["role"], sf=True)              # N: master; Z: a leaf; else a relay
         a.branch(f"master{number}", cond="all_ns")
@@ -116,24 +117,19 @@ def boundary(a, plan, variant, masters, stepped=True, leaves=False, leaves_behin
         masters.append(functools.partial(relay, a, plan, variant, number, back, rest, stepped))
 
 
-def arrive_by_done(plan):
-    """Whether a relay arrives by its DONE alone (gathered B with relays: gathered_boundary)
-    rather than by an ARRIVED token too."""
-    return bool(plan.b_gather and relays(plan))
-
-
-def gathered_boundary(a, plan, masters, ops, leaves_behind=False):
+def gathered_boundary(a, plan, masters, ops, leaves_behind=False, flags_set=False):
     """``boundary`` with gathered B (a relay has no load to wait for) and relays: one branch
     takes the master and the relays to their code (``coordinators``), where the relays' path
     was two (the master's, then the relays'), and a relay releases no ARRIVED token of its own
     (its DONE says it arrived): its DONE comes 3 instructions after the chunk's last
     multiply-add sooner, and the master's, the relays' and the leaves' chain of tokens is what
     every chunk waits for (the QPUs' semaphore stalls). ``ops``: my requests of B's rows;
-    ``leaves_behind``: see ``coordinators``."""
+    ``leaves_behind``: see ``coordinators``; ``flags_set``: see boundary."""
     regs = registers(plan)[0]
     number = len(masters)
     with a.scope():
-        a.mov(null, regs["role"], sf=True)              # N: master; Z: a leaf; else a relay
+        if not flags_set:
+            a.mov(null, regs["role"], sf=True)          # N: master; Z: a leaf; else a relay
         a.branch(f"coordinator{number}", cond="all_zc")
         a.xor(regs["buffer"], regs["buffer"], regs["toggle"])   # delay slots: the next buffer
         (ops[0] if ops else a.nop)()
@@ -193,11 +189,6 @@ def leaf_boundary(a, plan, stepped):
     a.add(r3, regs["buffer"], plan.row_base)
     a.sema_release(SEMA_ARRIVED)
     a.sema_acquire(SEMA_GO)
-
-
-def relays(plan):
-    """The relays: the loaders other than the master (see boundary)."""
-    return [q for q in range(1, plan.qpus) if plan.loader_slot(q) is not None]
 
 
 def relay_counts(plan):

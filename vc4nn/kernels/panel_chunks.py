@@ -17,7 +17,7 @@ chunk's boundary is the next chunk's too (neither steps B's addresses): one copy
 from asm import null, r0
 
 from .panel_barrier import boundary
-from .panel_gather_b import stepped
+from .panel_gather_b import carries_role_flags, stepped
 from .panel_kloop import ChunkLoop, k_kinds, k_step, quiet_gathers, shared_chunk, \
     steady_chunks, steady_kinds
 from . import panel_park as parking
@@ -41,10 +41,14 @@ def chunks(a, plan, variant, acc, masters, leaves=False, drain=False, leaves_beh
     elif steady:
         loop = ChunkLoop("chunk")
         a.ldi(regs["chunks_left"], steady // period)
+    role_flags = carries_role_flags(plan) and not leaves
+    if steady and role_flags:   # (the loop's branch back sets them in its delay slots)
+        a.mov(null, regs["role"], sf=True)
     if steady:
         a.label("chunk")
         for part in range(period):
-            boundary(a, plan, variant, masters, True, leaves, leaves_behind)
+            boundary(a, plan, variant, masters, True, leaves, leaves_behind,
+                     role_flags and part == 0)
             if part == 0:
                 a.label("body")
             for row in range(kc):

@@ -11,7 +11,7 @@ from asm import isa, r0, r1, r2, r3, r4, r5, r5rep, tmu0_s, vpm, vr_setup
 
 from .common import LANES, ceil_div
 from .panel_act_halves import copy_steps, deferred_step
-from .panel_gather_b import pop_steps, stepped
+from .panel_gather_b import ROLE_FLAGS_STEP, carries_role_flags, pop_steps, stepped
 from .panel_plan import MAX_ROWS, TMU_REQUESTS
 from .panel_registers import registers, stepped_loads
 from .panel_spread import next_row_setup, read_setup
@@ -318,18 +318,22 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None):
     # small immediate; a one-vector panel has none, so it gets a nop for it.
     if kind.pop and all(small for _, small in steps[last_rotation + 1:]):
         steps.append(nop)
+    role_flags = bool(loop) and last_row and carries_role_flags(plan)
     if plan.b_gather and last_row:      # B's rows of the next chunk, before A's pop (r4)
         at = max(i for i, (_, small) in enumerate(steps) if not small) if kind.pop else len(steps)
         if plan.b_gathers > 1 and kind.pop and at - 1 > last_rotation and not steps[at - 1][1]:
             # the multiply-add before A's pop carries the pop of B's second row
             steps[at - 1:at] = pop_steps(a, plan, steps[at - 1][0])
         else:
-            steps[at:at] = pop_steps(a, plan)
+            steps[at:at] = pop_steps(a, plan, role_flags=role_flags)
+            role_at = at + ROLE_FLAGS_STEP
     branch = loop and last_row
     if branch:
         branch_at = max(len(steps) - isa.BRANCH_DELAY_SLOTS, flags_at)
         steps.insert(branch_at, None)
         steps += [nop] * (branch_at + 1 + isa.BRANCH_DELAY_SLOTS - len(steps))
+        # the role's flags for the boundary the branch goes to, set in its delay slots
+        assert not role_flags or role_at >= branch_at, "the role's flags before the branch"
     # (a k-row of a one-vector panel may have no step without one: with r3 past k-row 1's
     # setup, PanelPlan.base_row, its next k-row's setup takes a small immediate too)
     pop_at = max((i for i, step in enumerate(steps) if step is not None and not step[1]),
