@@ -136,8 +136,11 @@ def test_panel_barrier_tokens_balance(m, num_qpus):
         (relay_arrived, relay_go), (own_arrived, own_go) = (panel.relay_counts(plan),
                                                             panel.master_counts(plan))
         assert min(relay_arrived, relay_go, own_arrived, own_go) >= 0
-        # gathered B: only the leaves release ARRIVED (a relay's DONE is its arrival)
-        arrivals = leaves if b_gather and relays else plan.qpus - 1
+        # gathered B: only the leaves release ARRIVED (a relay's DONE is its arrival), or,
+        # with one gather of B per chunk, every QPU (the master too)
+        arrivals = plan.qpus - 1
+        if b_gather and relays:
+            arrivals = plan.qpus if plan.b_gathers == 1 else leaves
         assert own_arrived + relay_arrived * len(relays) == arrivals
         assert own_go + relay_go * len(relays) == leaves
 

@@ -127,20 +127,48 @@ def gathered_boundary(a, plan, masters, ops, leaves_behind=False, flags_set=Fals
     ``leaves_behind``: see ``coordinators``; ``flags_set``: see boundary."""
     regs = registers(plan)[0]
     number = len(masters)
+    arrive = lambda: a.sema_release(SEMA_ARRIVED)      # noqa: E731
+    slots = [lambda: step_buffer(a, plan)] + ops + [arrive] * all_arrive(plan)
+    slots += [a.nop] * (isa.BRANCH_DELAY_SLOTS - len(slots))
     with a.scope():
         if not flags_set:
             a.mov(null, regs["role"], sf=True)          # N: master; Z: a leaf; else a relay
         a.branch(f"coordinator{number}", cond="all_zc")
-        a.xor(regs["buffer"], regs["buffer"], regs["toggle"])   # delay slots: the next buffer
-        (ops[0] if ops else a.nop)()
-        a.add(r3, regs["buffer"], plan.row_base)                     # and r3 for the k steps
-        for op in ops[1:]:
+        for op in slots:
             op()
-        a.sema_release(SEMA_ARRIVED)
+        if not all_arrive(plan):
+            arrive()
         a.sema_acquire(SEMA_GO)                         # leaves
         back = a.label("back")
-    masters.append(functools.partial(coordinators, a, plan, number, back, ops[1:],
-                                     leaves_behind))
+    masters.append(functools.partial(coordinators, a, plan, number, back,
+                                     slots[isa.BRANCH_DELAY_SLOTS:], leaves_behind))
+
+
+def all_arrive(plan):
+    """Whether every QPU releases ARRIVED in the last delay slot of gathered_boundary's branch
+    (its requests of B take one: single-gather B), the master and the relays too, who take
+    those tokens back in their share: the leaves' path has one instruction less, the
+    others' as many (the slot was a nop, the relays' ARRIVED share grows by one)."""
+    return arrive_by_done(plan) and plan.b_gathers == 1
+
+
+def step_buffer(a, plan):
+    """The next chunk's buffer and r3 for its k steps from r3, which the chunk before left at
+    the next buffer's read setup (panel_gather_b.pop_steps; a panel's first chunk:
+    first_buffer): one instruction where the buffer's xor and r3's add were two."""
+    a.add(r3, r3, plan.row_base).mov(registers(plan)[0]["buffer"], r3)
+
+
+def buffer_in_r3(plan, leaves=False):
+    """Whether the boundaries take the next buffer from r3 (step_buffer): gathered B, in
+    gathered_boundary or leaf_boundary (``leaves``)."""
+    return plan.b_gather and (leaves or arrive_by_done(plan))
+
+
+def first_buffer(a, plan):
+    """r3 at the next buffer's read setup for a panel's first boundary (step_buffer)."""
+    regs = registers(plan)[0]
+    a.xor(r3, regs["buffer"], regs["toggle"])
 
 
 def coordinators(a, plan, number, back, first=(), leaves_behind=False):
@@ -182,11 +210,9 @@ def coordinators(a, plan, number, back, first=(), leaves_behind=False):
 def leaf_boundary(a, plan, stepped):
     """``boundary`` in code only leaves run (PanelPlan.spread_leaves): no branch to the master's
     or a relay's part, and no load of B (b_gather)."""
-    regs = registers(plan)[0]
-    a.xor(regs["buffer"], regs["buffer"], regs["toggle"])
+    step_buffer(a, plan)
     for op in request_ops(a, plan, stepped):
         op()
-    a.add(r3, regs["buffer"], plan.row_base)
     a.sema_release(SEMA_ARRIVED)
     a.sema_acquire(SEMA_GO)
 
@@ -194,22 +220,29 @@ def leaf_boundary(a, plan, stepped):
 def relay_counts(plan):
     """(ARRIVED tokens each relay acquires, GO tokens each relay releases): the same for every
     relay, since they run the same code; the master does the rest (``master_counts``). The
-    ARRIVED tokens are every QPU's but the master's, or (arrive_by_done) the leaves': then the
-    master takes as many as a relay, or more."""
+    ARRIVED tokens (``arrivals``) go, with arrive_by_done, as many to the master as to a relay,
+    or more."""
     count = len(relays(plan))
     if not count:
         return 0, 0
-    others, leaves = plan.qpus - 1, plan.qpus - 1 - count
-    return (leaves // (count + 1) if arrive_by_done(plan) else others // count), leaves // count
+    leaves = plan.qpus - 1 - count
+    share = count + 1 if arrive_by_done(plan) else count
+    return arrivals(plan) // share, leaves // count
+
+
+def arrivals(plan):
+    """The ARRIVED tokens of a barrier: every QPU's but the master's, or (arrive_by_done) the
+    leaves', or (all_arrive) every QPU's."""
+    if all_arrive(plan):
+        return plan.qpus
+    return plan.qpus - 1 - (len(relays(plan)) if arrive_by_done(plan) else 0)
 
 
 def master_counts(plan):
     """(ARRIVED tokens, GO tokens) the master acquires / releases itself."""
     arrived, go = relay_counts(plan)
     count = len(relays(plan))
-    leaves = plan.qpus - 1 - count
-    tokens = leaves if arrive_by_done(plan) else plan.qpus - 1
-    return tokens - arrived * count, leaves - go * count
+    return arrivals(plan) - arrived * count, plan.qpus - 1 - count - go * count
 
 
 def load_ops(a, plan):

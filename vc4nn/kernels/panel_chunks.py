@@ -16,7 +16,7 @@ chunk's boundary is the next chunk's too (neither steps B's addresses): one copy
 
 from asm import null, r0
 
-from .panel_barrier import boundary
+from .panel_barrier import boundary, buffer_in_r3, first_buffer
 from .panel_gather_b import carries_role_flags, stepped
 from .panel_kloop import ChunkLoop, k_kinds, k_step, quiet_gathers, shared_chunk, \
     steady_chunks, steady_kinds
@@ -41,6 +41,8 @@ def chunks(a, plan, variant, acc, masters, leaves=False, drain=False, leaves_beh
     elif steady:
         loop = ChunkLoop("chunk")
         a.ldi(regs["chunks_left"], steady // period)
+    if buffer_in_r3(plan, leaves):
+        first_buffer(a, plan)
     role_flags = carries_role_flags(plan) and not leaves
     if steady and role_flags:   # (the loop's branch back sets them in its delay slots)
         a.mov(null, regs["role"], sf=True)
