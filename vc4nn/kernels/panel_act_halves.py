@@ -78,8 +78,9 @@ def flagged_copy_steps(a, plan, kind, extras, low, high):
     return first + [copy_step(a, adds[0], HALF_LOW, low), copy_step(a, adds[1], HALF_HIGH, high)]
 
 
-def deferred_step(plan, kind, extras):
-    """Whether flagged_copy_steps left r2's step of ``kind`` to k_step (with ``extras``)."""
+def deferred_step(kind, extras):
+    """Whether flagged_copy_steps leaves r2's step of ``kind`` to k_step (with ``extras``:
+    whether it carries a setup or the count)."""
     return kind.flagged and kind.request == "full" and bool(extras)
 
 

@@ -87,7 +87,7 @@ def k_kinds(plan, ahead=None):
         gather, half = divmod(k, width)
         request = gather_kind(plan, gather + ahead) if half == 0 and gather + ahead < gathers else None
         flagged = reuses_flags(plan) and k % plan.chunk_rows != 0
-        flags_at = gather - k % plan.chunk_rows if flagged else gather    # (one-k gathers)
+        flags_at = (k - k % plan.chunk_rows) // width if flagged else gather
         out.append(KStep(half, request, half == width - 1 and k + 1 < plan.k,
                          flip(plan, r2_gather(plan, flags_at, ahead) - gather), flagged))
     return out
@@ -95,12 +95,12 @@ def k_kinds(plan, ahead=None):
 
 def reuses_flags(plan):
     """Whether the copies of fp16 A but a chunk's first keep the flags that one set (KStep
-    flagged): with one gather per k, where nothing between a chunk's copies sets flags (the
-    chunk loop's count comes with its last copy, whose condition reads the flags before it).
-    A k-row's copy is then 2 instructions instead of 3: the request and r2's step take the
-    moves' ADD slots (the last k-row's step, whose slot the count takes, goes to the free ADD
-    slot of its last group: k_step)."""
-    return plan.a_halves and plan.gather_k == 1
+    flagged): nothing between a chunk's copies sets flags (the chunk loop's count comes with
+    its last copy, whose condition reads the flags before it; a chunk starts on a gather). A
+    copy is then 2 instructions instead of 3: the request and r2's step take the moves' ADD
+    slots (the last copy's step, whose slot the count takes, goes to the free ADD slot of the
+    chunk's last group: k_step, loop_defers_step)."""
+    return plan.a_halves and plan.chunk_rows % plan.gather_k == 0
 
 
 def r2_gather(plan, gather, ahead=None):
@@ -126,7 +126,7 @@ def steady_kinds(plan, ahead=None):
     out = []
     for row in range(plan.chunk_rows * plan.chunk_period):
         flagged = reuses_flags(plan) and row % plan.chunk_rows != 0
-        steps = ahead - row % plan.chunk_rows if flagged else ahead
+        steps = ahead - row % plan.chunk_rows // width if flagged else ahead
         out.append(KStep(row % width, "full" if row % width == 0 else None,
                          row % width == width - 1, flip(plan, steps), flagged))
     return out
@@ -204,6 +204,12 @@ def count_row(plan):
     return rows[0] if rows else min(1, plan.chunk_rows - 1)
 
 
+def loop_defers_step(plan):
+    """Whether the chunk loop's count row leaves its r2 step to the chunk's last group
+    (panel_act_halves.flagged_copy_steps), placed by k_step."""
+    return deferred_step(steady_kinds(plan)[count_row(plan)], True)     # (it carries the count)
+
+
 def request_a(a, plan, kind, sig=None, upper=None, cond="always"):
     """Ask for one gather of A at r2 and step r2 to the next (the MUL reads r2 before the ADD
     writes it; ``cond``: the step's condition). A "single" gather is the last: its upper lanes
@@ -268,8 +274,7 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None):
         reads = (lambda sig: a.add(vr_setup, r3, -plan.row_base, sig=sig), True)
         first_reads, counts = reads if row == 0 else None, (count, True) if count_here else None
         steps = copy_steps(a, plan, kind, first_reads, counts)
-        deferred = deferred_step(plan, kind, [step for step in (first_reads, counts) if step])
-        assert not deferred or last_row, "r2's step deferred past its k-row"
+        deferred = last_row and bool(loop) and loop_defers_step(plan)
     elif row == 0 or count_here:
         steps.append((first, True))
     elif kind.half == 0:
