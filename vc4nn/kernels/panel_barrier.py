@@ -120,11 +120,11 @@ def boundary(a, plan, variant, masters, stepped=True, leaves=False, leaves_behin
 def gathered_boundary(a, plan, masters, ops, leaves_behind=False, flags_set=False):
     """``boundary`` with gathered B (a relay has no load to wait for) and relays: one branch
     takes the master and the relays to their code (``coordinators``), where the relays' path
-    was two (the master's, then the relays'), and a relay releases no ARRIVED token of its own
-    (its DONE says it arrived): its DONE comes 3 instructions after the chunk's last
-    multiply-add sooner, and the master's, the relays' and the leaves' chain of tokens is what
-    every chunk waits for (the QPUs' semaphore stalls). ``ops``: my requests of B's rows;
-    ``leaves_behind``: see ``coordinators``; ``flags_set``: see boundary."""
+    was two (the master's, then the relays'), and a relay's DONE says it arrived (all_arrive
+    aside, it releases no ARRIVED): its DONE comes 3-4 instructions sooner after its chunk,
+    and the chain of tokens through the relays and the master is what every chunk waits for
+    (the QPUs' semaphore stalls). ``ops``: my requests of B's rows; ``leaves_behind``: see
+    ``coordinators``; ``flags_set``: see boundary."""
     regs = registers(plan)[0]
     number = len(masters)
     arrive = lambda: a.sema_release(SEMA_ARRIVED)      # noqa: E731
@@ -180,11 +180,12 @@ def coordinators(a, plan, number, back, first=(), leaves_behind=False):
     ``leaves_behind`` (the leaves' pass has pieces, the others' not: they wait for the
     leaves' ARRIVED): a slot left over there releases the relays' DONE right after their
     last ARRIVED, one instruction sooner on the leaves' path to their GO, and the master,
-    who runs it too, takes its own DONE back, one more on its path. Where the master's path
-    is every chunk's (the passes in which all QPUs compute the same rows) that costs more
-    than it gains (cycle-model ESTIMATES, pi_zero, full layers, fp16, ms, the slot's DONE in
-    every pass against a nop: 14x14x512->512 5.321 -> 5.330, 56x56x128->128 6.079 -> 6.102;
-    7x7x1024->1024, whose only pass has pieces, 5.508 -> 5.472)."""
+    who runs it too, takes its own DONE back, one more on its path (cycle-model ESTIMATES,
+    pi_zero, full layers, float32, ms, without -> with: 7x7x1024->1024 5.635 -> 5.600,
+    7x7x512->1024 2.936 -> 2.926; fp16 B leaves no slot over: all_arrive). Where the
+    master's path is every chunk's (the passes in which all QPUs compute the same rows) that
+    costs more than it gains (fp16, before all_arrive, the DONE in every pass: 14x14x512->512
+    5.321 -> 5.330, 56x56x128->128 6.079 -> 6.102)."""
     arrived, go = relay_counts(plan)
     own_arrived, own_go = master_counts(plan)
     count = len(relays(plan))

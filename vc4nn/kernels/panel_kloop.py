@@ -60,9 +60,9 @@ class KStep(typing.NamedTuple):
     "single" for a last gather with one k (odd K), whose upper lanes then repeat the lower ones
     instead of reading past A. ``pop``: on the last k of a gather, wait for the next gather into r4.
     ``flip``: (fp16 A) on the first k of a gather, bit 1 of r2 differs from that of the
-    gather's own address (panel_act_halves); ``flagged``: (fp16 A, one-k gathers) the copy
-    keeps the flags its chunk's first k set from r2 (reuses_flags), and ``flip`` says whether
-    bit 1 of r2 there differs from that of this gather's address."""
+    gather's own address (panel_act_halves); ``flagged``: (fp16 A) the copy keeps the flags
+    its chunk's first k set from r2 (reuses_flags), and ``flip`` says whether bit 1 of r2
+    there differs from that of this gather's address."""
 
     half: int
     request: typing.Optional[str]
