@@ -125,14 +125,24 @@ def test_panel_barrier_tokens_balance(m, num_qpus):
     "go" per leaf (a QPU that is neither the master nor a relay): counted here from the roles,
     not from the kernel's own split."""
     from vc4nn.kernels import sgemm_panel as panel
-    plan = panel.PanelPlan(m, 200, 9, False, num_qpus, True, True)
-    relays = [q for q in range(1, plan.qpus) if plan.loader_slot(q) is not None]
-    leaves = plan.qpus - 1 - len(relays)
-    (relay_arrived, relay_go), (own_arrived, own_go) = (panel.relay_counts(plan),
-                                                        panel.master_counts(plan))
-    assert min(relay_arrived, relay_go, own_arrived, own_go) >= 0
-    assert own_arrived + relay_arrived * len(relays) == plan.qpus - 1
-    assert own_go + relay_go * len(relays) == leaves
+    for b_gather in (False, True):
+        try:
+            plan = panel.PanelPlan(m, 192, 9, False, num_qpus, True, True, b_gather=b_gather)
+        except ValueError:          # gathered B needs the chunk's rows to split over the QPUs
+            assert b_gather
+            continue
+        relays = [q for q in range(1, plan.qpus) if plan.loader_slot(q) is not None]
+        leaves = plan.qpus - 1 - len(relays)
+        (relay_arrived, relay_go), (own_arrived, own_go) = (panel.relay_counts(plan),
+                                                            panel.master_counts(plan))
+        assert min(relay_arrived, relay_go, own_arrived, own_go) >= 0
+        # gathered B: only the leaves release ARRIVED (a relay's DONE is its arrival), or,
+        # with one gather of B per chunk, every QPU (the master too)
+        arrivals = plan.qpus - 1
+        if b_gather and relays:
+            arrivals = plan.qpus if plan.b_gathers == 1 else leaves
+        assert own_arrived + relay_arrived * len(relays) == arrivals
+        assert own_go + relay_go * len(relays) == leaves
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

@@ -131,3 +131,21 @@ def test_parked_rows_store_slots_and_conveyor():
     sizes = {name.split("/")[0].rstrip("0123456789"): size
              for name, size, _ in loop_bytes(sgemm_panel.program_for(plan), "/chunk")}
     assert (sizes["passes"] - sizes["first_pass"]) // 8 == 2 * 4 + 13
+
+
+def test_fp16_chunk_loop_instructions():
+    """fp16 14x14x512->512 (v1's pw7-pw11, the default plan): the chunk loop is 3 k-rows of 54
+    instructions (6 pixels' broadcasts and their 8 multiply-adds), the copies of A's halves
+    (3 in the chunk's first k-row, 2 in the others, which keep its flags:
+    panel_kloop.reuses_flags), B's pop, write setup and two writes, the loop's branch and a
+    leaf's boundary (its branch to the master's and relays' code, whose role flags the loop's
+    branch set in its delay slots, 3 delay slots of the next buffer, B's request and ARRIVED,
+    then GO: panel_barrier.gathered_boundary); the master's and relays' code 9 more (their
+    branch, its 3 delay slots of ARRIVED, a relay's DONE and branch back with RELAY and 2 GO
+    in its slots). It was 3 x 54 + 9 + 4 + 1 + 10 = 186, the master's and relays' code 19."""
+    plan = kernel.PointwisePlan(14, 14, 512, 512, 12, True, False, "relu6", "fp16", "fp16",
+                                "fp32", "fp16", input_layout="chw").panel
+    assert (plan.rows, plan.panel_vectors, plan.chunk_rows, plan.gather_k) == (6, 8, 3, 1)
+    loops = {name.split("/")[0].rstrip("0123456789"): (size // 8, hot // 8)
+             for name, size, hot in loop_bytes(sgemm_panel.program_for(plan), "/chunk")}
+    assert loops["passes"] == (3 * 54 + (3 + 2 + 2) + 4 + 1 + 5, 3 * 54 + 7 + 4 + 1 + 5 + 9)

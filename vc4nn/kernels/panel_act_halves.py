@@ -42,6 +42,8 @@ def copy_steps(a, plan, kind, setup, count):
         return extras
     regs = registers(plan)[0]
     low, high = ("zc", "zs") if kind.flip else ("zs", "zc")
+    if kind.flagged:
+        return flagged_copy_steps(a, plan, kind, extras, low, high)
     flag = (lambda sig: a.and_(null, r2, HALF, sf=True, sig=sig), True)
     ask = None
     if kind.request == "full":
@@ -56,6 +58,30 @@ def copy_steps(a, plan, kind, setup, count):
     first = extras[:-1]             # a setup that found no free ADD slot goes before
     last = extras[-1] if extras else None
     return first + [flag, copy_step(a, ask, HALF_LOW, low), copy_step(a, last, HALF_HIGH, high)]
+
+
+def flagged_copy_steps(a, plan, kind, extras, low, high):
+    """copy_steps of a KStep ``flagged`` (the flags are set): the two moves, their ADD slots
+    carrying the request at r2, then r2's step, or the extras (``setup`` and ``count``: the
+    count last), before which r2 steps elsewhere (k_step: ``deferred_step``)."""
+    regs = registers(plan)[0]
+    adds = []
+    if kind.request == "full":
+        adds = [(lambda sig: a.mov(tmu0_s, r2, sig=sig), False)]
+        if not extras:
+            adds.append((lambda sig: a.add(r2, r2, regs["a_step"], sig=sig), False))
+    elif kind.request == "single":
+        adds = [(lambda sig: a.sub(tmu0_s, r2, regs["lane_k"], sig=sig), False)]
+    adds += extras
+    first = adds[:-2]               # more than the moves' two slots take go before
+    adds = [None] * (2 - len(adds)) + adds[-2:]
+    return first + [copy_step(a, adds[0], HALF_LOW, low), copy_step(a, adds[1], HALF_HIGH, high)]
+
+
+def deferred_step(kind, extras):
+    """Whether flagged_copy_steps leaves r2's step of ``kind`` to k_step (with ``extras``:
+    whether it carries a setup or the count)."""
+    return kind.flagged and kind.request == "full" and bool(extras)
 
 
 def copy_step(a, add_step, half, cond):

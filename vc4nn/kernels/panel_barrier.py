@@ -5,9 +5,9 @@ import functools
 from asm import isa, null, r1, r3, r5, r5rep, uniform, vr_addr, vr_setup, vr_wait, vw_setup
 
 from .common import ops_then_branch
-from .panel_gather_b import request_ops
+from .panel_gather_b import arrive_by_done, request_ops
 from .panel_halves import widen
-from .panel_plan import ROLE_LOADER
+from .panel_plan import ROLE_LOADER, relays
 from .panel_registers import registers, stepped_loads
 from .panel_uniforms import (NEXT_SETUP_STEPS, load_step, next_setup_offset, pieces_per_load,
                               relay_role, setup_in_registers, widen_offset)
@@ -50,7 +50,8 @@ def skip_unless(a, cond):
     a.nop()
 
 
-def boundary(a, plan, variant, masters, stepped=True, leaves=False):
+def boundary(a, plan, variant, masters, stepped=True, leaves=False, leaves_behind=False,
+             flags_set=False):
     """Before each chunk: finish my load of it (fp16 B: and widen it in the master's or the
     relay's code, panel_halves), meet the others, start my load of the next (b_gather: ask for
     my rows of the next, panel_gather_b; ``stepped`` says how).
@@ -78,7 +79,8 @@ def boundary(a, plan, variant, masters, stepped=True, leaves=False):
     Leaves fall through; the master and the relays branch to their code, placed after the end
     of the program (``masters``). Flat arrival, with the master acquiring one DONE per QPU and
     releasing one GO per QPU, measured 15.00 GFLOPS on the quick AlexNet shape, this 15.22.
-    ``leaves``: code that only leaves run (``leaf_boundary``).
+    ``leaves``: code that only leaves run (``leaf_boundary``); ``leaves_behind``: see
+    ``coordinators``; ``flags_set``: the flags of the role are set (carries_role_flags).
     """
     regs = registers(plan)[0]
     if leaves:
@@ -87,6 +89,8 @@ def boundary(a, plan, variant, masters, stepped=True, leaves=False):
     # b_gather: my requests for the next chunk's rows of B fill the branches' free delay slots;
     # the master and the relays do the rest first thing in their code.
     ops = request_ops(a, plan, stepped) if plan.b_gather else []
+    if arrive_by_done(plan):
+        return gathered_boundary(a, plan, masters, ops, leaves_behind, flags_set)
     with a.scope():
         a.mov(null, regs["role"], sf=True)              # N: master; Z: a leaf; else a relay
         a.branch(f"master{number}", cond="all_ns")
@@ -113,38 +117,133 @@ def boundary(a, plan, variant, masters, stepped=True, leaves=False):
         masters.append(functools.partial(relay, a, plan, variant, number, back, rest, stepped))
 
 
+def gathered_boundary(a, plan, masters, ops, leaves_behind=False, flags_set=False):
+    """``boundary`` with gathered B (a relay has no load to wait for) and relays: one branch
+    takes the master and the relays to their code (``coordinators``), where the relays' path
+    was two (the master's, then the relays'), and a relay's DONE says it arrived (all_arrive
+    aside, it releases no ARRIVED): its DONE comes 3-4 instructions sooner after its chunk,
+    and the chain of tokens through the relays and the master is what every chunk waits for
+    (the QPUs' semaphore stalls). ``ops``: my requests of B's rows; ``leaves_behind``: see
+    ``coordinators``; ``flags_set``: see boundary."""
+    regs = registers(plan)[0]
+    number = len(masters)
+    arrive = lambda: a.sema_release(SEMA_ARRIVED)      # noqa: E731
+    slots = [lambda: step_buffer(a, plan)] + ops + [arrive] * all_arrive(plan)
+    slots += [a.nop] * (isa.BRANCH_DELAY_SLOTS - len(slots))
+    with a.scope():
+        if not flags_set:
+            a.mov(null, regs["role"], sf=True)          # N: master; Z: a leaf; else a relay
+        a.branch(f"coordinator{number}", cond="all_zc")
+        for op in slots:
+            op()
+        if not all_arrive(plan):
+            arrive()
+        a.sema_acquire(SEMA_GO)                         # leaves
+        back = a.label("back")
+    masters.append(functools.partial(coordinators, a, plan, number, back,
+                                     slots[isa.BRANCH_DELAY_SLOTS:], leaves_behind))
+
+
+def all_arrive(plan):
+    """Whether every QPU releases ARRIVED in the last delay slot of gathered_boundary's branch
+    (its requests of B take one: single-gather B), the master and the relays too, who take
+    those tokens back in their share: the leaves' path has one instruction less, the
+    others' as many (the slot was a nop, the relays' ARRIVED share grows by one)."""
+    return arrive_by_done(plan) and plan.b_gathers == 1
+
+
+def step_buffer(a, plan):
+    """The next chunk's buffer and r3 for its k steps from r3, which the chunk before left at
+    the next buffer's read setup (panel_gather_b.pop_steps; a panel's first chunk:
+    first_buffer): one instruction where the buffer's xor and r3's add were two."""
+    a.add(r3, r3, plan.row_base).mov(registers(plan)[0]["buffer"], r3)
+
+
+def buffer_in_r3(plan, leaves=False):
+    """Whether the boundaries take the next buffer from r3 (step_buffer): gathered B, in
+    gathered_boundary or leaf_boundary (``leaves``)."""
+    return plan.b_gather and (leaves or arrive_by_done(plan))
+
+
+def first_buffer(a, plan):
+    """r3 at the next buffer's read setup for a panel's first boundary (step_buffer)."""
+    regs = registers(plan)[0]
+    a.xor(r3, regs["buffer"], regs["toggle"])
+
+
+def coordinators(a, plan, number, back, first=(), leaves_behind=False):
+    """The master's and the relays' part of a gathered_boundary, after the ops ``first``: the
+    ARRIVED tokens both take in the delay slots of the branch that parts them, then each its
+    own (``relay`` and ``master`` say why nothing stalls between a relay's DONE, RELAY and
+    GO).
+
+    ``leaves_behind`` (the leaves' pass has pieces, the others' not: they wait for the
+    leaves' ARRIVED): a slot left over there releases the relays' DONE right after their
+    last ARRIVED, one instruction sooner on the leaves' path to their GO, and the master,
+    who runs it too, takes its own DONE back, one more on its path (cycle-model ESTIMATES,
+    pi_zero, full layers, float32, ms, without -> with: 7x7x1024->1024 5.635 -> 5.600,
+    7x7x512->1024 2.936 -> 2.926; fp16 B leaves no slot over: all_arrive). Where the
+    master's path is every chunk's (the passes in which all QPUs compute the same rows) that
+    costs more than it gains (fp16, before all_arrive, the DONE in every pass: 14x14x512->512
+    5.321 -> 5.330, 56x56x128->128 6.079 -> 6.102)."""
+    arrived, go = relay_counts(plan)
+    own_arrived, own_go = master_counts(plan)
+    count = len(relays(plan))
+    shared = min(arrived, isa.BRANCH_DELAY_SLOTS)
+    done_early = leaves_behind and shared == arrived < isa.BRANCH_DELAY_SLOTS
+    a.label(f"coordinator{number}")
+    for op in first:
+        op()
+    ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * shared
+                    + [lambda: a.sema_release(SEMA_DONE)] * done_early, f"master{number}",
+                    cond="all_ns")
+    ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * (arrived - shared)
+                    + [lambda: a.sema_release(SEMA_DONE)] * (not done_early)
+                    + [lambda: a.sema_acquire(SEMA_RELAY)]
+                    + [lambda: a.sema_release(SEMA_GO)] * go, back)
+    a.label(f"master{number}")
+    ops_then_branch(a, [lambda: a.sema_acquire(SEMA_ARRIVED)] * (own_arrived - shared)
+                    + [lambda: a.sema_acquire(SEMA_DONE)] * (count + done_early)
+                    + [lambda: a.sema_release(SEMA_RELAY)] * count
+                    + [lambda: a.sema_release(SEMA_GO)] * own_go, back)
+
+
 def leaf_boundary(a, plan, stepped):
     """``boundary`` in code only leaves run (PanelPlan.spread_leaves): no branch to the master's
     or a relay's part, and no load of B (b_gather)."""
-    regs = registers(plan)[0]
-    a.xor(regs["buffer"], regs["buffer"], regs["toggle"])
+    step_buffer(a, plan)
     for op in request_ops(a, plan, stepped):
         op()
-    a.add(r3, regs["buffer"], plan.row_base)
     a.sema_release(SEMA_ARRIVED)
     a.sema_acquire(SEMA_GO)
 
 
-def relays(plan):
-    """The relays: the loaders other than the master (see boundary)."""
-    return [q for q in range(1, plan.qpus) if plan.loader_slot(q) is not None]
-
-
 def relay_counts(plan):
     """(ARRIVED tokens each relay acquires, GO tokens each relay releases): the same for every
-    relay, since they run the same code; the master does the rest (``master_counts``)."""
+    relay, since they run the same code; the master does the rest (``master_counts``). The
+    ARRIVED tokens (``arrivals``) go, with arrive_by_done, as many to the master as to a relay,
+    or more."""
     count = len(relays(plan))
     if not count:
         return 0, 0
-    others = plan.qpus - 1
-    return others // count, (others - count) // count
+    leaves = plan.qpus - 1 - count
+    share = count + 1 if arrive_by_done(plan) else count
+    return arrivals(plan) // share, leaves // count
+
+
+def arrivals(plan):
+    """The ARRIVED tokens of a barrier: every QPU's but the master's, or (arrive_by_done) the
+    leaves', or (all_arrive) every QPU's."""
+    if all_arrive(plan):
+        return plan.qpus
+    return plan.qpus - 1 - (len(relays(plan)) if arrive_by_done(plan) else 0)
 
 
 def master_counts(plan):
     """(ARRIVED tokens, GO tokens) the master acquires / releases itself."""
     arrived, go = relay_counts(plan)
     count = len(relays(plan))
-    return plan.qpus - 1 - arrived * count, plan.qpus - 1 - count - go * count
+    return arrivals(plan) - arrived * count, plan.qpus - 1 - count - go * count
 
 
 def load_ops(a, plan):

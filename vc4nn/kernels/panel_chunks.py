@@ -16,18 +16,19 @@ chunk's boundary is the next chunk's too (neither steps B's addresses): one copy
 
 from asm import null, r0
 
-from .panel_barrier import boundary
-from .panel_gather_b import stepped
+from .panel_barrier import boundary, buffer_in_r3, first_buffer
+from .panel_gather_b import carries_role_flags, stepped
 from .panel_kloop import ChunkLoop, k_kinds, k_step, quiet_gathers, shared_chunk, \
     steady_chunks, steady_kinds
 from . import panel_park as parking
 from .panel_registers import registers
 
 
-def chunks(a, plan, variant, acc, masters, leaves=False, drain=False):
+def chunks(a, plan, variant, acc, masters, leaves=False, drain=False, leaves_behind=False):
     """Every chunk of a panel, ending with its last multiply-add and the gathers of A it asked
     for again waited for. ``leaves``: code only leaves run (panel_barrier.leaf_boundary);
-    ``drain``: the body stores the rows the pass before parked (panel_park)."""
+    ``drain``: the body stores the rows the pass before parked (panel_park);
+    ``leaves_behind``: see sgemm_panel.one_pass."""
     regs = registers(plan)[0]
     kinds, kc, period = k_kinds(plan), plan.chunk_rows, plan.chunk_period
     chunk_kinds = [kinds[c * kc:(c + 1) * kc] for c in range(plan.chunks)]
@@ -40,10 +41,16 @@ def chunks(a, plan, variant, acc, masters, leaves=False, drain=False):
     elif steady:
         loop = ChunkLoop("chunk")
         a.ldi(regs["chunks_left"], steady // period)
+    if buffer_in_r3(plan, leaves):
+        first_buffer(a, plan)
+    role_flags = carries_role_flags(plan) and not leaves
+    if steady and role_flags:   # (the loop's branch back sets them in its delay slots)
+        a.mov(null, regs["role"], sf=True)
     if steady:
         a.label("chunk")
         for part in range(period):
-            boundary(a, plan, variant, masters, True, leaves)
+            boundary(a, plan, variant, masters, True, leaves, leaves_behind,
+                     role_flags and part == 0)
             if part == 0:
                 a.label("body")
             for row in range(kc):
@@ -58,7 +65,7 @@ def chunks(a, plan, variant, acc, masters, leaves=False, drain=False):
         # The shared chunk and the one after it have the same boundary (neither steps B's
         # addresses): one copy of it runs before both, and the count says which follows.
         with a.scope():
-            boundary(a, plan, variant, masters, stepped(plan, steady), leaves)
+            boundary(a, plan, variant, masters, stepped(plan, steady), leaves, leaves_behind)
         a.mov(null, regs["chunks_left"], sf=True)       # 1: the loop's end; 0: the shared's
         a.branch("body", cond="all_zc")
         a.ldi(regs["chunks_left"], -2)      # (either way: after the shared chunk, unused)
@@ -68,7 +75,8 @@ def chunks(a, plan, variant, acc, masters, leaves=False, drain=False):
     for chunk, ks in enumerate(chunk_kinds[steady:], steady):
         with a.scope():
             if chunk != merged:
-                boundary(a, plan, variant, masters, stepped(plan, chunk), leaves)
+                boundary(a, plan, variant, masters, stepped(plan, chunk), leaves,
+                         leaves_behind)
             for row, kind in enumerate(ks):
                 k_step(a, plan, acc, kind, row, row + 1 == len(ks))
     a.fadd(acc[-1][-1], acc[-1][-1], r0)

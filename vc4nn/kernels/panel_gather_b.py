@@ -40,14 +40,31 @@ stores, whose gathers take the whole TMU FIFO; in the k loop A asks fewer gather
 A's and B's requests together stay within the 4 a QPU may have in flight (facts §5.13).
 """
 
-from asm import element_number, r1, r3, r4, r5, r5rep, tmu1_s, uniform, vpm, vpm_read_setup, \
+from asm import element_number, null, r1, r3, r4, r5, r5rep, tmu1_s, uniform, vpm, vpm_read_setup, \
     vpm_write_setup, vw_setup
 
 from .common import LANES, WORD
 from .halves import HALF_HIGH, HALF_LOW
 from .panel_halves import column_bytes
-from .panel_plan import ROW_BYTES
+from .panel_plan import ROW_BYTES, relays
 from .panel_registers import registers
+
+# Which of pop_steps' steps sets the role's flags (role_flags).
+ROLE_FLAGS_STEP = 2
+
+
+def arrive_by_done(plan):
+    """Whether a relay arrives by its DONE alone (gathered B with relays: gathered_boundary)
+    rather than by an ARRIVED token too."""
+    return bool(plan.b_gather and relays(plan))
+
+
+def carries_role_flags(plan):
+    """Whether the chunk loop's branch back to its boundary sets the flags of the role in its
+    delay slots (fp16 B, gathered_boundary: pop_steps' first write as a MUL op leaves its ADD
+    slot free), so that the boundary starts with its branch: one instruction less on every
+    QPU's path per chunk."""
+    return plan.b_halves and arrive_by_done(plan)
 
 
 def request_ops(a, plan, stepped):
@@ -83,15 +100,22 @@ def start_panel(a, plan):
     a.mov(regs["b_step"], uniform)
 
 
-def pop_steps(a, plan, carrier=None):
+def pop_steps(a, plan, carrier=None, role_flags=False):
     """k-loop steps (emit(sig), takes no signal) that write my rows of the next chunk into the
     VPM, r3 free: each pop's row is readable in r4 from the next instruction on. ``carrier``: a
-    k-loop step (emit(sig)) that takes the second row's pop instead of a nop."""
+    k-loop step (emit(sig)) that takes the second row's pop instead of a nop. ``role_flags``
+    (fp16 B): the first row's write is a MUL op (x 1.0: exact, the unpack converts for any op)
+    and its ADD slot sets the flags of the role for the chunk boundary (ROLE_FLAGS_STEP of
+    the steps; panel_barrier.carries_role_flags)."""
     regs = registers(plan)[0]
     if plan.b_halves:               # one block of channel-pair words: widened into 2 rows
+        low = (lambda sig: a.fmax(vpm, r4.unpack(HALF_LOW), r4.unpack(HALF_LOW)), True)
+        if role_flags:
+            low = (lambda sig: a.mov(null, regs["role"], sf=True)
+                   .fmul(vpm, r4.unpack(HALF_LOW), 1.0), True)
         return [(lambda sig: a.xor(r3, regs["buffer"], regs["toggle"], sig="ldtmu1"), True),
                 (lambda sig: a.add(vw_setup, r3, regs["b_write"]), True),
-                (lambda sig: a.fmax(vpm, r4.unpack(HALF_LOW), r4.unpack(HALF_LOW)), True),
+                low,
                 (lambda sig: a.fmax(vpm, r4.unpack(HALF_HIGH), r4.unpack(HALF_HIGH)), True)]
     steps = [(lambda sig: a.xor(r3, regs["buffer"], regs["toggle"], sig="ldtmu1"), True),
              (lambda sig: a.add(vw_setup, r3, regs["b_write"]), True),

@@ -10,8 +10,8 @@ import typing
 from asm import isa, r0, r1, r2, r3, r4, r5, r5rep, tmu0_s, vpm, vr_setup
 
 from .common import LANES, ceil_div
-from .panel_act_halves import copy_steps
-from .panel_gather_b import pop_steps, stepped
+from .panel_act_halves import copy_steps, deferred_step
+from .panel_gather_b import ROLE_FLAGS_STEP, carries_role_flags, pop_steps, stepped
 from .panel_plan import MAX_ROWS, TMU_REQUESTS
 from .panel_registers import LANE_DELTA, registers, stepped_loads
 from .panel_spread import next_row_setup, read_setup
@@ -60,12 +60,15 @@ class KStep(typing.NamedTuple):
     "single" for a last gather with one k (odd K), whose upper lanes then repeat the lower ones
     instead of reading past A. ``pop``: on the last k of a gather, wait for the next gather into r4.
     ``flip``: (fp16 A) on the first k of a gather, bit 1 of r2 differs from that of the
-    gather's own address (panel_act_halves)."""
+    gather's own address (panel_act_halves); ``flagged``: (fp16 A) the copy keeps the flags
+    its chunk's first k set from r2 (reuses_flags), and ``flip`` says whether bit 1 of r2
+    there differs from that of this gather's address."""
 
     half: int
     request: typing.Optional[str]
     pop: bool
     flip: bool = False
+    flagged: bool = False
     ones: bool = False      # (stagger) the bias row: A is 1, no gather
 
 
@@ -85,9 +88,21 @@ def k_kinds(plan, ahead=None):
     for k in range(k_a):
         gather, half = divmod(k, width)
         request = gather_kind(plan, gather + ahead) if half == 0 and gather + ahead < gathers else None
+        flagged = reuses_flags(plan) and k % plan.chunk_rows != 0
+        flags_at = (k - k % plan.chunk_rows) // width if flagged else gather
         out.append(KStep(half, request, half == width - 1 and k + 1 < k_a,
-                         flip(plan, r2_gather(plan, gather, ahead) - gather)))
+                         flip(plan, r2_gather(plan, flags_at, ahead) - gather), flagged))
     return out + [KStep(0, None, False, ones=True)] * (plan.k - k_a)
+
+
+def reuses_flags(plan):
+    """Whether the copies of fp16 A but a chunk's first keep the flags that one set (KStep
+    flagged): nothing between a chunk's copies sets flags (the chunk loop's count comes with
+    its last copy, whose condition reads the flags before it; a chunk starts on a gather). A
+    copy is then 2 instructions instead of 3: the request and r2's step take the moves' ADD
+    slots (the last copy's step, whose slot the count takes, goes to the free ADD slot of the
+    chunk's last group: k_step, loop_defers_step)."""
+    return plan.a_halves and plan.chunk_rows % plan.gather_k == 0
 
 
 def r2_gather(plan, gather, ahead=None):
@@ -109,11 +124,14 @@ def flip(plan, steps):
 def steady_kinds(plan, ahead=None):
     """The KSteps of the chunks in the middle of a panel: the chunk loop's body, chunk_period
     chunks."""
-    width = plan.gather_k
-    flipped = flip(plan, ahead or gathers_ahead(plan))
-    return [KStep(row % width, "full" if row % width == 0 else None, row % width == width - 1,
-                  flipped)
-            for row in range(plan.chunk_rows * plan.chunk_period)]
+    width, ahead = plan.gather_k, ahead or gathers_ahead(plan)
+    out = []
+    for row in range(plan.chunk_rows * plan.chunk_period):
+        flagged = reuses_flags(plan) and row % plan.chunk_rows != 0
+        steps = ahead - row % plan.chunk_rows // width if flagged else ahead
+        out.append(KStep(row % width, "full" if row % width == 0 else None,
+                         row % width == width - 1, flip(plan, steps), flagged))
+    return out
 
 
 def steady_chunks(plan, ahead=None):
@@ -188,6 +206,12 @@ def count_row(plan):
     return rows[0] if rows else min(1, plan.chunk_rows - 1)
 
 
+def loop_defers_step(plan):
+    """Whether the chunk loop's count row leaves its r2 step to the chunk's last group
+    (panel_act_halves.flagged_copy_steps), placed by k_step."""
+    return deferred_step(steady_kinds(plan)[count_row(plan)], True)     # (it carries the count)
+
+
 def request_a(a, plan, kind, sig=None, upper=None, cond="always"):
     """Ask for one gather of A at r2 and step r2 to the next (the MUL reads r2 before the ADD
     writes it; ``cond``: the step's condition). A "single" gather is the last: its upper lanes
@@ -250,10 +274,12 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None, handles=None):
 
     # Each step: (emit(sig), True if it uses a small immediate, which excludes a signal).
     steps = []
+    deferred = False
     if plan.a_halves:       # the copy, the request, group 0's reads and the count in 3 steps
         reads = (lambda sig: a.add(vr_setup, r3, -plan.row_base, sig=sig), True)
-        steps = copy_steps(a, plan, kind, reads if row == 0 else None,
-                           (count, True) if count_here else None)
+        first_reads, counts = reads if row == 0 else None, (count, True) if count_here else None
+        steps = copy_steps(a, plan, kind, first_reads, counts)
+        deferred = last_row and bool(loop) and loop_defers_step(plan)
     elif row == 0 or count_here:
         steps.append((first, True))
         if count_here and plan.stagger:     # a retiring row's lane moves on (panel_stagger)
@@ -291,6 +317,9 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None, handles=None):
                 steps.append(setup(row, acc.piece and g + 2 == rows))
             elif j == 0 and not last_row:   # last group: queue the next k-row's group 0
                 steps.append(setup(row + 1))
+            elif j == 0 and deferred:       # (flagged_copy_steps) r2's step, after its request
+                steps.append((lambda sig: a.add(r2, r2, regs["a_step"], sig=sig)
+                              .fmul(r0, r5, vpm), False))
             elif j == 0:
                 steps.append((lambda sig: a.fmul(r0, r5, vpm, sig=sig), False))
             else:
@@ -302,18 +331,22 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None, handles=None):
     # small immediate; a one-vector panel has none, so it gets a nop for it.
     if kind.pop and all(small for _, small in steps[last_rotation + 1:]):
         steps.append(nop)
+    role_flags = bool(loop) and last_row and carries_role_flags(plan)
     if plan.b_gather and last_row:      # B's rows of the next chunk, before A's pop (r4)
         at = max(i for i, (_, small) in enumerate(steps) if not small) if kind.pop else len(steps)
         if plan.b_gathers > 1 and kind.pop and at - 1 > last_rotation and not steps[at - 1][1]:
             # the multiply-add before A's pop carries the pop of B's second row
             steps[at - 1:at] = pop_steps(a, plan, steps[at - 1][0])
         else:
-            steps[at:at] = pop_steps(a, plan)
+            steps[at:at] = pop_steps(a, plan, role_flags=role_flags)
+            role_at = at + ROLE_FLAGS_STEP
     branch = loop and last_row
     if branch:
         branch_at = max(len(steps) - isa.BRANCH_DELAY_SLOTS, flags_at)
         steps.insert(branch_at, None)
         steps += [nop] * (branch_at + 1 + isa.BRANCH_DELAY_SLOTS - len(steps))
+        # the role's flags for the boundary the branch goes to, set in its delay slots
+        assert not role_flags or role_at >= branch_at, "the role's flags before the branch"
     # (a k-row of a one-vector panel may have no step without one: with r3 past k-row 1's
     # setup, PanelPlan.base_row, its next k-row's setup takes a small immediate too)
     pop_at = max((i for i, step in enumerate(steps) if step is not None and not step[1]),

@@ -492,3 +492,8 @@ def transpose_a_first(plan):
     shared = a_rows_per_set(plan)
     ways = hardware.TMU_CACHE_WAYS
     return (plan.qpus > 4 and shared > ways) or (plan.qpus > 2 and shared >= 4 * ways)
+
+
+def relays(plan):
+    """The relays: the loaders other than the master (see boundary)."""
+    return [q for q in range(1, plan.qpus) if plan.loader_slot(q) is not None]

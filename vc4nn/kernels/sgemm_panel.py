@@ -128,8 +128,8 @@ def panel_kernel(a, plan):
             a.nop()
             a.nop()
             a.label("plain_last")
-            with a.scope("plain_last_pass"):
-                one_pass(a, plan, plan.last_rows, masters)
+            with a.scope("plain_last_pass"):       # (the leaves' pass has the pieces)
+                one_pass(a, plan, plan.last_rows, masters, leaves_behind=True)
             a.label("last_done")
     place_masters(a, masters, "last_pass_done")
     if not plan.b_gather:
@@ -159,10 +159,13 @@ def place_masters(a, masters, over):
     a.label(over)
 
 
-def one_pass(a, plan, rows, masters, piece=False, drain=False, park=False):
+def one_pass(a, plan, rows, masters, piece=False, drain=False, park=False,
+             leaves_behind=False):
     """One pass: ``rows`` rows of A per QPU against every panel of B (``piece``: and the
     QPU's piece of the rows left over, panel_spread; ``drain``: storing the rows the pass
-    before parked, ``park``: parking its last rows, panel_park)."""
+    before parked, ``park``: parking its last rows, panel_park; ``leaves_behind``: the
+    master's and the relays' pass while the leaves run theirs with pieces, which take
+    longer: panel_barrier.coordinators)."""
     regs = registers(plan)[0]
     if piece:
         read_header(a, plan)
@@ -178,7 +181,7 @@ def one_pass(a, plan, rows, masters, piece=False, drain=False, park=False):
         a.ldi(regs["panels_left"], plan.full_panels)
         a.label("panel")
         with a.scope("full"):
-            panel(a, plan, plan.variants[0], masters, rows, piece, drain, park)
+            panel(a, plan, plan.variants[0], masters, rows, piece, drain, park, leaves_behind)
         a.sub(regs["panels_left"], regs["panels_left"], 1, sf=True)
         a.branch("panel", cond="all_zc")
         a.ldi(r3, panel_bytes)                          # (delay slots: c_panel steps either way)
@@ -188,10 +191,11 @@ def one_pass(a, plan, rows, masters, piece=False, drain=False, park=False):
         a.ldi(r3, (plan.edge.start - plan.full_panels * plan.panel_vectors * LANES) * plan.c_bytes)
         a.add(regs["c_panel"], regs["c_panel"], r3)
         with a.scope("edge"):
-            panel(a, plan, plan.edge, masters, rows, piece)
+            panel(a, plan, plan.edge, masters, rows, piece, leaves_behind=leaves_behind)
 
 
-def panel(a, plan, variant, masters, rows, piece=False, drain=False, park=False):
+def panel(a, plan, variant, masters, rows, piece=False, drain=False, park=False,
+          leaves_behind=False):
     """One panel of C (``rows`` rows x the variant's vectors, and ``piece``): its chunks, then
     the store (``drain``, ``park``: see one_pass)."""
     regs = registers(plan)[0]
@@ -227,7 +231,7 @@ def panel(a, plan, variant, masters, rows, piece=False, drain=False, park=False)
     a.nop(sig="ldtmu0")
     # The first multiply-add of each k finishes the previous k's last one: make it add 0.
     a.ldi(r0, 0)
-    chunks(a, plan, variant, acc, masters, piece and plan.spread_leaves, drain)
+    chunks(a, plan, variant, acc, masters, piece and plan.spread_leaves, drain, leaves_behind)
     if delta:
         a.ldi(r3, delta)
         a.sub(regs["buffer"], regs["buffer"], r3)
