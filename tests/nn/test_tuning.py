@@ -14,7 +14,7 @@ from vc4nn.nn.layer_plans import plan_for, resolved_tiling
 from vc4nn.nn.mobilenet_shapes import Layer
 from vc4nn.nn.tuned_plans import (ENV_VAR, TuneCache, TuneCacheWarning, layer_key, plan_key,
                                   plans_version, tuned_tiling)
-from vc4nn.nn.tuning import candidates, tune_layers
+from vc4nn.nn.tuning import candidates, replayed, tune_layers
 
 from . import spatial_reference
 from .reference import assert_close, assert_close_fp16, dense
@@ -288,6 +288,12 @@ def test_a_layer_that_cannot_be_tuned_is_reported_and_the_others_are_tuned(cache
     assert [result.layer.name for result in results] == ["dw"]
     assert any(line.startswith("pw: not tuned") and "park_rows" in line for line in lines)
     assert TuneCache(cache_file).get(results[0].key) is not None
+    # The record main's tuner wrote for it (the route's 8 rows, 5 parked): skipped, with why.
+    layer = PARKING[-1]
+    plan, _ = plan_for(layer, layer.height, layer.width, 12, device, {})
+    assert replayed(layer, layer.height, layer.width, 12, device,
+                    dict(resolved_tiling(plan), max_rows=8)) == (
+        None, "cannot be built: park_rows: 20 vectors do not fit in the registers left")
 
 
 def test_a_partial_record_takes_the_choices_of_its_own_tiling(cache_file, device):
