@@ -14,7 +14,7 @@ from vc4nn.nn.layer_plans import plan_for, resolved_tiling
 from vc4nn.nn.mobilenet_shapes import Layer
 from vc4nn.nn.tuned_plans import (ENV_VAR, TuneCache, TuneCacheWarning, layer_key, plan_key,
                                   plans_version, tuned_tiling)
-from vc4nn.nn.tuning import candidates, tune_layers
+from vc4nn.nn.tuning import candidates, replayed, tune_layers
 
 from . import spatial_reference
 from .reference import assert_close, assert_close_fp16, dense
@@ -224,3 +224,84 @@ def test_cache_off_and_missing_file(tmp_path, monkeypatch, device):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert tuned_tiling("depthwise", {}, 4, device) is None
+
+
+# The parking default takes fewer rows per QPU than the route (pointwise.parking_default): v1
+# 1.0/224's pw1 and pw2 on 12 QPUs, and a reduced pw1-like shape (192 pixels: 3 passes of 6
+# rows per QPU, 5 of them parked, where the route's 8 rows would make 2 passes and leave no
+# registers for them).
+PARKING = [Layer("pw1", "pointwise", 112, 112, 32, 64, 1, "relu6"),
+           Layer("pw2", "pointwise", 56, 56, 64, 128, 1, "relu6"),
+           Layer("pw", "pointwise", 12, 16, 32, 64, 1, "relu6")]
+
+
+@pytest.mark.parametrize("layout", ["hwc", "chw"])
+@pytest.mark.parametrize("storage", ["fp32", "fp16"])
+@pytest.mark.parametrize("layer", PARKING, ids=lambda layer: layer.name)
+def test_the_default_pointwise_tiling_rebuilds_the_plan_that_ran(layer, storage, layout, device):
+    """The tiling `vc4nn tune` records for a default plan says the rows per QPU the panel ran
+    (max_rows 7, not the route's 8, for pw1's 5 parked rows), so that the record, given back
+    as a tiling, builds the same panel."""
+    plan, _ = plan_for(layer, layer.height, layer.width, 12, device, {}, storage, layout)
+    tiling = resolved_tiling(plan)
+    if layer.name != "pw2" or storage == "fp32":        # (fp16 pw2 spreads, parks nothing)
+        assert plan.panel.park_rows and plan.panel.max_rows < 8
+    assert tiling["max_rows"] == plan.panel.max_rows and tiling["park_rows"] == plan.parks
+    again, _ = plan_for(layer, layer.height, layer.width, 12, device, tiling, storage, layout)
+    assert again.panel == plan.panel and again.transposed == plan.transposed
+    assert resolved_tiling(again) == tiling
+
+
+@pytest.mark.parametrize("storage", ["fp32", "fp16"])
+def test_the_layer_runs_a_recorded_parking_plan(storage, cache_file, device):
+    """The default plan's record of a parking shape, stored as `vc4nn tune` stores it, is run
+    by the layer as it is (no "not a legal plan" fallback): the same cycles as the default,
+    results against the float64 loop."""
+    layer = PARKING[-1]
+    plan, _ = plan_for(layer, layer.height, layer.width, 12, device, {}, storage)
+    store(cache_file, plan, "pi_zero", resolved_tiling(plan))
+    dtype = np.float16 if storage == "fp16" else np.float32
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((layer.height, layer.width, layer.cin)).astype(dtype)
+    w = rng.standard_normal((layer.cin, layer.cout)).astype(dtype)
+    b = rng.standard_normal(layer.cout).astype(np.float32)
+    default = pointwise(x, w, b, "relu6", device=device, num_qpus=12, return_run=True,
+                        tiling={})[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert plan_for(layer, layer.height, layer.width, 12, device, None, storage)[1] == \
+            "tuned"
+        y, run = pointwise(x, w, b, "relu6", device=device, num_qpus=12, return_run=True)
+    assert run.cycles == default.cycles
+    expected, magnitude = dense(x, w, b, None, "relu6")
+    check = assert_close_fp16 if storage == "fp16" else assert_close
+    check(y, expected, magnitude, terms=layer.cin)
+
+
+def test_a_layer_that_cannot_be_tuned_is_reported_and_the_others_are_tuned(cache_file, device):
+    """On 64 pixels (--pixels) the parking default of a pw1-like layer has one pass, where no
+    rows can be parked: that layer is reported as not tuned, the next one is still tuned."""
+    lines = []
+    dw = Layer("dw", "depthwise", 5, 8, 16, 16, 2, "relu6")
+    results = tune_layers([PARKING[-1], dw], device, None, num_qpus=12, pixels=64,
+                          progress=lines.append)
+    assert [result.layer.name for result in results] == ["dw"]
+    assert any(line.startswith("pw: not tuned") and "park_rows" in line for line in lines)
+    assert TuneCache(cache_file).get(results[0].key) is not None
+    # The record main's tuner wrote for it (the route's 8 rows, 5 parked): skipped, with why.
+    layer = PARKING[-1]
+    plan, _ = plan_for(layer, layer.height, layer.width, 12, device, {})
+    assert replayed(layer, layer.height, layer.width, 12, device,
+                    dict(resolved_tiling(plan), max_rows=8)) == (
+        None, "cannot be built: park_rows: 20 vectors do not fit in the registers left")
+
+
+def test_a_partial_record_takes_the_choices_of_its_own_tiling(cache_file, device):
+    """A record holding some fields only (tile_cols) gives the plan that tiling gives when it
+    is passed explicitly: the other fields chosen for it, not kept from the default plan."""
+    plan, _ = plan_for(DW, DW.height, DW.width, 4, device, {})
+    explicit, _ = plan_for(DW, DW.height, DW.width, 4, device, {"tile_cols": 2})
+    assert explicit.tile_rows != plan.tile_rows or explicit.in_chunk != plan.in_chunk
+    store(cache_file, plan, "pi_zero", {"tile_cols": 2})
+    tuned, source = plan_for(DW, DW.height, DW.width, 4, device)
+    assert source == "tuned" and tuned == explicit

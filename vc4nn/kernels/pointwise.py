@@ -93,11 +93,9 @@ class PointwisePlan:
         if self.input_layout not in LAYOUTS:
             raise DeviceError(f"pointwise: input_layout={self.input_layout!r}; "
                               f"{' or '.join(map(repr, LAYOUTS))}")
-        if self.input_layout == "chw" and (self.transpose_input is False or self.max_rows
-                                           not in (None, sgemm_panel.MAX_ROWS)):
-            raise DeviceError(f"pointwise: an input in 'chw' layout is read by the transposed "
-                              f"route with all its rows only (transpose_input=False or max_rows "
-                              f"< {sgemm_panel.MAX_ROWS} cannot apply)")
+        if self.input_layout == "chw" and self.transpose_input is False:
+            raise DeviceError("pointwise: an input in 'chw' layout is read by the transposed "
+                              "route only (transpose_input=False cannot apply)")
         if self.w_storage == "fp16" and self.panel_vectors and self.panel_vectors % 2:
             raise DeviceError(f"pointwise: panel_vectors {self.panel_vectors} with fp16 weights; "
                               f"give an even width (panels start on a 32-channel block)")
@@ -271,7 +269,7 @@ class PointwisePlan:
         transpose's VDW stride limits it to H*W <= 16384 pixels (32768 in halves)."""
         fits = (self.pixels - 1) * self.x_bytes <= MAX_VDW_STRIDE
         if self.input_layout == "chw":
-            return True, sgemm_panel.MAX_ROWS
+            return True, self.max_rows or sgemm_panel.MAX_ROWS
         if self.transpose_input is not None or self.max_rows is not None:
             return bool(self.transpose_input) and fits, self.max_rows or sgemm_panel.MAX_ROWS
         ways = hardware.TMU_CACHE_WAYS
@@ -332,6 +330,13 @@ class PointwisePlan:
         ms): 56x56x128->128 6.678 -> 5.614 (53% -> 64% of peak); not 28x28x128->256 (two
         panels, each with its warm-up and last cycle): 3.360 -> 3.761."""
         return self.panel.stagger
+
+    @property
+    def most_rows(self):
+        """Rows per QPU at most as the panel runs (``max_rows`` resolved): the route's, or the
+        fewer that ``parking_default`` takes to park its rows (pw1: 7 of the route's 8, 5 of
+        them parked). A tiling that gives it with ``park_rows`` rebuilds the same panel."""
+        return self.panel.max_rows
 
     @property
     def pairs(self):

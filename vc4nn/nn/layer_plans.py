@@ -50,8 +50,8 @@ def resolved_tiling(plan):
     if plan is None:
         return {}
     if isinstance(plan, pointwise_kernel.PointwisePlan):
-        transposed, rows = plan.route
-        return {"transpose_input": transposed, "max_rows": rows, "panel_vectors": plan.vectors,
+        return {"transpose_input": plan.transposed, "max_rows": plan.most_rows,
+                "panel_vectors": plan.vectors,
                 "gather_weights": plan.gathers, "balance_passes": plan.balance_passes,
                 "spread_rows": plan.spreads, "spread_leaves": plan.spreads_on_leaves,
                 "pair_gathers": plan.pairs, "park_rows": plan.parks,

@@ -180,7 +180,7 @@ def tuned_plan(plan, device, path=None):
     if not tiling:
         return plan
     try:
-        tuned = dataclasses.replace(plan, **tiling)
+        tuned = with_tiling(plan, tiling)
         validate(tuned)
     except (Vc4nnError, TypeError, ValueError) as error:
         warnings.warn(f"tuned-plan cache {cache_path(path)}: the record for this "
@@ -188,6 +188,18 @@ def tuned_plan(plan, device, path=None):
                       f"default plan", TuneCacheWarning, stacklevel=3)
         return plan
     return tuned
+
+
+def with_tiling(plan, tiling):
+    """``plan`` with ``tiling`` as if the layer function had been given it: the tiling fields
+    it leaves out are chosen anew for it, not kept as ``plan`` resolved them for its own
+    tiling (a depthwise record of tile_cols alone takes the tile height, chunks and QPUs of
+    that width)."""
+    unset = {f.name: f.default for f in dataclasses.fields(plan)
+             if f.name in TILING_FIELDS[type(plan).__name__]
+             and f.default is not dataclasses.MISSING}
+    tuned = dataclasses.replace(plan, **dict(unset, **tiling))
+    return tuned.with_defaults() if hasattr(tuned, "with_defaults") else tuned
 
 
 def validate(plan):

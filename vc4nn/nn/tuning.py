@@ -21,8 +21,13 @@ What is searched (the generators' tiling fields):
     14-column strips at stride 1, or 10 at most), each on its default tiling.
 A depthwise layer is also tuned over the QPUs it spreads over (``max_qpus``: its load and
 staging buffers grow as they shrink). Layers handed over channel-major (vc4nn/nn/handoff.py:
-``layouts``) are tuned as they run: a "chw" pointwise layer over its panel widths (its route is
-fixed).
+``layouts``) are tuned as they run: a "chw" pointwise layer over its rows per QPU and panel
+widths (its route is the transposed one).
+Every candidate is the resolved tiling of a plan that it rebuilds as it is (``replayed``): the
+record `vc4nn tune` writes must give the layer functions the plan that was measured (the parking
+default, say, takes fewer rows per QPU than its route: its tiling says so). A wanted tiling that
+cannot be built, or whose run fails, is skipped with its reason; a layer whose default plan
+cannot be is not tuned (TuneError, reported), and the others still are.
 A layer is tuned in the storage it runs in (``storage``: "fp16" tunes the fp16 kernels'
 plans, which have keys of their own: the storage fields are part of the plan's shape).
 Conv2d (``taps_per_pass``) is not searched: its weights are laid out for one value by
@@ -38,8 +43,7 @@ import dataclasses
 import datetime
 
 from ..errors import Vc4nnError
-from ..kernels.pointwise import PANEL_WIDTHS
-from ..kernels.spatial import PlanError
+from ..kernels.pointwise import PANEL_WIDTHS, PointwisePlan
 from .layer_figures import Reduction, measure_layer
 from .layer_plans import TUNABLE, plan_for, resolved_tiling
 from .tuned_plans import TuneCache, board_of, plan_key
@@ -54,6 +58,10 @@ TILES_PER_QPU = (1, 2, 3, 4, 6)
 # QPUs a depthwise layer may spread over (the default: as many as hold its chunks, "chw": a
 # whole tile row staged; 4-5 were up to 5% faster on some v1 layers, docs/kernels.md).
 SPREADS = (3, 4, 5, 6, 8, 12)
+
+
+class TuneError(Vc4nnError):
+    """A layer that cannot be tuned: its default plan cannot be built, replayed or run."""
 
 
 @dataclasses.dataclass
@@ -82,13 +90,15 @@ class TuneResult:
 
 
 def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hwc",
-               storage="fp32"):
-    """Resolved tilings to try, the default first, no two the same and each a legal plan."""
+               storage="fp32", skipped=None):
+    """Resolved tilings to try, the default first, no two the same, each a legal plan that it
+    rebuilds (``replayed``). ``skipped``: a list that gets (wanted tiling, why) for each one
+    left out because its plan cannot be built or replayed. TuneError if the default's cannot."""
     default, _ = plan_for(layer, height, width, num_qpus, device, {}, storage, layout)
     if layer.kind == "pointwise":
         rows = POINTWISE_ROWS_REDUCED if reduced else POINTWISE_ROWS_FULL
-        wanted = [] if layout == "chw" else [{"transpose_input": t, "max_rows": r}
-                                             for t in (False, True) for r in rows]
+        routes = (True,) if layout == "chw" else (False, True)
+        wanted = [{"transpose_input": t, "max_rows": r} for t in routes for r in rows]
         wanted += [{"panel_vectors": vectors} for vectors in PANEL_WIDTHS]
         wanted += [dict(tiling, gather_weights=False) for tiling in wanted]
         wanted += [{"balance_passes": False}, {"spread_rows": False}, {"spread_leaves": False},
@@ -106,16 +116,39 @@ def candidates(layer, height, width, num_qpus, device, reduced=False, layout="hw
     else:
         raise Vc4nnError(f"layer {layer.name}: {layer.kind} layers have no tiling to tune "
                          f"(tunable: {', '.join(TUNABLE)})")
-    out = [resolved_tiling(default)]
-    for tiling in wanted:
-        try:
-            plan, _ = plan_for(layer, height, width, num_qpus, device, tiling, storage, layout)
-            resolved = resolved_tiling(plan)
-        except (PlanError, ValueError):
-            continue
-        if resolved not in out:
+    out = []
+    for tiling in [{}] + wanted:
+        resolved, why = replayed(layer, height, width, num_qpus, device, tiling, storage, layout)
+        if why and not out:
+            raise TuneError(f"layer {layer.name}: its default plan {why}")
+        if why:
+            if skipped is not None:
+                skipped.append((tiling, why))
+        elif resolved not in out:
             out.append(resolved)
     return out
+
+
+def replayed(layer, height, width, num_qpus, device, tiling, storage="fp32", layout="hwc"):
+    """(resolved tiling, None) of the plan ``tiling`` gives, where that resolved tiling,
+    given as a tiling (a tuned record), rebuilds the same plan; else (None, why)."""
+    def build(fields):
+        return plan_for(layer, height, width, num_qpus, device, fields, storage, layout)[0]
+
+    try:
+        plan = build(tiling)
+        resolved = resolved_tiling(plan)
+    except (Vc4nnError, ValueError) as error:
+        return None, f"cannot be built: {error}"
+    try:
+        again = build(resolved)
+        rebuilt = resolved_tiling(again)
+    except (Vc4nnError, ValueError) as error:
+        return None, f"has a resolved tiling {resolved} that cannot be built again: {error}"
+    if rebuilt != resolved or (isinstance(plan, PointwisePlan) and
+                               (again.panel, again.transposed) != (plan.panel, plan.transposed)):
+        return None, f"has a resolved tiling {resolved} that builds another plan ({rebuilt})"
+    return resolved, None
 
 
 def depthwise_tilings(default, num_qpus):
@@ -146,15 +179,27 @@ def tune_layer(layer, device, num_qpus=12, pixels=0, progress=None, layout="hwc"
     run = None
     tried = []
     reduced = layer.kind == "pointwise" and 0 < pixels < layer.height * layer.width
-    for tiling in candidates(layer, layer.height, layer.width, num_qpus, device, reduced,
-                             layout, storage):
-        figures = measure_layer(layer, device, num_qpus, reduction, tiling, storage=storage,
-                                layout=layout)
+    report = progress or (lambda line: None)
+    skipped = []
+    tilings = candidates(layer, layer.height, layer.width, num_qpus, device, reduced, layout,
+                         storage, skipped)
+    for tiling, why in skipped:
+        report(f"  {layer.name} {tiling}: skipped, its plan {why}")
+    for tiling in tilings:
+        try:
+            figures = measure_layer(layer, device, num_qpus, reduction, tiling, storage=storage,
+                                    layout=layout)
+        except (Vc4nnError, ValueError) as error:
+            if not tried:
+                on = f" on {pixels} pixels (--pixels)" if reduced else ""
+                raise TuneError(f"layer {layer.name}: its default plan cannot run{on}: "
+                                f"{error}") from error
+            report(f"  {layer.name} {tiling}: skipped, its run failed: {error}")
+            continue
         tried.append((tiling, figures.full_clocks))
         run = run or figures
-        if progress:
-            progress(f"  {layer.name} {tiling}: {figures.full_clocks:.0f} clocks"
-                     f"{'' if figures.scale == 1 else ' (scaled)'}")
+        report(f"  {layer.name} {tiling}: {figures.full_clocks:.0f} clocks"
+               f"{'' if figures.scale == 1 else ' (scaled)'}")
     best, best_clocks = min(tried, key=lambda t: t[1])
     return TuneResult(layer, key, tried[0][0], tried[0][1], best, best_clocks, tried,
                       run.run_shape, run.scale, run.clock_hz)
@@ -163,7 +208,8 @@ def tune_layer(layer, device, num_qpus=12, pixels=0, progress=None, layout="hwc"
 def tune_layers(layers, device, cache_path=None, num_qpus=12, pixels=0, progress=None,
                 layouts=None, storage="fp32"):
     """Tune each tunable layer (one per distinct plan key) and store each winner as soon as it
-    is found: [TuneResult]. ``layouts``: {layer: "chw"} for the layers handed over
+    is found: [TuneResult] (a layer that cannot be tuned, TuneError, is reported through
+    ``progress`` and left out). ``layouts``: {layer: "chw"} for the layers handed over
     channel-major (vc4nn/nn/handoff.py); ``storage``: that of the activations and weights."""
     cache = TuneCache(cache_path)
     results, seen = [], {}
@@ -175,8 +221,17 @@ def tune_layers(layers, device, cache_path=None, num_qpus=12, pixels=0, progress
                            layout)
         key = plan_key(plan, board_of(device))
         if key not in seen:
-            seen[key] = tune_layer(layer, device, num_qpus, pixels, progress, layout, storage)
-            cache.put(key, seen[key].record())
-            cache.save()
+            try:
+                seen[key] = tune_layer(layer, device, num_qpus, pixels, progress, layout,
+                                       storage)
+            except TuneError as error:
+                seen[key] = error
+            else:
+                cache.put(key, seen[key].record())
+                cache.save()
+        if isinstance(seen[key], TuneError):
+            if progress:
+                progress(f"{layer.name}: not tuned ({seen[key]})")
+            continue
         results.append(dataclasses.replace(seen[key], layer=layer))
     return results
