@@ -305,3 +305,14 @@ def test_a_partial_record_takes_the_choices_of_its_own_tiling(cache_file, device
     store(cache_file, plan, "pi_zero", {"tile_cols": 2})
     tuned, source = plan_for(DW, DW.height, DW.width, 4, device)
     assert source == "tuned" and tuned == explicit
+
+
+def test_the_staggered_tiling_rebuilds_the_plan_that_ran(device):
+    """pw3's default retires its rows staggered with 5 rows per QPU (panel_stagger.ROWS): its
+    record says so (stagger, max_rows 5), and given back as a tiling builds the same panel."""
+    layer = Layer("pw3", "pointwise", 56, 56, 128, 128, 1, "relu6")
+    plan, _ = plan_for(layer, layer.height, layer.width, 12, device, {}, "fp32", "chw")
+    tiling = resolved_tiling(plan)
+    assert tiling["stagger"] and tiling["max_rows"] == 5
+    again, _ = plan_for(layer, layer.height, layer.width, 12, device, tiling, "fp32", "chw")
+    assert again.panel == plan.panel and resolved_tiling(again) == tiling
