@@ -7,7 +7,7 @@ waits for one, and whether a gather holds one k or two.
 import functools
 import typing
 
-from asm import isa, r0, r1, r2, r3, r4, r5, r5rep, tmu0_s, vpm, vr_setup
+from asm import isa, null, r0, r1, r2, r3, r4, r5, r5rep, tmu0_s, vpm, vr_setup
 
 from .common import LANES, ceil_div
 from .panel_act_halves import copy_steps
@@ -93,7 +93,7 @@ def k_kinds(plan, ahead=None):
 def r2_gather(plan, gather, ahead=None):
     """The gather whose address r2 holds when the k loop copies ``gather``: the copy comes
     before that k's request, and a "single" request does not step r2 (request_a)."""
-    gathers = ceil_div(plan.k, plan.gather_k)
+    gathers = ceil_div(plan.k - plan.stagger, plan.gather_k)     # (stagger: the bias row's A is 1)
     asked = min(gather + (ahead or gathers_ahead(plan)), gathers)
     return asked - (asked == gathers and gather_kind(plan, gathers - 1) == "single")
 
@@ -188,6 +188,13 @@ def count_row(plan):
     return rows[0] if rows else min(1, plan.chunk_rows - 1)
 
 
+def lane_step_row(plan):
+    """(stagger, one k per gather) The k-row of the chunk loop's last chunk whose request asks
+    for the first gather of the next chunk: where a retiring row's lane moves to its next
+    pixel (float32 A: count_row, whose count's flags the move takes)."""
+    return plan.chunk_rows - gathers_ahead(plan)
+
+
 def request_a(a, plan, kind, sig=None, upper=None, cond="always"):
     """Ask for one gather of A at r2 and step r2 to the next (the MUL reads r2 before the ADD
     writes it; ``cond``: the step's condition). A "single" gather is the last: its upper lanes
@@ -254,6 +261,13 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None, handles=None):
         reads = (lambda sig: a.add(vr_setup, r3, -plan.row_base, sig=sig), True)
         steps = copy_steps(a, plan, kind, reads if row == 0 else None,
                            (count, True) if count_here else None)
+        if loop and plan.stagger and row == lane_step_row(plan):
+            # a retiring row's lane moves on (panel_stagger) before this k-row's request, on
+            # flags of the count to come (the copies' flags come between, the count after)
+            steps[:0] = [(lambda sig: a.sub(null, regs["chunks_left"], loop.step, sf=True,
+                                            sig=sig), True),
+                         (lambda sig: a.add(r2, r2, regs[LANE_DELTA], cond="nc", sig=sig),
+                          False)]
     elif row == 0 or count_here:
         steps.append((first, True))
         if count_here and plan.stagger:     # a retiring row's lane moves on (panel_stagger)

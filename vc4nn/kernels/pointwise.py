@@ -250,7 +250,8 @@ class PointwisePlan:
                 panel = self._panel(*self._route(vectors), vectors)
             except ValueError:      # a forced option this width cannot take
                 continue
-            estimates[vectors] = (not panel.b_gather, sgemm_panel.issue_estimate(panel))
+            estimates[vectors] = (not panel.stagger, not panel.b_gather,
+                                  sgemm_panel.issue_estimate(panel))
         return min(estimates, key=estimates.get) if estimates else PANEL_WIDTHS[0]
 
     @property
