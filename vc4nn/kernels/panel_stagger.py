@@ -26,6 +26,11 @@ a row past the pixels repeats its QPU's last one (its value stored again by the 
 first cycle (warm-up) retires partial sums, stored at the QPU's first pixel before its real
 values; one cycle more than the blocks retires the last, and ends after the segment of the last
 row with a pixel (``last_row``). Panels of B one after another, each with its cycles.
+
+fp16 x and y (B and the bias float32): x's halves are copied as the panel kernel copies them
+(panel_act_halves), whose flags would clobber the count's, so the lane moves on a test of the
+count to come (``panel_kloop.lane_step_row``); y is packed by the writes into the first park
+register, the one the slots store (``packing``).
 """
 
 import functools

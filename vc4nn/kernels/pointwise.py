@@ -234,8 +234,8 @@ class PointwisePlan:
 
     @property
     def vectors(self):
-        """The panel's width in vectors: ``panel_vectors``, else the width of PANEL_WIDTHS whose
-        panel kernel gathers the weights (``gathers``: the layers are bound by the bus) and
+        """The panel's width in vectors: ``panel_vectors``, else a width whose panel staggers
+        (``staggers``), else the width of PANEL_WIDTHS whose panel kernel gathers the weights (``gathers``: the layers are bound by the bus) and
         issues the fewest instructions (``sgemm_panel.issue_estimate``) on its route. Wider
         panels spend fewer instructions per multiply-add on broadcasting A but hold fewer rows
         per QPU and fewer k-rows per chunk (PanelPlan); edge panels waste lanes. (Cout = 64 on 12
@@ -327,11 +327,12 @@ class PointwisePlan:
     def staggers(self):
         """Whether the rows retire at staggered points of a cyclic k stream, stored one vector
         per chunk while the others compute (``stagger``, vc4nn/kernels/panel_stagger.py). By
-        default where it runs (the transposed route, float32 x, y and weights, a bias, no
-        residual, 12 QPUs for 8-vector panels, K + 1 in chunks that make 5 segments: Cin =
-        128) and N is one panel. Measured (pi_zero, 12 QPUs, full layers, channel-major x,
-        ms): 56x56x128->128 6.678 -> 5.614 (53% -> 64% of peak); not 28x28x128->256 (two
-        panels, each with its warm-up and last cycle): 3.360 -> 3.761."""
+        default where it runs (the transposed route, float32 weights, x and y either, a bias,
+        no residual, 12 QPUs for 8-vector panels, K + 1 in chunks that make 5 segments: Cin =
+        128) and N is one panel; its panel width then wins (``vectors``). Measured (pi_zero, 12
+        QPUs, full layers, channel-major x, ms): 56x56x128->128 6.678 -> 5.614 (53% -> 64% of
+        peak), with fp16 x and y 6.509 (4 vectors, not staggered) -> 5.808; not 28x28x128->256
+        (two panels, each with its warm-up and last cycle): 3.360 -> 3.761."""
         return self.panel.stagger
 
     @property
