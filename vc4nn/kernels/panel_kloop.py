@@ -10,7 +10,8 @@ import typing
 from asm import isa, null, r0, r1, r2, r3, r4, r5, r5rep, tmu0_s, vpm, vr_setup
 
 from .common import LANES, ceil_div
-from .panel_act_halves import copy_steps
+from .halves import HALF_HIGH, HALF_LOW
+from .panel_act_halves import copy_step, copy_steps
 from .panel_gather_b import pop_steps, stepped
 from .panel_plan import MAX_ROWS, TMU_REQUESTS
 from .panel_registers import LANE_DELTA, registers, stepped_loads
@@ -262,12 +263,19 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None, handles=None):
         steps = copy_steps(a, plan, kind, reads if row == 0 else None,
                            (count, True) if count_here else None)
         if loop and plan.stagger and row == lane_step_row(plan):
-            # a retiring row's lane moves on (panel_stagger) before this k-row's request, on
-            # flags of the count to come (the copies' flags come between, the count after)
-            steps[:0] = [(lambda sig: a.sub(null, regs["chunks_left"], loop.step, sf=True,
-                                            sig=sig), True),
-                         (lambda sig: a.add(r2, r2, regs[LANE_DELTA], cond="nc", sig=sig),
-                          False)]
+            test = (lambda sig: a.sub(null, regs["chunks_left"], loop.step, sf=True, sig=sig),
+                    True)
+            delta = (lambda sig: a.add(r2, r2, regs[LANE_DELTA], cond="nc", sig=sig), False)
+            if row and row != count_row(plan) and not flip(plan, 1) and kind.request == "full":
+                # the previous k-row's flags still hold (no k step flips the half bit): the
+                # copy on them, the test in its free ADD slot, the move, then the request
+                steps = [copy_step(a, None, HALF_LOW, "zs"), copy_step(a, test, HALF_HIGH, "zc"),
+                         delta, (lambda sig: request_a(a, plan, "full", sig), False)]
+            else:
+                # a retiring row's lane moves on (panel_stagger) before this k-row's request,
+                # on flags of the count to come (the copies' flags come between, the count
+                # after)
+                steps[:0] = [test, delta]
     elif row == 0 or count_here:
         steps.append((first, True))
         if count_here and plan.stagger:     # a retiring row's lane moves on (panel_stagger)
