@@ -331,7 +331,7 @@ class PointwisePlan:
         no residual, 12 QPUs for 8-vector panels, K + 1 in chunks that make 5 segments: Cin =
         128) and N is one panel; its panel width then wins (``vectors``). Measured (pi_zero, 12
         QPUs, full layers, channel-major x, ms): 56x56x128->128 6.678 -> 5.614 (53% -> 64% of
-        peak), with fp16 x and y 6.509 (4 vectors, not staggered) -> 5.808; not 28x28x128->256
+        peak), with fp16 x and y 6.509 (4 vectors, not staggered) -> 5.778; not 28x28x128->256
         (two panels, each with its warm-up and last cycle): 3.360 -> 3.761."""
         return self.panel.stagger
 
