@@ -94,7 +94,7 @@ def k_kinds(plan, ahead=None):
 def r2_gather(plan, gather, ahead=None):
     """The gather whose address r2 holds when the k loop copies ``gather``: the copy comes
     before that k's request, and a "single" request does not step r2 (request_a)."""
-    gathers = ceil_div(plan.k - plan.stagger, plan.gather_k)     # (stagger: the bias row's A is 1)
+    gathers = ceil_div(plan.k - plan.stagger, plan.gather_k)   # (stagger: the bias row's A is 1)
     asked = min(gather + (ahead or gathers_ahead(plan)), gathers)
     return asked - (asked == gathers and gather_kind(plan, gathers - 1) == "single")
 
@@ -192,7 +192,7 @@ def count_row(plan):
 def lane_step_row(plan):
     """(stagger, one k per gather) The k-row of the chunk loop's last chunk whose request asks
     for the first gather of the next chunk: where a retiring row's lane moves to its next
-    pixel (float32 A: count_row, whose count's flags the move takes)."""
+    pixel (fp16 A; float32 A moves it at count_row, on the count's own flags)."""
     return plan.chunk_rows - gathers_ahead(plan)
 
 

@@ -235,10 +235,12 @@ class PointwisePlan:
     @property
     def vectors(self):
         """The panel's width in vectors: ``panel_vectors``, else a width whose panel staggers
-        (``staggers``), else the width of PANEL_WIDTHS whose panel kernel gathers the weights (``gathers``: the layers are bound by the bus) and
-        issues the fewest instructions (``sgemm_panel.issue_estimate``) on its route. Wider
-        panels spend fewer instructions per multiply-add on broadcasting A but hold fewer rows
-        per QPU and fewer k-rows per chunk (PanelPlan); edge panels waste lanes. (Cout = 64 on 12
+        (``staggers``: fp16 pw3, 4 vectors by the estimate 6.509 ms, staggered 8 5.778), else
+        the width of PANEL_WIDTHS whose panel kernel gathers the weights (``gathers``: the
+        layers are bound by the bus) and issues the fewest instructions
+        (``sgemm_panel.issue_estimate``) on its route. Wider panels spend fewer instructions
+        per multiply-add on broadcasting A but hold fewer rows per QPU and fewer k-rows per
+        chunk (PanelPlan); edge panels waste lanes. (Cout = 64 on 12
         QPUs, channel-major x, pi_zero, full layers: 4 vectors in chunks of 5 k-rows DMA'd,
         then 4 in chunks of 3 gathered: 112x112x32->64 6.594 -> 6.391 ms, 14x14x384->64 0.790
         -> 0.637; 6 vectors DMA'd, which the issue estimate alone would pick: 6.475, 0.787.)"""
