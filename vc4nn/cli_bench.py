@@ -6,6 +6,7 @@
     vc4nn bench-layers --net v1 --kind gemm --stalls   # pointwise, FC, pool; per-stall shares
     vc4nn bench-layers --net v1 --kind spatial --rows 8 --boards pi_zero   # stem, dw, pool
     vc4nn bench-layers --net v1 --storage fp16 # activations and weights as halves
+    vc4nn bench-layers --net v1 --storage fp16 --fp32-weights   # activations only
     vc4nn bench-layers --from-json a.json b.json --markdown --png layers.png
 
 Per layer: its shape, kernel time on each board preset, GFLOPS, bytes moved, % of the
@@ -64,6 +65,10 @@ def add_arguments(parser):
     parser.add_argument("--storage", choices=("fp32", "fp16"), default="fp32",
                         help="fp16: activations and weights stored as halves where the layer's "
                         "kernel can (arithmetic stays fp32); the records say which ran so")
+    parser.add_argument("--fp32-weights", action="store_true",
+                        help="with --storage fp16: pointwise layers' weights stay float32 (the "
+                        "runtime's precision='auto' tries this too: input and result as halves, "
+                        "weights float32); their records' storage says fp16/fp32")
     parser.add_argument("--no-handoff", action="store_true",
                         help="run every depthwise result NHWC (by default a depthwise layer "
                         "whose pointwise reader would transpose it hands it over channel-major, "
@@ -152,17 +157,19 @@ def run_records(args, progress=print, save=None):
         reduce = not args.full and (args.quick or core != "c")
         reduction = Reduction(args.pixels, args.rows) if reduce else FULL
         seen = {}
+        weights = "fp32" if getattr(args, "fp32_weights", False) else None
         handoffs = set() if getattr(args, "no_handoff", False) else \
             handoff_layers(args, device)
         for index, (network, layer) in enumerate(network_layers(args)):
             layout = "chw" if (network, layer.name) in handoffs else "hwc"
             key = (layer.kind, layer.height, layer.width, layer.cin, layer.cout, layer.stride,
-                   layer.activation, layer.residual, args.storage, layout)
+                   layer.activation, layer.residual, args.storage, layout, weights)
             started = time.time()
             if key not in seen:
                 seen[key] = measure_layer(layer, device, args.qpus, reduction,
                                           {} if args.plans == "default" else None,
-                                          storage=args.storage, layout=layout)
+                                          storage=args.storage, layout=layout,
+                                          weights=weights)
             record = dict(seen[key].as_dict(), name=layer.name, network=network, core=core,
                           index=index)
             records.append(record)

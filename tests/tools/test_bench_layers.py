@@ -142,6 +142,24 @@ def test_bench_layers_fp16_storage(capsys):
         assert name == "pw13" or r16["ms"] < r32["ms"]
 
 
+def test_bench_layers_fp32_weights(capsys):
+    """--storage fp16 --fp32-weights: a pointwise layer's activations as halves, its weights
+    float32 (precision="auto"'s fp16/fp32 candidate), said by its record's storage and counted
+    as 4 bytes each; the depthwise layer as with --storage fp16."""
+    args = ["bench-layers", "--net", "v1", "--alpha", "0.25", "--size", "128", "--only",
+            "dw13,pw13", "--boards", "pi_zero", "--json", "--quick", "--pixels", "16",
+            "--storage", "fp16"]
+    records = {}
+    for extra in ([], ["--fp32-weights"]):
+        assert main(args + extra) == 0
+        records[bool(extra)] = {r["name"]: r for r in json.loads(capsys.readouterr().out)["layers"]}
+    halves, mixed = records[False], records[True]
+    assert mixed["dw13"]["storage"] == "fp16" and mixed["dw13"]["ms"] == halves["dw13"]["ms"]
+    assert mixed["pw13"]["storage"] == "fp16/fp32"
+    weights = 256 * 256         # pw13 at alpha 0.25: 256 -> 256 channels
+    assert mixed["pw13"]["bytes_moved"] - halves["pw13"]["bytes_moved"] == 2 * weights
+
+
 def test_bench_layers_kind_add_lists_v2_residual_adds(capsys):
     """--kind add: v2's residual adds as layers of their own (never in the default list, where
     the projection's fused residual stands for them); fp16 halves their bytes."""

@@ -81,22 +81,24 @@ def ops_then_branch(a, ops, target, cond="always", link=None):
         a.nop()
 
 
-def paired_moves(a, moves):
+def paired_moves(a, moves, first=None):
     """Emitters of the moves [(dst, src)], in order, two per instruction where the registers'
     files allow (one read and one write on each side; an accumulator is read on either). A move is
     brought forward only past moves that do not read what it writes (its partner reads the
-    old value in the same instruction)."""
+    old value in the same instruction). ``first(dst, src)``: the first move's own op (on the
+    ADD ALU: its partner goes on the MUL), instead of a mov."""
     moves, ops = list(moves), []
     while moves:
         dst, src = moves.pop(0)
+        move, first = first or a.mov, None
         partner = next((m for i, m in enumerate(moves)
                         if apart(m[0], dst) and (apart(m[1], src) or m[1] is src)
                         and all(earlier[1] is not m[0] for earlier in moves[:i])), None)
         if partner:
             moves.remove(partner)
-            ops.append(lambda d=dst, s=src, p=partner: a.mov(d, s).mov(*p))
+            ops.append(lambda d=dst, s=src, p=partner, move=move: move(d, s).mov(*p))
         else:
-            ops.append(lambda d=dst, s=src: a.mov(d, s))
+            ops.append(lambda d=dst, s=src, move=move: move(d, s))
     return ops
 
 

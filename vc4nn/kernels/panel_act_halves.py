@@ -40,6 +40,8 @@ def copy_steps(a, plan, kind, setup, count):
     extras = [step for step in (setup, count) if step]
     if kind.half:
         return extras
+    if kind.ones:                   # (stagger's bias row: A is 1, no gather)
+        return extras + [(lambda sig: a.mov(r1, 1.0, sig=sig), True)]
     regs = registers(plan)[0]
     low, high = ("zc", "zs") if kind.flip else ("zs", "zc")
     if kind.flagged:

@@ -7,10 +7,11 @@ waits for one, and whether a gather holds one k or two.
 import functools
 import typing
 
-from asm import isa, r0, r1, r2, r3, r4, r5, r5rep, tmu0_s, vpm, vr_setup
+from asm import isa, null, r0, r1, r2, r3, r4, r5, r5rep, tmu0_s, vpm, vr_setup
 
 from .common import LANES, ceil_div
-from .panel_act_halves import copy_steps, deferred_step
+from .halves import HALF_HIGH, HALF_LOW
+from .panel_act_halves import copy_step, copy_steps, deferred_step
 from .panel_gather_b import ROLE_FLAGS_STEP, carries_role_flags, pop_steps, stepped
 from .panel_plan import MAX_ROWS, TMU_REQUESTS
 from .panel_registers import LANE_DELTA, registers, stepped_loads
@@ -101,14 +102,15 @@ def reuses_flags(plan):
     its last copy, whose condition reads the flags before it; a chunk starts on a gather). A
     copy is then 2 instructions instead of 3: the request and r2's step take the moves' ADD
     slots (the last copy's step, whose slot the count takes, goes to the free ADD slot of the
-    chunk's last group: k_step, loop_defers_step)."""
-    return plan.a_halves and plan.chunk_rows % plan.gather_k == 0
+    chunk's last group: k_step, loop_defers_step). Not with staggered retirement: its lane
+    step tests the count mid-chunk (lane_step_row), which sets the flags."""
+    return plan.a_halves and plan.chunk_rows % plan.gather_k == 0 and not plan.stagger
 
 
 def r2_gather(plan, gather, ahead=None):
     """The gather whose address r2 holds when the k loop copies ``gather``: the copy comes
     before that k's request, and a "single" request does not step r2 (request_a)."""
-    gathers = ceil_div(plan.k, plan.gather_k)
+    gathers = ceil_div(plan.k - plan.stagger, plan.gather_k)   # (stagger: the bias row's A is 1)
     asked = min(gather + (ahead or gathers_ahead(plan)), gathers)
     return asked - (asked == gathers and gather_kind(plan, gathers - 1) == "single")
 
@@ -212,6 +214,13 @@ def loop_defers_step(plan):
     return deferred_step(steady_kinds(plan)[count_row(plan)], True)     # (it carries the count)
 
 
+def lane_step_row(plan):
+    """(stagger, one k per gather) The k-row of the chunk loop's last chunk whose request asks
+    for the first gather of the next chunk: where a retiring row's lane moves to its next
+    pixel (fp16 A; float32 A moves it at count_row, on the count's own flags)."""
+    return plan.chunk_rows - gathers_ahead(plan)
+
+
 def request_a(a, plan, kind, sig=None, upper=None, cond="always"):
     """Ask for one gather of A at r2 and step r2 to the next (the MUL reads r2 before the ADD
     writes it; ``cond``: the step's condition). A "single" gather is the last: its upper lanes
@@ -280,6 +289,20 @@ def k_step(a, plan, acc, kind, row, last_row, loop=None, handles=None):
         first_reads, counts = reads if row == 0 else None, (count, True) if count_here else None
         steps = copy_steps(a, plan, kind, first_reads, counts)
         deferred = last_row and bool(loop) and loop_defers_step(plan)
+        if loop and plan.stagger and row == lane_step_row(plan):
+            test = (lambda sig: a.sub(null, regs["chunks_left"], loop.step, sf=True, sig=sig),
+                    True)
+            delta = (lambda sig: a.add(r2, r2, regs[LANE_DELTA], cond="nc", sig=sig), False)
+            if row and row != count_row(plan) and not flip(plan, 1) and kind.request == "full":
+                # the previous k-row's flags still hold (no k step flips the half bit): the
+                # copy on them, the test in its free ADD slot, the move, then the request
+                steps = [copy_step(a, None, HALF_LOW, "zs"), copy_step(a, test, HALF_HIGH, "zc"),
+                         delta, (lambda sig: request_a(a, plan, "full", sig), False)]
+            else:
+                # a retiring row's lane moves on (panel_stagger) before this k-row's request,
+                # on flags of the count to come (the copies' flags come between, the count
+                # after)
+                steps[:0] = [test, delta]
     elif row == 0 or count_here:
         steps.append((first, True))
         if count_here and plan.stagger:     # a retiring row's lane moves on (panel_stagger)

@@ -26,6 +26,11 @@ a row past the pixels repeats its QPU's last one (its value stored again by the 
 first cycle (warm-up) retires partial sums, stored at the QPU's first pixel before its real
 values; one cycle more than the blocks retires the last, and ends after the segment of the last
 row with a pixel (``last_row``). Panels of B one after another, each with its cycles.
+
+fp16 x and y (B and the bias float32): x's halves are copied as the panel kernel copies them
+(panel_act_halves), whose flags would clobber the count's, so the lane moves on a test of the
+count to come (``panel_kloop.lane_step_row``); y is packed by the writes into the first park
+register, the one the slots store (``packing``).
 """
 
 import functools
@@ -36,6 +41,7 @@ from asm import (AssemblerError, element_number, isa, kernel, null, r0, r1, r2, 
 from . import chain
 from .common import LANES, WORD, ceil_div, lane_addresses, ops_then_branch, paired_moves, zero
 from .epilogue import activate, prepare_activation
+from .halves import HALF_LOW
 from .panel_barrier import boundary
 from .panel_gather_b import pop_rows, request_first_rows, start_panel, stepped, write_offset
 from .panel_kloop import (ChunkLoop, gathers_ahead, k_kinds, k_step, request_a, shared_chunk,
@@ -50,9 +56,12 @@ DELAY = isa.BRANCH_DELAY_SLOTS
 
 def check(plan):
     """Why ``plan`` cannot run staggered (None: it can)."""
-    if not (plan.b_gather and plan.trans_a and plan.gather_k == 1) or plan.a_halves or \
-            plan.b_halves or plan.c_halves:
-        return "it needs gathered float32 B, transposed float32 A, float32 C, one k per gather"
+    if not (plan.b_gather and plan.trans_a and plan.gather_k == 1) or plan.b_halves:
+        # (fp16 B would gather the bias row as halves too)
+        return "it needs gathered float32 B, transposed A, one k per gather"
+    if plan.a_halves and plan.qpus % 2:
+        return (f"fp16 A on {plan.qpus} QPUs: a lane's step of pixels must keep bit 1 of its "
+                f"halves' address (an even number of QPUs)")
     if not plan.epilogue.bias or plan.epilogue.residual or plan.edge:
         return "it needs a bias (its k-row), no residual and whole panels"
     if plan.max_rows != ROWS or plan.spread_rows or plan.park_rows or plan.pair_gathers:
@@ -62,8 +71,11 @@ def check(plan):
                 f"followed by the last chunk")
     if plan.m < ROWS * plan.qpus:
         return f"M = {plan.m} is less than {ROWS} rows on each of {plan.qpus} QPUs"
-    if park_registers(plan) is None:
+    park = park_registers(plan)
+    if park is None:
         return "the park registers do not fit"
+    if plan.c_halves and "a" not in park[0].writes:
+        return "fp16 C: the first park register, which packs, must be on regfile A"
     if segments(plan) is None:
         return f"{steady_chunks(plan)} chunks in the loop do not make {ROWS} segments"
     return None
@@ -105,7 +117,8 @@ def program_for(plan):
     """The assembled program of a staggered plan; assembled once per plan. The conveyor's
     first moves are instructions of their own, as few as leave the rest to free halves of the
     k steps (``chunk_loop``)."""
-    for own_moves in range(plan.panel_vectors):
+    # (fp16 C: the move into the first park register packs, ``packing``: one of their own)
+    for own_moves in range(plan.c_halves and plan.panel_vectors > 1, plan.panel_vectors):
         try:
             return stagger_kernel.assemble(plan, own_moves)
         except _ConveyorLeft:
@@ -142,7 +155,7 @@ def stagger_kernel(a, plan, own_moves):
     # Only the store slots write a VDW setup, and a generic write setup leaves it as it was
     # (panel_store.store_row): written once, its register then holds the slots' step.
     a.mov(vw_setup, regs["vdw_full"])
-    a.ldi(own["step"], LANES * WORD)
+    a.ldi(own["step"], LANES * plan.c_bytes)
     a.ldi(regs["a_step"], plan.a_k)
     lane_addresses(a, regs["a_row"], plan.a_lane, r1, group=MAX_ROWS)      # reads 2 uniforms
     zero(a, [reg for row in acc for reg in row])
@@ -216,7 +229,7 @@ def chunk_loop(a, plan, acc, park, masters, own_moves):
     a.mov(vw_setup, regs["stage_w"])
     a.mov(vpm, park[0])
     a.add(own["drain"], own["drain"], own["step"]).mov(vw_addr, own["drain"])
-    for move in paired_moves(a, moves[:own_moves]):
+    for move in paired_moves(a, moves[:own_moves], packing(a, plan)):
         move()
     moves = moves[own_moves:]
     a.label("entry")
@@ -239,6 +252,15 @@ def chunk_loop(a, plan, acc, park, masters, own_moves):
     a.nop()
 
 
+def packing(a, plan):
+    """fp16 C: the op that moves a vector into the first park register, the one the slots
+    store, converting it to a half in bits 15:0 (a float op packing on regfile A: the 16-bit
+    staging write takes bits 15:0); None for float32 C (a mov)."""
+    if not plan.c_halves:
+        return None
+    return lambda dst, src: a.fmax(dst, src, src, pack=HALF_LOW)
+
+
 def _added(handle, dst, src):
     """Whether ``mov dst, src`` fits the instruction's free half (an op that does not fit
     leaves it as it was)."""
@@ -256,6 +278,8 @@ def retire(a, plan, acc, park, g):
     own = own_registers(plan)
     row = acc[g]
     ops = []
+    # fp16 C: the first park register takes its vector as a half (``packing``)
+    packs = [HALF_LOW if plan.c_halves and not i else None for i in range(len(park))]
     if g + 1 == len(acc):
         ops += [lambda: a.fadd(row[-1], row[-1], r0), lambda: a.ldi(r0, 0)]
     if plan.epilogue.activation:    # (one instruction: every emitter here is one)
@@ -263,12 +287,13 @@ def retire(a, plan, acc, park, g):
     if plan.epilogue.activation == "relu6":
         # relu6's first instruction writes an accumulator: its MUL zeroes the vector it
         # reads (r1 - r1; the reads come before the writes)
-        for dst, src in zip(park, row):
+        for dst, src, pack in zip(park, row, packs):
             ops += [lambda src=src: a.fmin(r1, src, r5).v8subs(src, r1, r1),
-                    lambda dst=dst: a.fmax(dst, r1, 0)]
+                    lambda dst=dst, pack=pack: a.fmax(dst, r1, 0, pack=pack)]
     else:
-        ops += [lambda dst=dst, src=src: activate(a, dst, src, plan.epilogue.activation, r5)
-                for dst, src in zip(park, row)]
+        ops += [lambda dst=dst, src=src, pack=pack: activate(
+                    a, dst, src, plan.epilogue.activation, r5, pack=pack)
+                for dst, src, pack in zip(park, row, packs)]
         ops += [lambda reg=reg: zero(a, [reg]) for reg in row]
     return ops + [lambda: a.mov(own["drain"], uniform)]
 

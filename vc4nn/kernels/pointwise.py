@@ -232,11 +232,13 @@ class PointwisePlan:
 
     @property
     def vectors(self):
-        """The panel's width in vectors: ``panel_vectors``, else the width of PANEL_WIDTHS whose
-        panel kernel gathers the weights (``gathers``: the layers are bound by the bus) and
-        issues the fewest instructions (``sgemm_panel.issue_estimate``) on its route. Wider
-        panels spend fewer instructions per multiply-add on broadcasting A but hold fewer rows
-        per QPU and fewer k-rows per chunk (PanelPlan); edge panels waste lanes. (Cout = 64 on 12
+        """The panel's width in vectors: ``panel_vectors``, else a width whose panel staggers
+        (``staggers``: fp16 pw3, 4 vectors by the estimate 6.509 ms, staggered 8 5.778), else
+        the width of PANEL_WIDTHS whose panel kernel gathers the weights (``gathers``: the
+        layers are bound by the bus) and issues the fewest instructions
+        (``sgemm_panel.issue_estimate``) on its route. Wider panels spend fewer instructions
+        per multiply-add on broadcasting A but hold fewer rows per QPU and fewer k-rows per
+        chunk (PanelPlan); edge panels waste lanes. (Cout = 64 on 12
         QPUs, channel-major x, pi_zero, full layers: 4 vectors in chunks of 5 k-rows DMA'd,
         then 4 in chunks of 3 gathered: 112x112x32->64 6.594 -> 6.391 ms, 14x14x384->64 0.790
         -> 0.637; 6 vectors DMA'd, which the issue estimate alone would pick: 6.475, 0.787.)"""
@@ -248,7 +250,8 @@ class PointwisePlan:
                 panel = self._panel(*self._route(vectors), vectors)
             except ValueError:      # a forced option this width cannot take
                 continue
-            estimates[vectors] = (not panel.b_gather, sgemm_panel.issue_estimate(panel))
+            estimates[vectors] = (not panel.stagger, not panel.b_gather,
+                                  sgemm_panel.issue_estimate(panel))
         return min(estimates, key=estimates.get) if estimates else PANEL_WIDTHS[0]
 
     @property
@@ -324,11 +327,12 @@ class PointwisePlan:
     def staggers(self):
         """Whether the rows retire at staggered points of a cyclic k stream, stored one vector
         per chunk while the others compute (``stagger``, vc4nn/kernels/panel_stagger.py). By
-        default where it runs (the transposed route, float32 x, y and weights, a bias, no
-        residual, 12 QPUs for 8-vector panels, K + 1 in chunks that make 5 segments: Cin =
-        128) and N is one panel. Measured (pi_zero, 12 QPUs, full layers, channel-major x,
-        ms): 56x56x128->128 6.678 -> 5.614 (53% -> 64% of peak); not 28x28x128->256 (two
-        panels, each with its warm-up and last cycle): 3.360 -> 3.761."""
+        default where it runs (the transposed route, float32 weights, x and y either, a bias,
+        no residual, 12 QPUs for 8-vector panels, K + 1 in chunks that make 5 segments: Cin =
+        128) and N is one panel; its panel width then wins (``vectors``). Measured (pi_zero, 12
+        QPUs, full layers, channel-major x, ms): 56x56x128->128 6.678 -> 5.614 (53% -> 64% of
+        peak), with fp16 x and y 6.509 (4 vectors, not staggered) -> 5.778; not 28x28x128->256
+        (two panels, each with its warm-up and last cycle): 3.360 -> 3.761."""
         return self.panel.stagger
 
     @property

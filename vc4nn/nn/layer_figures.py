@@ -198,18 +198,23 @@ def reduced_input(layer, reduction):
 
 
 def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=0,
-                  storage="fp32", layout="hwc"):
+                  storage="fp32", layout="hwc", weights=None):
     """LayerFigures of ``layer`` (a ``mobilenet_shapes.Layer``) on ``device``. ``tiling``: None
     uses the layer API's choice (the tuned cache, else the default); a dict forces the plan's
     tiling fields ({} forces the defaults). ``storage``: "fp16" stores activations and weights
-    as halves where the layer's kernel can (vc4nn/nn/storage.py). ``layout``: "chw" runs a
+    as halves where the layer's kernel can (vc4nn/nn/storage.py); ``weights``: a pointwise
+    layer's weights' storage where it differs ("fp32" with fp16 storage: precision="auto"'s
+    fp16/fp32 candidate; the record's storage then says "fp16/fp32"). ``layout``: "chw" runs a
     depthwise layer writing its result, a pointwise layer reading its input, channel-major (the
     hand-over of vc4nn/nn/handoff.py)."""
     if storage not in DTYPE_OF_STORAGE:
         raise Vc4nnError(f"storage={storage!r}: 'fp32' or 'fp16'")
+    if weights not in (None, *DTYPE_OF_STORAGE):
+        raise Vc4nnError(f"weights={weights!r}: None, 'fp32' or 'fp16'")
     if layer.kind not in FP16_LAYERS:
         storage = "fp32"
     half = storage == "fp16"
+    w_storage = weights if weights and layer.kind == "pointwise" else storage
     rng = np.random.default_rng(seed)
     h, w, scale = reduced_input(layer, reduction)
 
@@ -217,12 +222,12 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
         return device.array(rng.standard_normal(shape).astype(np.float16 if fp16 else
                                                                np.float32))
 
-    plan, source = plan_for(layer, h, w, num_qpus, device, tiling, storage, layout)
+    plan, source = plan_for(layer, h, w, num_qpus, device, tiling, storage, layout, w_storage)
     x_shape = (layer.cin, h, w) if layout == "chw" and layer.kind == "pointwise" else \
         (h, w, layer.cin)
     x = rand(*x_shape, fp16=half and layer.kind in FP16_INPUT)
     result_dtype = DTYPE_OF_STORAGE["fp16" if half and layer.kind in FP16_RESULT else "fp32"]
-    w_fp16 = half and layer.kind in FP16_WEIGHTS
+    w_fp16 = w_storage == "fp16" and layer.kind in FP16_WEIGHTS
     kind, act = layer.kind, layer.activation
     if kind == "pointwise":
         weights = prepare_pointwise(np.asarray(rand(layer.cin, layer.cout, fp16=w_fp16)),
@@ -265,7 +270,7 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
     if run.cycles is None:
         raise Vc4nnError(f"layer {layer.name}: the {device.name} device reports no cycle counts "
                          f"(the per-layer figures are the emulator's cycle model)")
-    flops, loaded, stored = layer_work(layer, x.itemsize, y.itemsize, 2 if w_fp16 else None)
+    flops, loaded, stored = layer_work(layer, x.itemsize, y.itemsize, 2 if w_fp16 else 4)
     timing = device.timing
     return LayerFigures(
         name=layer.name, kind=kind, shape=describe(layer), run_shape=run_shape, scale=scale,
@@ -273,7 +278,8 @@ def measure_layer(layer, device, num_qpus=12, reduction=FULL, tiling=None, seed=
         roofline_clocks=roofline_clocks(timing, loaded, stored), clocks=run.cycles,
         board=run.board, clock_hz=run.clock_hz, num_qpus=num_qpus, launches=run.launches,
         launch_overhead_s=timing.launch_overhead, shares=stall_shares(run),
-        tiling=resolved_tiling(plan), plan=source, storage=storage, layout=layout,
+        tiling=resolved_tiling(plan), plan=source,
+        storage=storage if w_storage == storage else f"{storage}/{w_storage}", layout=layout,
         bus_clocks=run.bus_busy_clocks)
 
 

@@ -14,16 +14,18 @@ TUNABLE = ("pointwise", "depthwise")
 
 
 def plan_for(layer, height, width, num_qpus, device, tiling=None, storage="fp32",
-             layout="hwc"):
+             layout="hwc", weights=None):
     """(plan, source) of ``layer`` run on a height x width input (activations and weights in
     ``storage``, where the kind has fp16 kernels): source is "explicit"
     (``tiling`` given), "default" (``tiling`` == {} or nothing in the cache) or "tuned".
     ``layout``: "chw" for a depthwise layer's result or a pointwise layer's input handed over
-    channel-major (vc4nn/nn/handoff.py). Kinds without tiling choices give (None, "default")."""
+    channel-major (vc4nn/nn/handoff.py). ``weights``: a pointwise layer's weights' storage
+    (None: ``storage``). Kinds without tiling choices give (None, "default")."""
     if layer.kind == "pointwise":
         plan = pointwise_plan(height, width, layer.cin, layer.cout, num_qpus, True,
                               layer.residual, layer.activation, storage, storage,
-                              storage if layer.residual else "fp32", storage, layout,
+                              storage if layer.residual else "fp32", weights or storage,
+                              layout,
                               **(tiling or {}))
     elif layer.kind == "depthwise":
         pads, _ = resolve_padding("depthwise", "same", height, width, *KERNEL, layer.stride,
