@@ -114,15 +114,21 @@ def test_rolled_blocks_match_the_direct_loop(device, case):
     bias = rng.standard_normal(cout).astype(np.float32) if with_bias else None
     y = conv2d(x, wt, bias, stride, padding, activation, device=device, num_qpus=5,
                dtype=np.float16 if storage == "fp16" else None)
-    pads, _ = resolve_padding("test", padding, h, w, k, k, stride, stride)
+    assert_matches_the_direct_loop(y, x, wt, bias, stride, padding, activation, storage)
+
+
+def assert_matches_the_direct_loop(y, x, wt, bias, stride, padding, activation, storage):
+    """y against the float64 direct loop: float32 within the sum's rounding, fp16 within a
+    half's rounding on top of it."""
+    (h, w, cin), (kh, kw) = x.shape, wt.shape[:2]
+    pads, _ = resolve_padding("test", padding, h, w, kh, kw, stride, stride)
     expected, magnitude = spatial_reference.conv2d(x, wt, bias, stride, pads, activation)
     if storage == "fp16":
         assert y.dtype == np.float16
-        # a half's rounding on top of the float32 sum
         np.testing.assert_allclose(y.astype(np.float64), expected,
                                    atol=1e-2 * (1 + magnitude.max()), rtol=2 ** -10)
     else:
-        assert_close(y, expected, magnitude, terms=k * k * cin)
+        assert_close(y, expected, magnitude, terms=kh * kw * cin)
 
 
 def backward_branch_loops(program):
@@ -240,14 +246,7 @@ def test_channel_lanes_match_the_direct_loop(device, case):
     y = conv2d(given, wt, bias, stride, padding, activation, device=device, num_qpus=qpus,
                dtype=np.float16 if storage == "fp16" else None, x_layout=layout,
                lanes="channels")
-    pads, _ = resolve_padding("test", padding, h, w, k, k, stride, stride)
-    expected, magnitude = spatial_reference.conv2d(x, wt, bias, stride, pads, activation)
-    if storage == "fp16":
-        assert y.dtype == np.float16
-        np.testing.assert_allclose(y.astype(np.float64), expected,
-                                   atol=1e-2 * (1 + magnitude.max()), rtol=2 ** -10)
-    else:
-        assert_close(y, expected, magnitude, terms=k * k * cin)
+    assert_matches_the_direct_loop(y, x, wt, bias, stride, padding, activation, storage)
 
 
 def test_auto_lanes_take_channels_for_the_stem_only():

@@ -48,7 +48,7 @@ from .panel_kloop import (ChunkLoop, gathers_ahead, k_kinds, k_step, request_a, 
                           steady_chunks, steady_kinds)
 from .panel_plan import MAX_ROWS
 from .panel_registers import LANE_DELTA, accumulators, registers
-from .panel_uniforms import role_word, staging_words
+from .panel_uniforms import read_stream_head, role_word, staging_words
 
 ROWS = 5        # rows per QPU: 5 x 8 accumulators and 8 park registers
 DELAY = isa.BRANCH_DELAY_SLOTS
@@ -139,13 +139,7 @@ def stagger_kernel(a, plan, own_moves):
     acc = accumulators(plan, plan.panel_vectors, ROWS)
     park = park_registers(plan)
     masters = []
-    a.mov(null, uniform, sf=True)                   # 0: not needed for this shape
-    a.branch("exit", cond="all_zs")
-    a.nop()
-    a.nop()
-    a.nop()
-    for name in ("role", "stage_w", "vdw_full", "vdw_part"):
-        a.mov(regs.get(name, null), uniform)
+    read_stream_head(a, regs)
     a.mov(regs["b_write"], uniform)
     vectors = plan.panel_vectors
     a.ldi(regs["buffer"], vpm_read_setup(vectors, plan.buffer_rows))

@@ -5,7 +5,7 @@ load of B a loader issues: the host computes all addresses, so the kernel has no
 arithmetic for B.
 """
 
-from asm import vdr_setup, vdw_setup, vpm_read_setup, vpm_write_setup
+from asm import null, uniform, vdr_setup, vdw_setup, vpm_read_setup, vpm_write_setup
 
 from . import dma
 from . import chain
@@ -282,3 +282,16 @@ def uniform_streams(plan, addresses, alpha, beta, bias=None, residual=None):
                     index += 1
         streams.append(words)
     return chain.with_tail(streams)
+
+
+def read_stream_head(a, regs):
+    """The kernel's side of a stream's first words (``uniform_streams``): a QPU whose word 0
+    is 0 is not needed for this shape and exits, the others read their role, the staging
+    row's write setup and the two VDW setups."""
+    a.mov(null, uniform, sf=True)
+    a.branch("exit", cond="all_zs")
+    a.nop()
+    a.nop()
+    a.nop()
+    for name in ("role", "stage_w", "vdw_full", "vdw_part"):
+        a.mov(regs.get(name, null), uniform)

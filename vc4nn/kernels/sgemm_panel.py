@@ -46,6 +46,7 @@ from .panel_plan import MAX_ROWS
 from .panel_registers import accumulators, registers
 from .panel_spread import fix_lane, read_header
 from .panel_store import start_at_bias, store
+from .panel_uniforms import read_stream_head
 
 # The panel kernel's public names, wherever they live (vc4nn/linalg.py, kernels/pointwise.py).
 from .panel_barrier import master_counts, relay_counts  # noqa: E402,F401
@@ -64,13 +65,7 @@ def program_for(plan):
 def panel_kernel(a, plan):
     regs, _, _ = registers(plan)
     masters = []                # the master's barrier code of each boundary (place_masters)
-    a.mov(null, uniform, sf=True)                   # 0: not needed for this shape
-    a.branch("exit", cond="all_zs")
-    a.nop()
-    a.nop()
-    a.nop()
-    for name in ("role", "stage_w", "vdw_full", "vdw_part"):
-        a.mov(regs.get(name, null), uniform)
+    read_stream_head(a, regs)
     if not plan.alpha_one:
         a.mov(regs["alpha"], uniform)
     if not plan.beta_zero:
