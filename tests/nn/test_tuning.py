@@ -142,6 +142,16 @@ def test_the_layer_runs_the_tuned_panel_width(cache_file, device):
     assert run_pointwise(device).instructions == widths[4].instructions
 
 
+def run_recorded_depthwise(x, w, record, device):
+    """(y, float64 reference, its magnitudes) of the stride-2 relu6 layer the tune tests tune,
+    run by the layer with the cache: its cycles are the record's."""
+    y, run = depthwise(x, w, None, 2, "same", "relu6", device=device, num_qpus=4,
+                       return_run=True)
+    assert run.cycles == record["clocks"]
+    expected, magnitude = spatial_reference.depthwise(x, w, None, 2, (1, 1, 0, 1), "relu6")
+    return y, expected, magnitude
+
+
 def test_tune_stores_the_fastest_and_the_layer_reproduces_it(cache_file, device):
     layer = Layer("dw", "depthwise", 5, 8, 16, 16, 2, "relu6")
     tried = candidates(layer, 5, 8, 4, device)
@@ -156,10 +166,7 @@ def test_tune_stores_the_fastest_and_the_layer_reproduces_it(cache_file, device)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((5, 8, 16)).astype(np.float32)
     w = rng.standard_normal((3, 3, 16)).astype(np.float32)
-    y, run = depthwise(x, w, None, 2, "same", "relu6", device=device, num_qpus=4,
-                       return_run=True)
-    assert run.cycles == record["clocks"]
-    expected, magnitude = spatial_reference.depthwise(x, w, None, 2, (1, 1, 0, 1), "relu6")
+    y, expected, magnitude = run_recorded_depthwise(x, w, record, device)
     assert_close(y, expected, magnitude, terms=9)
 
 
@@ -181,10 +188,7 @@ def test_tune_fp16_keeps_its_own_records_and_the_layer_runs_them(cache_file, dev
     rng = np.random.default_rng(6)
     x = rng.standard_normal((5, 8, 32)).astype(np.float16)
     w = rng.standard_normal((3, 3, 32)).astype(np.float16)
-    y, run = depthwise(x, w, None, 2, "same", "relu6", device=device, num_qpus=4,
-                       return_run=True)
-    assert run.cycles == record["clocks"]
-    expected, magnitude = spatial_reference.depthwise(x, w, None, 2, (1, 1, 0, 1), "relu6")
+    y, expected, magnitude = run_recorded_depthwise(x, w, record, device)
     assert_close_fp16(y, expected, magnitude, terms=9)
 
 
