@@ -179,7 +179,7 @@ class Conv2dPlan(SpatialShape):
         output column, return address, then per block: store setup, store stride, address].
         ``stream_addresses[q]`` is where QPU q's stream will live (the return addresses point
         into it)."""
-        esz, groups, qpus = self.in_bytes, self.groups, self.qpus
+        groups, qpus = self.groups, self.qpus
         bounds = [len(groups) * q // qpus for q in range(qpus + 1)]
         out = []
         for q in range(qpus):

@@ -130,7 +130,6 @@ def streams(plan, x_addr, y_addr, weights_addr, table_addr, zero_addr):
     pixel that prefetches (the last whole pixel but one), 1 if a right-edge pixel follows,
     whole pixels]."""
     groups, qpus = plan.groups, plan.qpus
-    bounds = [len(groups) * q // qpus for q in range(qpus + 1)]
     edge = len(edge_taps(plan)) < len(plan.taps)
     pixel_out = CHANNELS * plan.out_bytes
     out = []

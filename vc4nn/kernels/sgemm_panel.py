@@ -37,8 +37,8 @@ from asm import element_number, kernel, null, r0, r2, r3, uniform, vpm_read_setu
 
 from .common import LANES, ceil_div, lane_addresses, zero
 from . import chain
-from .panel_barrier import boundary, issue_loads
-from .panel_gather_b import pop_rows, request_first_rows, start_panel, stepped
+from .panel_barrier import issue_loads
+from .panel_gather_b import pop_rows, request_first_rows, start_panel
 from .panel_chunks import chunks
 from .panel_kloop import gather_kind, gathers_ahead, request_a
 from . import panel_park as parking
